@@ -1,0 +1,191 @@
+// Package receipts defines the durable record of a finished process and the
+// Store interface that keeps such records, bounded, redacted and scoped to the
+// session that owns them.
+package receipts
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hermesrun/hermes/runner/redact"
+)
+
+// MaxOutputChars bounds the output a receipt keeps: the last this many
+// characters (runes) of the interleaved stdout and stderr.
+const MaxOutputChars = 200_000
+
+// Defaults for retention, used when the profile's config.yaml says nothing.
+const (
+	DefaultRetention   = 168 * time.Hour
+	DefaultMaxRetained = 1000
+)
+
+// Process states as the contract names them.
+const (
+	StatusRunning       = "running"
+	StatusExited        = "exited"
+	StatusKilled        = "killed"
+	StatusFailedToStart = "failed_to_start"
+	StatusTimeout       = "timeout"
+	StatusLost          = "lost"
+	StatusNotFound      = "not_found"
+)
+
+// Errors a Store returns. Callers test them with errors.Is.
+var (
+	// ErrNotFound means no receipt visible to the caller has that id or
+	// prefix: absent, expired, trimmed, owned by another session, or the
+	// prefix was ambiguous. The cases are deliberately indistinguishable.
+	ErrNotFound = errors.New("receipt not found")
+	// ErrExists is returned by Create when a receipt with the id is already
+	// stored: another observer recorded the end first.
+	ErrExists = errors.New("receipt already exists")
+	// ErrInvalidID is returned for ids that are neither a process id nor a
+	// usable prefix of one.
+	ErrInvalidID = errors.New("invalid process id")
+)
+
+// Receipt is the durable result of one finished process. Field names follow
+// the contract; SessionID is the process id, for historical reasons.
+type Receipt struct {
+	SessionID        string    `json:"session_id"`
+	Command          string    `json:"command"`
+	Backend          string    `json:"backend"`
+	Status           string    `json:"status"`
+	ExitCode         int       `json:"exit_code"`
+	Signal           string    `json:"signal,omitempty"`
+	StartedAt        time.Time `json:"started_at"`
+	FinishedAt       time.Time `json:"finished_at"`
+	Output           string    `json:"output"`
+	OutputTruncated  bool      `json:"output_truncated"`
+	TaskID           string    `json:"task_id"`
+	OwnerTaskID      string    `json:"owner_task_id"`
+	SessionKey       string    `json:"session_key"`
+	ParentSessionID  string    `json:"parent_session_id"`
+	NotifyOnComplete bool      `json:"notify_on_complete"`
+	Cwd              string    `json:"cwd"`
+	TraceID          string    `json:"trace_id"`
+	SpanID           string    `json:"span_id"`
+	PID              int       `json:"pid,omitempty"`
+	ContainerID      string    `json:"container_id,omitempty"`
+	Image            string    `json:"image,omitempty"`
+	Error            string    `json:"error,omitempty"`
+}
+
+// Sanitize returns a copy of r fit to persist: every free-text field
+// redacted, and the output cut to its last MaxOutputChars characters. Stores
+// call it on every write, whatever any in-memory redaction switch says.
+func Sanitize(r *Receipt) *Receipt {
+	c := *r
+	c.Command = redact.String(c.Command)
+	c.Error = redact.String(c.Error)
+	out := redact.String(c.Output)
+	if n := utf8.RuneCountInString(out); n > MaxOutputChars {
+		out = TailChars(out, MaxOutputChars)
+		c.OutputTruncated = true
+	}
+	c.Output = out
+	return &c
+}
+
+// TailChars returns the last n characters (runes) of s.
+func TailChars(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n { // fewer bytes than n means fewer runes too
+		return s
+	}
+	i := len(s)
+	for count := 0; i > 0 && count < n; count++ {
+		_, size := utf8.DecodeLastRuneInString(s[:i])
+		i -= size
+	}
+	return s[i:]
+}
+
+var (
+	fullID   = regexp.MustCompile(`^proc_[0-9a-f]{12}$`)
+	prefixID = regexp.MustCompile(`^proc_[0-9a-f]{4,12}$`)
+)
+
+// IsID reports whether s is a complete process id: proc_ and 12 lowercase
+// hex digits.
+func IsID(s string) bool { return fullID.MatchString(s) }
+
+// IsPrefix reports whether s may be used to look a process up: a complete id
+// or proc_ followed by at least four lowercase hex digits.
+func IsPrefix(s string) bool { return prefixID.MatchString(s) }
+
+// Scope says whose receipts a caller may read: the owner session ids
+// (parent_session_id values) it is entitled to. The empty string stands for
+// receipts with no owner session. The zero Scope reads nothing.
+type Scope struct {
+	Owners []string
+}
+
+// Anonymous is the scope of a caller with no session id: it sees only
+// receipts that have no owner session.
+func Anonymous() Scope { return Scope{Owners: []string{""}} }
+
+// Allows reports whether a receipt owned by owner is visible in s.
+func (s Scope) Allows(owner string) bool { return slices.Contains(s.Owners, owner) }
+
+// Filter narrows a listing. Empty fields match everything.
+type Filter struct {
+	TaskID     string
+	SessionKey string
+}
+
+// Match reports whether r passes f.
+func (f Filter) Match(r *Receipt) bool {
+	if f.TaskID != "" && r.TaskID != f.TaskID && r.OwnerTaskID != f.TaskID {
+		return false
+	}
+	if f.SessionKey != "" && r.SessionKey != f.SessionKey {
+		return false
+	}
+	return true
+}
+
+// Store keeps receipts for one profile. Implementations sanitize (Sanitize)
+// before anything reaches storage, expire receipts Retention after they were
+// written and keep at most MaxRetained, dropping the oldest first.
+type Store interface {
+	// Put records r, replacing any receipt with the same id.
+	Put(ctx context.Context, r *Receipt) error
+	// Create records r only if no receipt with its id exists, so that two
+	// observers of one end write it once; the loser gets ErrExists.
+	Create(ctx context.Context, r *Receipt) error
+	// Get returns the receipt whose id is idOrPrefix, or the only receipt
+	// visible in scope whose id starts with it. Anything else, including an
+	// ambiguous prefix, is ErrNotFound.
+	Get(ctx context.Context, idOrPrefix string, scope Scope) (*Receipt, error)
+	// List returns the receipts visible in scope that pass f, newest first.
+	List(ctx context.Context, scope Scope, f Filter) ([]*Receipt, error)
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Options are the retention settings every Store honours.
+type Options struct {
+	// Retention is how long a receipt lives after it was written.
+	Retention time.Duration
+	// MaxRetained caps the receipts kept per profile.
+	MaxRetained int
+}
+
+// WithDefaults fills zero fields with the contract's defaults.
+func (o Options) WithDefaults() Options {
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.MaxRetained <= 0 {
+		o.MaxRetained = DefaultMaxRetained
+	}
+	return o
+}
