@@ -1,0 +1,252 @@
+package receipts
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// FileStore is the embedded default Store: one JSON file per receipt,
+// <dir>/<id>.json, written atomically (temporary file, then rename or link).
+// A receipt expires Retention after its file was last written (its mtime),
+// and at most MaxRetained files are kept, the oldest removed first. Several
+// hermes processes may share one directory.
+type FileStore struct {
+	dir  string
+	opts Options
+	now  func() time.Time
+	log  *slog.Logger
+}
+
+// NewFileStore returns a store keeping receipts in dir (normally
+// $HERMES_HOME/logs/process-results), creating it if needed.
+func NewFileStore(dir string, opts Options) (*FileStore, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("receipt store: %w", err)
+	}
+	return &FileStore{dir: dir, opts: opts.WithDefaults(), now: time.Now, log: slog.Default()}, nil
+}
+
+// Path is the file that holds (or would hold) the receipt id.
+func (s *FileStore) Path(id string) string { return filepath.Join(s.dir, id+".json") }
+
+// Put implements Store.
+func (s *FileStore) Put(_ context.Context, r *Receipt) error {
+	tmp, err := s.stage(r)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Rename(tmp, s.Path(r.SessionID)); err != nil {
+		return fmt.Errorf("receipt %s: %w", r.SessionID, err)
+	}
+	s.trim()
+	return nil
+}
+
+// Create implements Store. A hard link from the staged file is the if-absent
+// primitive: link(2) fails with EEXIST when another writer got there first,
+// and readers never see a partial file.
+func (s *FileStore) Create(_ context.Context, r *Receipt) error {
+	tmp, err := s.stage(r)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	final := s.Path(r.SessionID)
+	if err := os.Link(tmp, final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if _, live := s.load(r.SessionID); live == nil {
+				return ErrExists
+			}
+			// The existing file expired: it is not a receipt any more.
+			if err := os.Rename(tmp, final); err != nil {
+				return fmt.Errorf("receipt %s: %w", r.SessionID, err)
+			}
+			s.trim()
+			return nil
+		}
+		return fmt.Errorf("receipt %s: %w", r.SessionID, err)
+	}
+	s.trim()
+	return nil
+}
+
+// stage writes the sanitized receipt to a synced temporary file in dir.
+func (s *FileStore) stage(r *Receipt) (string, error) {
+	if !IsID(r.SessionID) {
+		return "", fmt.Errorf("%w: %q", ErrInvalidID, r.SessionID)
+	}
+	b, err := json.Marshal(Sanitize(r))
+	if err != nil {
+		return "", fmt.Errorf("receipt %s: %w", r.SessionID, err)
+	}
+	f, err := os.CreateTemp(s.dir, ".tmp-"+r.SessionID+"-*")
+	if err != nil {
+		return "", fmt.Errorf("receipt %s: %w", r.SessionID, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("receipt %s: %w", r.SessionID, err)
+	}
+	return f.Name(), nil
+}
+
+// Get implements Store.
+func (s *FileStore) Get(_ context.Context, idOrPrefix string, scope Scope) (*Receipt, error) {
+	if !IsPrefix(idOrPrefix) {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidID, idOrPrefix)
+	}
+	if IsID(idOrPrefix) {
+		r, err := s.load(idOrPrefix)
+		if err != nil || !scope.Allows(r.ParentSessionID) {
+			return nil, ErrNotFound
+		}
+		return r, nil
+	}
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	var found *Receipt
+	for _, id := range ids {
+		if !strings.HasPrefix(id, idOrPrefix) {
+			continue
+		}
+		r, err := s.load(id)
+		if err != nil || !scope.Allows(r.ParentSessionID) {
+			continue
+		}
+		if found != nil {
+			return nil, ErrNotFound // ambiguous resolves to nothing
+		}
+		found = r
+	}
+	if found == nil {
+		return nil, ErrNotFound
+	}
+	return found, nil
+}
+
+// List implements Store.
+func (s *FileStore) List(_ context.Context, scope Scope, f Filter) ([]*Receipt, error) {
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	var out []*Receipt
+	for _, id := range ids {
+		r, err := s.load(id)
+		if err != nil || !scope.Allows(r.ParentSessionID) || !f.Match(r) {
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *Receipt) int {
+		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.SessionID, b.SessionID))
+	})
+	return out, nil
+}
+
+// Close implements Store; the file store holds nothing open.
+func (s *FileStore) Close() error { return nil }
+
+// load reads one receipt, removing it instead if it has expired.
+func (s *FileStore) load(id string) (*Receipt, error) {
+	p := s.Path(id)
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, ErrNotFound
+	}
+	if s.expired(st) {
+		s.remove(p)
+		return nil, ErrNotFound
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, ErrNotFound
+	}
+	var r Receipt
+	if err := json.Unmarshal(b, &r); err != nil {
+		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
+		return nil, ErrNotFound
+	}
+	return &r, nil
+}
+
+func (s *FileStore) expired(st fs.FileInfo) bool {
+	return s.now().Sub(st.ModTime()) > s.opts.Retention
+}
+
+// ids lists the receipt ids present in dir, expired or not.
+func (s *FileStore) ids() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("receipt store: %w", err)
+	}
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && IsID(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// trim drops expired receipts and then the oldest beyond MaxRetained. It is
+// best effort: a concurrent trim in another process may remove the same
+// files first.
+func (s *FileStore) trim() {
+	ids, err := s.ids()
+	if err != nil {
+		return
+	}
+	type entry struct {
+		path string
+		mod  time.Time
+	}
+	live := make([]entry, 0, len(ids))
+	for _, id := range ids {
+		p := s.Path(id)
+		st, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if s.expired(st) {
+			s.remove(p)
+			continue
+		}
+		live = append(live, entry{p, st.ModTime()})
+	}
+	if len(live) <= s.opts.MaxRetained {
+		return
+	}
+	slices.SortFunc(live, func(a, b entry) int {
+		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.path, b.path))
+	})
+	for _, e := range live[:len(live)-s.opts.MaxRetained] {
+		s.remove(e.path)
+	}
+}
+
+func (s *FileStore) remove(path string) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("cannot remove receipt", "path", path, "err", err)
+	}
+}
