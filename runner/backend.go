@@ -112,6 +112,9 @@ type Live struct {
 	Image   string
 	Timeout time.Duration
 	Meta    Meta
+	// Lost is set when the process's supervisor vanished without recording
+	// an end: attaching to it records status lost.
+	Lost bool
 }
 
 // Attacher is implemented by backends whose processes outlive the hermes

@@ -83,3 +83,18 @@ func Scope(ctx context.Context, st Store, reader string) (receipts.Scope, error)
 	}
 	return scope, nil
 }
+
+type currentKey struct{}
+
+// WithCurrent returns ctx carrying id as the calling agent session: the
+// owner stamped on processes started under ctx and the reader whose scope
+// applies to lookups made under it.
+func WithCurrent(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, currentKey{}, id)
+}
+
+// Current returns the session id carried by ctx, or "".
+func Current(ctx context.Context) string {
+	id, _ := ctx.Value(currentKey{}).(string)
+	return id
+}

@@ -1,0 +1,190 @@
+// Package local runs commands as bash children of the calling process, each
+// in its own process group so that a signal reaches the whole tree, with
+// stdout and stderr captured through one pipe to keep their arrival order.
+//
+// Backend runs children attached to the current process. Detached (in
+// detached.go) runs each behind a small supervisor process (the shim) so the
+// job outlives the hermes command that started it.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+// Name is the backend's name in receipts.
+const Name = "local"
+
+// drainGrace is how long output is still read after the process group has
+// been killed: long enough for buffered pipe data, short enough that a
+// grandchild that escaped the group cannot hold the job open.
+const drainGrace = 2 * time.Second
+
+// Backend starts attached bash children.
+type Backend struct {
+	// Shell runs the command as Shell -c CMD. Default "bash".
+	Shell string
+	// BaseEnv is the environment children start from; nil means the
+	// current process's environment.
+	BaseEnv []string
+}
+
+// New returns a Backend with defaults.
+func New() *Backend { return &Backend{Shell: "bash"} }
+
+// Name implements runner.Backend.
+func (b *Backend) Name() string { return Name }
+
+// Start implements runner.Backend.
+func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	shell := b.Shell
+	if shell == "" {
+		shell = "bash"
+	}
+	cmd := exec.Command(shell, "-c", spec.Command)
+	cmd.Dir = spec.Cwd
+	base := b.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), base...), spec.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	var stdin io.WriteCloser
+	if spec.Stdin {
+		stdin, err = cmd.StdinPipe()
+		if err != nil {
+			r.Close()
+			w.Close()
+			return nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("start %s: %w", shell, err)
+	}
+	w.Close() // the child holds the only write ends now
+	h := &handle{cmd: cmd, out: r, stdin: stdin, done: make(chan struct{})}
+	go h.reap()
+	return h, nil
+}
+
+type handle struct {
+	cmd   *exec.Cmd
+	out   *os.File
+	stdin io.WriteCloser
+	inMu  sync.Mutex
+	done  chan struct{}
+	exit  runner.Exit
+	err   error
+}
+
+// reap waits for the child, then kills what is left of its process group
+// (no orphans) and bounds how long the output may still be drained.
+func (h *handle) reap() {
+	err := h.cmd.Wait()
+	h.exit.FinishedAt = time.Now()
+	pgid := h.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = h.out.SetReadDeadline(time.Now().Add(drainGrace))
+	st := h.cmd.ProcessState
+	var exitErr *exec.ExitError
+	switch {
+	case st == nil:
+		h.err = fmt.Errorf("wait: %w", err)
+	case !st.Exited():
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			h.exit.Signal = ws.Signal()
+			h.exit.Code = 128 + int(ws.Signal())
+		} else {
+			h.exit.Code = st.ExitCode()
+		}
+	case err == nil || errors.As(err, &exitErr):
+		h.exit.Code = st.ExitCode()
+	default:
+		h.err = fmt.Errorf("wait: %w", err)
+	}
+	close(h.done)
+}
+
+func (h *handle) PID() int    { return h.cmd.Process.Pid }
+func (h *handle) Ref() string { return strconv.Itoa(h.cmd.Process.Pid) }
+
+// Output returns the pipe; a read past the drain deadline ends the stream.
+func (h *handle) Output() io.Reader { return deadlineEOF{h.out} }
+
+func (h *handle) Wait(ctx context.Context) (runner.Exit, error) {
+	select {
+	case <-h.done:
+		return h.exit, h.err
+	case <-ctx.Done():
+		return runner.Exit{}, ctx.Err()
+	}
+}
+
+func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
+	select {
+	case <-h.done:
+		return nil // already gone: nothing to signal
+	default:
+	}
+	if err := syscall.Kill(-h.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal process group %d: %w", h.cmd.Process.Pid, err)
+	}
+	return nil
+}
+
+func (h *handle) Write(_ context.Context, p []byte) error {
+	h.inMu.Lock()
+	defer h.inMu.Unlock()
+	if h.stdin == nil {
+		return errors.New("stdin is closed or was not requested")
+	}
+	if _, err := h.stdin.Write(p); err != nil {
+		return fmt.Errorf("write stdin: %w", err)
+	}
+	return nil
+}
+
+func (h *handle) CloseStdin(context.Context) error {
+	h.inMu.Lock()
+	defer h.inMu.Unlock()
+	if h.stdin == nil {
+		return nil
+	}
+	err := h.stdin.Close()
+	h.stdin = nil
+	return err
+}
+
+// deadlineEOF turns the drain deadline into an ordinary end of stream and
+// closes the pipe once it is over.
+type deadlineEOF struct{ f *os.File }
+
+func (d deadlineEOF) Read(p []byte) (int, error) {
+	n, err := d.f.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) {
+		d.f.Close()
+		return n, io.EOF
+	}
+	return n, err
+}

@@ -1,0 +1,116 @@
+// Command hermes runs shell commands for AI agents, in the foreground or as
+// detached background jobs, and keeps a durable receipt of each result.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is stamped by the build (-ldflags "-X main.version=…"); a plain
+// go build reports the module version or "dev".
+var version = ""
+
+// CLI is the command tree.
+type CLI struct {
+	JSON    bool             `help:"Print machine-readable JSON." name:"json"`
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	Run   RunCmd   `cmd:"" help:"Run a command in the foreground, or start it in the background."`
+	Ps    PsCmd    `cmd:"" help:"List processes: live ones, and retained receipts with --retained."`
+	Log   LogCmd   `cmd:"" help:"Show a process's output and status."`
+	Poll  PollCmd  `cmd:"" help:"Show a process's status and output tail without consuming its completion."`
+	Wait  WaitCmd  `cmd:"" help:"Wait for a process to finish; exit with its exit code."`
+	Kill  KillCmd  `cmd:"" help:"End a process and its whole process group (SIGTERM, then SIGKILL)."`
+	Write WriteCmd `cmd:"" help:"Write data to a running process's stdin."`
+	Shim  ShimCmd  `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
+}
+
+// exitError carries an exit status out of a command without printing
+// anything more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// Globals are what every command gets.
+type Globals struct {
+	JSON   bool
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var cli CLI
+	exitCode := -1
+	parser, err := kong.New(&cli,
+		kong.Name("hermes"),
+		kong.Description("hermes runs shell commands for AI agents: in the foreground, or as detached background jobs whose results outlive the command that started them. Each finished process leaves a bounded, redacted, session-scoped receipt under $HERMES_HOME (or in Redis)."),
+		kong.Vars{"version": versionString()},
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exitCode = code }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "hermes: internal error: %v\n", err)
+		return 70
+	}
+	kctx, err := parser.Parse(args)
+	if exitCode >= 0 { // --help or --version
+		return exitCode
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hermes: error: %s (see hermes --help)\n", oneLine(err.Error()))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	err = kctx.Run(g)
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		var ue usageError
+		fmt.Fprintf(stderr, "hermes: error: %s\n", oneLine(err.Error()))
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+}
+
+// usageError marks bad input, which exits 2 like a parse error.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func badInput(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func versionString() string {
+	v := version
+	if v == "" {
+		v = "dev"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+	}
+	return "hermes " + v
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// open builds the engine and a registry for a command, with the caller's
+// session (HERMES_SESSION_ID) in the returned context.
+func open(ctx context.Context, g *Globals, mode engine.Mode) (context.Context, *engine.Engine, *runner.Registry, error) {
+	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	reg, err := e.Registry(mode)
+	if err != nil {
+		e.Close()
+		return ctx, nil, nil, err
+	}
+	return sessions.WithCurrent(ctx, g.Getenv("HERMES_SESSION_ID")), e, reg, nil
+}
+
+func checkID(id string) error {
+	if !receipts.IsPrefix(id) {
+		return badInput("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", id)
+	}
+	return nil
+}
+
+func printJSON(g *Globals, v any) error {
+	enc := json.NewEncoder(g.Stdout)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func notFound(id string) error {
+	return fmt.Errorf("%s: no such process in this profile and session", id)
+}
+
+func code(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+// PsCmd lists processes.
+type PsCmd struct {
+	Retained   bool   `help:"Include retained receipts of finished processes."`
+	Task       string `help:"Only processes of this task id."`
+	SessionKey string `help:"Only processes with this session key."`
+}
+
+// Run implements the command.
+func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
+	ctx, e, reg, err := open(ctx, g, engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	list, err := reg.List(ctx, runner.ListOptions{Retained: c.Retained, TaskID: c.Task, SessionKey: c.SessionKey})
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if list == nil {
+			list = []*runner.Info{}
+		}
+		return printJSON(g, list)
+	}
+	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tCOMMAND")
+	for _, in := range list {
+		cmd := in.Command
+		if len(cmd) > 60 {
+			cmd = cmd[:57] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.SessionID, in.Status, code(in.ExitCode), in.Backend,
+			in.StartedAt.Local().Format(time.DateTime), strings.ReplaceAll(cmd, "\n", " "))
+	}
+	return tw.Flush()
+}
+
+// LogCmd shows output.
+type LogCmd struct {
+	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)."`
+	Follow bool   `short:"f" help:"Keep printing new output until the process ends."`
+	Offset int    `help:"First line to show (negative counts from the end)."`
+	Limit  int    `help:"Maximum number of lines to show (0: all)."`
+}
+
+// Run implements the command.
+func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
+	if err := checkID(c.ID); err != nil {
+		return err
+	}
+	if c.Limit < 0 {
+		return badInput("--limit must not be negative")
+	}
+	ctx, e, reg, err := open(ctx, g, engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if c.Follow {
+		return c.follow(ctx, g, reg)
+	}
+	res, err := reg.Log(ctx, c.ID, c.Offset, c.Limit)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if err := printJSON(g, res); err != nil {
+			return err
+		}
+	} else if res.Status != receipts.StatusNotFound {
+		fmt.Fprint(g.Stdout, res.Output)
+	}
+	if res.Status == receipts.StatusNotFound {
+		return notFound(c.ID)
+	}
+	return nil
+}
+
+// follow prints complete lines as they appear, then the rest at the end.
+func (c *LogCmd) follow(ctx context.Context, g *Globals, reg *runner.Registry) error {
+	printed := c.Offset
+	for {
+		res, err := reg.Log(ctx, c.ID, printed, 0)
+		if err != nil {
+			return err
+		}
+		if res.Status == receipts.StatusNotFound {
+			if g.JSON {
+				_ = printJSON(g, res)
+			}
+			return notFound(c.ID)
+		}
+		done := res.Status != receipts.StatusRunning
+		out := res.Output
+		if !done {
+			out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines only
+		}
+		if out != "" {
+			if g.JSON {
+				_ = printJSON(g, map[string]any{"session_id": res.SessionID, "offset": printed, "output": out})
+			} else {
+				fmt.Fprint(g.Stdout, out)
+			}
+			printed += strings.Count(out, "\n")
+		}
+		if done {
+			if g.JSON {
+				return printJSON(g, map[string]any{"session_id": res.SessionID, "status": res.Status, "exit_code": res.ExitCode})
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// PollCmd shows status.
+type PollCmd struct {
+	ID string `arg:"" help:"Process id or unique prefix."`
+}
+
+// Run implements the command.
+func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
+	if err := checkID(c.ID); err != nil {
+		return err
+	}
+	ctx, e, reg, err := open(ctx, g, engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	res, err := reg.Poll(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if err := printJSON(g, res); err != nil {
+			return err
+		}
+	} else if res.Status != receipts.StatusNotFound {
+		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.SessionID, res.Status, code(res.ExitCode), res.OutputTail)
+	}
+	if res.Status == receipts.StatusNotFound {
+		return notFound(c.ID)
+	}
+	return nil
+}
+
+// WaitCmd waits for the end.
+type WaitCmd struct {
+	ID      string        `arg:"" help:"Process id or unique prefix."`
+	Timeout time.Duration `help:"Give up after this long (e.g. 30s, 5m); 0 waits forever."`
+}
+
+// Run implements the command.
+func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
+	if err := checkID(c.ID); err != nil {
+		return err
+	}
+	if c.Timeout < 0 {
+		return badInput("--timeout must not be negative")
+	}
+	ctx, e, reg, err := open(ctx, g, engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	wctx := ctx
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
+	res, err := reg.Wait(wctx, c.ID)
+	if errors.Is(err, context.DeadlineExceeded) {
+		if g.JSON {
+			_ = printJSON(g, map[string]any{"session_id": c.ID, "status": receipts.StatusRunning, "exit_code": nil, "timed_out": true})
+		}
+		fmt.Fprintf(g.Stderr, "hermes: %s still running after %s\n", c.ID, c.Timeout)
+		return exitError{124}
+	}
+	if err != nil {
+		return err
+	}
+	if res.Status == receipts.StatusNotFound {
+		if g.JSON {
+			_ = printJSON(g, res)
+		}
+		return notFound(c.ID)
+	}
+	if g.JSON {
+		if err := printJSON(g, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", res.SessionID, res.Status, code(res.ExitCode))
+	}
+	if res.ExitCode != nil && *res.ExitCode != 0 {
+		return exitError{exitStatus(*res.ExitCode)}
+	}
+	return nil
+}
+
+// exitStatus maps a recorded exit code to one a shell can carry.
+func exitStatus(c int) int {
+	if c < 0 || c > 255 {
+		return 1
+	}
+	return c
+}
+
+// KillCmd ends a process.
+type KillCmd struct {
+	ID string `arg:"" help:"Process id or unique prefix."`
+}
+
+// Run implements the command.
+func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
+	if err := checkID(c.ID); err != nil {
+		return err
+	}
+	ctx, e, reg, err := open(ctx, g, engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	kctx, cancel := context.WithTimeout(ctx, runner.DefaultKillGrace+10*time.Second)
+	defer cancel()
+	info, err := reg.Kill(kctx, c.ID)
+	if errors.Is(err, runner.ErrNotFound) {
+		if g.JSON {
+			_ = printJSON(g, map[string]any{"session_id": c.ID, "status": receipts.StatusNotFound})
+		}
+		return notFound(c.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g, info)
+	}
+	fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.SessionID, info.Status, code(info.ExitCode))
+	return nil
+}
+
+// WriteCmd writes to stdin.
+type WriteCmd struct {
+	ID     string `arg:"" help:"Process id or unique prefix."`
+	Data   string `arg:"" optional:"" help:"Data to write; omit to copy hermes's own stdin."`
+	Submit bool   `help:"Append a newline (like pressing Enter)."`
+	EOF    bool   `name:"eof" help:"Close the process's stdin afterwards."`
+}
+
+// Run implements the command.
+func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
+	if err := checkID(c.ID); err != nil {
+		return err
+	}
+	ctx, e, reg, err := open(ctx, g, engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	data := []byte(c.Data)
+	if c.Submit {
+		data = append(data, '\n')
+	}
+	n := len(data)
+	if len(data) > 0 {
+		if err := reg.Write(ctx, c.ID, data); err != nil {
+			if errors.Is(err, runner.ErrNotFound) {
+				return notFound(c.ID)
+			}
+			return err
+		}
+	}
+	if c.EOF {
+		if err := reg.CloseStdin(ctx, c.ID); err != nil {
+			return err
+		}
+	}
+	if g.JSON {
+		return printJSON(g, map[string]any{"session_id": c.ID, "status": "ok", "bytes_written": n, "stdin_closed": c.EOF})
+	}
+	return nil
+}
+
+// ShimCmd is the detached supervisor's entry point.
+type ShimCmd struct{}
+
+// Run implements the command. The shim's life is its job's, not the
+// command context's: it handles SIGTERM/SIGINT itself by ending the job.
+func (c *ShimCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
+	if err != nil {
+		_ = json.NewEncoder(os.Stdout).Encode(map[string]string{"error": err.Error()})
+		return err
+	}
+	defer e.Close()
+	return e.RunShim(ctx, os.Stdin, os.Stdout)
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// RunCmd runs a command.
+type RunCmd struct {
+	Background bool          `short:"b" help:"Start the command detached and print its start receipt; it keeps running after hermes exits."`
+	Notify     bool          `help:"Queue a completion for the owning agent session when the command finishes."`
+	Backend    string        `enum:"local,docker" default:"local" help:"Where to run: local (bash child) or docker (detached container)."`
+	Image      string        `help:"Container image for --backend docker (default: terminal.docker_image in config.yaml)."`
+	Cwd        string        `help:"Working directory (default: the current one)." type:"path"`
+	Env        []string      `short:"e" help:"Extra environment variable KEY=VALUE (repeatable)."`
+	Timeout    time.Duration `help:"Kill the command after this long (e.g. 30s, 10m); 0 means no limit."`
+	Task       string        `help:"Task id to record on the receipt."`
+	SessionKey string        `help:"Session key to record on the receipt."`
+	Command    []string      `arg:"" passthrough:"" help:"The command, after --. One argument is a shell command line; several are quoted and joined."`
+}
+
+// Run implements the command.
+func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
+	req, err := c.request(g)
+	if err != nil {
+		return err
+	}
+	mode := engine.Foreground
+	if c.Background {
+		mode = engine.Background
+	}
+	ctx, e, reg, err := open(ctx, g, mode)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	if c.Backend == "docker" && req.Image == "" {
+		req.Image = e.Profile.Config.Terminal.DockerImage
+		if req.Image == "" {
+			return badInput("--backend docker needs --image (or terminal.docker_image in config.yaml)")
+		}
+	}
+	if c.Background {
+		return c.background(ctx, g, reg, req)
+	}
+	return c.foreground(ctx, g, reg, req)
+}
+
+func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
+	var req runner.StartRequest
+	args := c.Command
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 || strings.TrimSpace(strings.Join(args, "")) == "" {
+		return req, badInput("missing command: hermes run [flags] -- COMMAND [ARGS...]")
+	}
+	if len(args) == 1 {
+		req.Command = args[0]
+	} else {
+		quoted := make([]string, len(args))
+		for i, a := range args {
+			quoted[i] = shellQuote(a)
+		}
+		req.Command = strings.Join(quoted, " ")
+	}
+	for _, kv := range c.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return req, badInput("--env %q: want KEY=VALUE", kv)
+		}
+	}
+	if c.Timeout < 0 {
+		return req, badInput("--timeout must not be negative")
+	}
+	cwd := c.Cwd
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return req, fmt.Errorf("current directory: %w", err)
+		}
+	}
+	if c.Backend == "local" {
+		abs, err := filepath.Abs(cwd)
+		if err != nil {
+			return req, badInput("--cwd %q: %v", cwd, err)
+		}
+		st, err := os.Stat(abs)
+		if err != nil || !st.IsDir() {
+			return req, badInput("--cwd %q: not a directory", cwd)
+		}
+		cwd = abs
+	}
+	if c.Notify && !c.Background {
+		return req, badInput("--notify needs --background")
+	}
+	req.Cwd, req.Env, req.Timeout = cwd, c.Env, c.Timeout
+	req.Backend, req.Image, req.Notify = c.Backend, c.Image, c.Notify
+	req.TaskID, req.OwnerTaskID, req.SessionKey = c.Task, c.Task, c.SessionKey
+	req.Stdin = c.Background
+	return req, nil
+}
+
+// startReceipt is what a background start prints.
+type startReceipt struct {
+	SessionID        string    `json:"session_id"`
+	Status           string    `json:"status"`
+	NotifyOnComplete bool      `json:"notify_on_complete"`
+	PID              int       `json:"pid"`
+	ContainerID      string    `json:"container_id,omitempty"`
+	Command          string    `json:"command"`
+	Backend          string    `json:"backend"`
+	Cwd              string    `json:"cwd"`
+	StartedAt        time.Time `json:"started_at"`
+	ParentSessionID  string    `json:"parent_session_id"`
+	TaskID           string    `json:"task_id"`
+	TraceID          string    `json:"trace_id"`
+	SpanID           string    `json:"span_id"`
+}
+
+// StartReceiptOf is the start receipt of a freshly started process.
+func startReceiptOf(in *runner.Info) startReceipt {
+	return startReceipt{
+		SessionID: in.SessionID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
+		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
+		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
+		TraceID: in.TraceID, SpanID: in.SpanID,
+	}
+}
+
+func (c *RunCmd) background(ctx context.Context, g *Globals, reg *runner.Registry, req runner.StartRequest) error {
+	info, err := reg.Start(ctx, req)
+	if err != nil {
+		if info != nil && g.JSON {
+			_ = printJSON(g, info)
+		}
+		return err
+	}
+	return printJSON(g, startReceiptOf(info))
+}
+
+func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registry, req runner.StartRequest) error {
+	if !g.JSON {
+		req.Tee = g.Stdout
+	}
+	// The job must not die with ctx: an interrupt kills it deliberately,
+	// so that its end is recorded as killed.
+	info, err := reg.Start(context.WithoutCancel(ctx), req)
+	if err != nil {
+		if info != nil && g.JSON {
+			_ = printJSON(g, info)
+		}
+		return err
+	}
+	done := reg.Done(info.SessionID)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+5*time.Second)
+		defer cancel()
+		if _, err := reg.Kill(kctx, info.SessionID); err != nil {
+			return err
+		}
+		<-done
+	}
+	rec, err := reg.Receipt(context.WithoutCancel(ctx), info.SessionID)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if err := printJSON(g, rec); err != nil {
+			return err
+		}
+	}
+	if rec.Status == receipts.StatusExited && rec.ExitCode == 0 {
+		return nil
+	}
+	if !g.JSON && rec.Status != receipts.StatusExited {
+		fmt.Fprintf(g.Stderr, "hermes: %s %s (exit code %d)\n", rec.SessionID, rec.Status, rec.ExitCode)
+	}
+	return exitError{exitStatus(rec.ExitCode)}
+}
+
+// shellQuote quotes s for bash when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

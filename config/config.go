@@ -1,0 +1,187 @@
+// Package config locates a hermes profile ($HERMES_HOME) and reads its
+// config.yaml. Unknown keys are ignored so that profiles shared with other
+// tools keep working; known keys with the wrong type are errors.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Config is the part of config.yaml hermes understands.
+type Config struct {
+	Model    Model    `yaml:"model"`
+	Terminal Terminal `yaml:"terminal"`
+	Memory   Memory   `yaml:"memory"`
+	Store    Store    `yaml:"store"`
+	Security Security `yaml:"security"`
+	// ResultRetention and MaxRetainedResults may also be given at the top
+	// level; store.* wins when both are set.
+	ResultRetention    Duration `yaml:"result_retention"`
+	MaxRetainedResults int      `yaml:"max_retained_results"`
+}
+
+// Model selects the LLM provider for `hermes chat`.
+type Model struct {
+	Provider string `yaml:"provider"`
+	APIMode  string `yaml:"api_mode"`
+	Default  string `yaml:"default"`
+	BaseURL  string `yaml:"base_url"`
+}
+
+// Terminal configures where agent commands run.
+type Terminal struct {
+	// Env is the backend: local (default) or docker.
+	Env         string `yaml:"env"`
+	DockerImage string `yaml:"docker_image"`
+	// OneshotCompletionWaitSeconds bounds how long a oneshot agent waits
+	// for its notify processes before exiting.
+	OneshotCompletionWaitSeconds float64  `yaml:"oneshot_completion_wait_seconds"`
+	Timeout                      Duration `yaml:"timeout"`
+	Docker                       Docker   `yaml:"docker"`
+}
+
+// Docker holds container limits and policy for the docker backend.
+type Docker struct {
+	Memory       string   `yaml:"memory"`
+	CPUs         float64  `yaml:"cpus"`
+	PidsLimit    int64    `yaml:"pids_limit"`
+	Network      string   `yaml:"network"`
+	CapAdd       []string `yaml:"cap_add"`
+	Keep         bool     `yaml:"keep"`
+	MountWorkdir bool     `yaml:"mount_workdir"`
+}
+
+// Memory is accepted for compatibility; hermes keeps no agent memory.
+type Memory struct {
+	MemoryEnabled      bool `yaml:"memory_enabled"`
+	UserProfileEnabled bool `yaml:"user_profile_enabled"`
+}
+
+// Store selects and tunes the receipt store.
+type Store struct {
+	// RedisURL selects the shared Redis store; empty means the embedded
+	// file store. HERMES_REDIS_URL overrides it.
+	RedisURL           string   `yaml:"redis_url"`
+	Prefix             string   `yaml:"prefix"`
+	ResultRetention    Duration `yaml:"result_retention"`
+	MaxRetainedResults int      `yaml:"max_retained_results"`
+}
+
+// Security holds redaction settings.
+type Security struct {
+	// RedactOutput masks secrets in live output too (receipts are always
+	// redacted). Default true.
+	RedactOutput *bool `yaml:"redact_output"`
+}
+
+// Duration reads "90s"/"168h" style strings or plain numbers of seconds.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.TrimSpace(n.Value)
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		*d = Duration(time.Duration(f * float64(time.Second)))
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 168h)", n.Line, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Profile is a resolved $HERMES_HOME and its configuration.
+type Profile struct {
+	Home   string
+	Config Config
+}
+
+// Home returns HERMES_HOME, or ~/.hermes.
+func Home(getenv func(string) string) (string, error) {
+	if h := getenv("HERMES_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	home := getenv("HOME")
+	if home == "" {
+		var err error
+		if home, err = os.UserHomeDir(); err != nil {
+			return "", fmt.Errorf("no HERMES_HOME and no home directory: %w", err)
+		}
+	}
+	return filepath.Join(home, ".hermes"), nil
+}
+
+// Load resolves the profile from the environment and reads its
+// config.yaml, which may be absent.
+func Load(getenv func(string) string) (*Profile, error) {
+	home, err := Home(getenv)
+	if err != nil {
+		return nil, err
+	}
+	p := &Profile{Home: home}
+	path := filepath.Join(home, "config.yaml")
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	default:
+		if err := yaml.Unmarshal(b, &p.Config); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if u := getenv("HERMES_REDIS_URL"); u != "" {
+		p.Config.Store.RedisURL = u
+	}
+	return p, nil
+}
+
+// ReceiptOptions are the retention settings of the profile.
+func (p *Profile) ReceiptOptions() receipts.Options {
+	c := p.Config
+	o := receipts.Options{
+		Retention:   time.Duration(c.ResultRetention),
+		MaxRetained: c.MaxRetainedResults,
+	}
+	if c.Store.ResultRetention > 0 {
+		o.Retention = time.Duration(c.Store.ResultRetention)
+	}
+	if c.Store.MaxRetainedResults > 0 {
+		o.MaxRetained = c.Store.MaxRetainedResults
+	}
+	return o.WithDefaults()
+}
+
+// RedactLive reports whether live output is redacted too.
+func (p *Profile) RedactLive() bool {
+	r := p.Config.Security.RedactOutput
+	return r == nil || *r
+}
+
+// Paths under the profile.
+func (p *Profile) ReceiptDir() string { return filepath.Join(p.Home, "logs", "process-results") }
+
+// SpillDir holds the full output logs of processes.
+func (p *Profile) SpillDir() string { return filepath.Join(p.Home, "logs", "processes") }
+
+// RunDir holds live state of detached local processes.
+func (p *Profile) RunDir() string { return filepath.Join(p.Home, "run") }
+
+// SessionDir holds the embedded session store.
+func (p *Profile) SessionDir() string { return filepath.Join(p.Home, "sessions") }
+
+// LogFile is hermes's own log.
+func (p *Profile) LogFile() string { return filepath.Join(p.Home, "logs", "hermes.log") }

@@ -1,0 +1,171 @@
+// Package engine assembles a working hermes for one profile: the profile's
+// configuration, its receipt and session stores, and registries wired to
+// the right backends. The CLI, the shim, the agent and the server all start
+// here, so they cannot disagree about where things live.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// Options say how to build an Engine.
+type Options struct {
+	// Getenv reads the environment; default os.Getenv.
+	Getenv func(string) string
+	// Exe is the hermes binary that shims are started from; default
+	// os.Executable().
+	Exe string
+	// Logger for operational logs; default discards below warnings to
+	// the profile's log file.
+	Logger *slog.Logger
+}
+
+// Engine is an opened profile.
+type Engine struct {
+	Profile  *config.Profile
+	Store    receipts.Store
+	Sessions sessions.Store
+	Logger   *slog.Logger
+
+	getenv  func(string) string
+	exe     string
+	closers []io.Closer
+}
+
+// Open loads the profile named by the environment and opens its stores.
+func Open(ctx context.Context, opts Options) (*Engine, error) {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	prof, err := config.Load(opts.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(prof.Home, "logs"), 0o700); err != nil {
+		return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
+	}
+	e := &Engine{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger}
+	if e.Logger == nil {
+		e.Logger = e.fileLogger()
+	}
+	if e.exe == "" {
+		if e.exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("locate hermes binary: %w", err)
+		}
+	}
+	if err := e.openStores(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// fileLogger logs warnings and errors to the profile's hermes.log, so that
+// background machinery never writes on a user's terminal.
+func (e *Engine) fileLogger() *slog.Logger {
+	f, err := os.OpenFile(e.Profile.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	e.closers = append(e.closers, f)
+	level := slog.LevelWarn
+	if strings.EqualFold(e.getenv("HERMES_LOG_LEVEL"), "debug") {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+}
+
+func (e *Engine) openStores(ctx context.Context) error {
+	if url := e.Profile.Config.Store.RedisURL; url != "" {
+		st, ss, err := openRedis(ctx, url, e.Profile, e.Logger)
+		if err != nil {
+			return err
+		}
+		e.Store, e.Sessions = st, ss
+		e.closers = append(e.closers, st)
+		return nil
+	}
+	st, err := receipts.NewFileStore(e.Profile.ReceiptDir(), e.Profile.ReceiptOptions())
+	if err != nil {
+		return err
+	}
+	ss, err := sessions.NewFileStore(e.Profile.SessionDir())
+	if err != nil {
+		return err
+	}
+	e.Store, e.Sessions = st, ss
+	return nil
+}
+
+// Detached is the local backend that runs jobs behind shims.
+func (e *Engine) Detached() *local.Detached {
+	env := append(os.Environ(), "HERMES_HOME="+e.Profile.Home)
+	return &local.Detached{
+		Exe: e.exe, Args: []string{"shim"}, Env: env,
+		RunDir: e.Profile.RunDir(), LogDir: e.Profile.SpillDir(),
+		ShimLog: e.Profile.LogFile(), Logger: e.Logger,
+	}
+}
+
+// Mode picks the backends of a registry.
+type Mode int
+
+const (
+	// Background registries start local jobs behind detached shims, so
+	// they outlive the calling command.
+	Background Mode = iota
+	// Foreground registries run local jobs as direct children (a
+	// foreground `hermes run`, or a shim itself).
+	Foreground
+)
+
+// Registry returns a registry for this profile. extra backends (docker)
+// come after the local one.
+func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry, error) {
+	var localB runner.Backend = e.Detached()
+	if mode == Foreground {
+		localB = local.New()
+	}
+	backends := append([]runner.Backend{localB}, extra...)
+	if mode == Foreground {
+		// Live shim jobs stay visible to lookups; attaching needs no name.
+		backends = append(backends, attacherOnly{e.Detached()})
+	}
+	return runner.New(runner.Options{
+		Store: e.Store, Sessions: e.Sessions, Backends: backends,
+		Profile: e.Profile.Home, SpillDir: e.Profile.SpillDir(),
+		RedactLive: e.Profile.RedactLive(), Logger: e.Logger,
+	})
+}
+
+// attacherOnly exposes a Detached backend's Attacher side under a name
+// that never collides with the foreground local backend.
+type attacherOnly struct{ *local.Detached }
+
+func (attacherOnly) Name() string { return "local-detached" }
+func (a attacherOnly) Start(context.Context, runner.Spec) (runner.Handle, error) {
+	return nil, errors.New("not a starting backend")
+}
+
+// Close releases the stores.
+func (e *Engine) Close() error {
+	var errs []error
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i].Close())
+	}
+	e.closers = nil
+	return errors.Join(errs...)
+}

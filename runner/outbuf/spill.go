@@ -1,0 +1,78 @@
+package outbuf
+
+import (
+	"fmt"
+	"os"
+	"sync"
+)
+
+// Spill writes the full output of a process to a file, rotating it to
+// path.1 when it reaches MaxBytes so that disk use stays bounded too. Only
+// the newest two segments are kept.
+type Spill struct {
+	path     string
+	maxBytes int64
+	mu       sync.Mutex
+	f        *os.File
+	size     int64
+}
+
+// DefaultSpillBytes is the segment size used when none is given.
+const DefaultSpillBytes = 64 << 20
+
+// NewSpill creates (truncating) the spill file at path.
+func NewSpill(path string, maxBytes int64) (*Spill, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultSpillBytes
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("spill log: %w", err)
+	}
+	return &Spill{path: path, maxBytes: maxBytes, f: f}, nil
+}
+
+// Write implements io.Writer.
+func (s *Spill) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return 0, os.ErrClosed
+	}
+	if s.size+int64(len(p)) > s.maxBytes && s.size > 0 {
+		if err := s.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := s.f.Write(p)
+	s.size += int64(n)
+	return n, err
+}
+
+func (s *Spill) rotate() error {
+	if err := s.f.Close(); err != nil {
+		return fmt.Errorf("spill log: %w", err)
+	}
+	if err := os.Rename(s.path, s.path+".1"); err != nil {
+		return fmt.Errorf("spill log: %w", err)
+	}
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		s.f = nil
+		return fmt.Errorf("spill log: %w", err)
+	}
+	s.f, s.size = f, 0
+	return nil
+}
+
+// Close closes the current segment.
+func (s *Spill) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	return err
+}

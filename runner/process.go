@@ -1,0 +1,197 @@
+package runner
+
+import (
+	"errors"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/outbuf"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Process is one process known to a Registry: started by it, or adopted
+// from a backend that found it running elsewhere.
+type Process struct {
+	spec    Spec
+	backend string
+	handle  Handle
+	// supervised is set when another process (a shim) supervises this one.
+	supervised Supervised
+	// buf holds the output when this registry captures it.
+	buf  *outbuf.Buffer
+	pid  int
+	ref  string
+	done chan struct{}
+
+	mu       sync.Mutex
+	killed   bool
+	timedOut bool
+	failed   bool
+	errMsg   string
+	seen     bool
+	receipt  *receipts.Receipt
+}
+
+func newProcess(spec Spec, backend string) *Process {
+	return &Process{spec: spec, backend: backend, done: make(chan struct{})}
+}
+
+func (p *Process) isDone() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Process) markSeen() {
+	p.mu.Lock()
+	p.seen = true
+	p.mu.Unlock()
+}
+
+func (p *Process) isSeen() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen
+}
+
+func (p *Process) finalReceipt() *receipts.Receipt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.receipt
+}
+
+// receiptFor builds the receipt of p's end. The status is honest: a signal
+// death, a kill or a timeout is never "exited".
+func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.spec.Meta
+	rec := &receipts.Receipt{
+		SessionID: p.spec.ID, Command: p.spec.Command, Backend: p.backend,
+		ExitCode: exit.Code, StartedAt: m.StartedAt, FinishedAt: exit.FinishedAt.UTC(),
+		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
+		ParentSessionID: m.ParentSessionID, NotifyOnComplete: m.NotifyOnComplete,
+		Cwd: p.spec.Cwd, TraceID: m.TraceID, SpanID: m.SpanID, PID: p.pid, Image: p.spec.Image,
+		Error: p.errMsg,
+	}
+	if p.backend != "local" {
+		rec.ContainerID = p.ref
+	}
+	if exit.Signal != 0 {
+		rec.Signal = SignalName(exit.Signal)
+	}
+	if p.buf != nil {
+		rec.Output, rec.OutputTruncated = p.buf.String()
+	}
+	switch {
+	case p.failed:
+		rec.Status = receipts.StatusFailedToStart
+	case waitErr != nil:
+		rec.Status = receipts.StatusLost
+		if rec.Error == "" {
+			rec.Error = waitErr.Error()
+		}
+		if !errors.Is(waitErr, ErrLost) {
+			rec.Error = "lost: " + rec.Error
+		}
+	case p.timedOut:
+		rec.Status = receipts.StatusTimeout
+	case p.killed || exit.Signal != 0:
+		rec.Status = receipts.StatusKilled
+	default:
+		rec.Status = receipts.StatusExited
+	}
+	if rec.Status != receipts.StatusExited && rec.ExitCode == 0 {
+		rec.ExitCode = -1 // never report an abnormal end as success
+	}
+	return rec
+}
+
+// Info is the status of one process as list, get and start report it.
+type Info struct {
+	SessionID        string     `json:"session_id"`
+	Command          string     `json:"command"`
+	Backend          string     `json:"backend"`
+	Status           string     `json:"status"`
+	ExitCode         *int       `json:"exit_code"`
+	Signal           string     `json:"signal,omitempty"`
+	PID              int        `json:"pid,omitempty"`
+	ContainerID      string     `json:"container_id,omitempty"`
+	Image            string     `json:"image,omitempty"`
+	StartedAt        time.Time  `json:"started_at"`
+	FinishedAt       *time.Time `json:"finished_at,omitempty"`
+	NotifyOnComplete bool       `json:"notify_on_complete"`
+	TaskID           string     `json:"task_id"`
+	OwnerTaskID      string     `json:"owner_task_id"`
+	SessionKey       string     `json:"session_key"`
+	ParentSessionID  string     `json:"parent_session_id"`
+	Cwd              string     `json:"cwd"`
+	TraceID          string     `json:"trace_id"`
+	SpanID           string     `json:"span_id"`
+	OutputTruncated  bool       `json:"output_truncated"`
+	Retained         bool       `json:"retained,omitempty"`
+	Error            string     `json:"error,omitempty"`
+}
+
+func (p *Process) info() *Info {
+	if rec := p.finalReceipt(); rec != nil {
+		in := infoFromReceipt(rec)
+		in.Retained = false
+		return in
+	}
+	m := p.spec.Meta
+	in := &Info{
+		SessionID: p.spec.ID, Command: p.spec.Command, Backend: p.backend, Status: receipts.StatusRunning,
+		PID: p.pid, Image: p.spec.Image, StartedAt: m.StartedAt, NotifyOnComplete: m.NotifyOnComplete,
+		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
+		ParentSessionID: m.ParentSessionID, Cwd: p.spec.Cwd, TraceID: m.TraceID, SpanID: m.SpanID,
+	}
+	if p.backend != "local" {
+		in.ContainerID = p.ref
+	}
+	return in
+}
+
+func infoFromReceipt(rec *receipts.Receipt) *Info {
+	code := rec.ExitCode
+	fin := rec.FinishedAt
+	return &Info{
+		SessionID: rec.SessionID, Command: rec.Command, Backend: rec.Backend, Status: rec.Status,
+		ExitCode: &code, Signal: rec.Signal, PID: rec.PID, ContainerID: rec.ContainerID, Image: rec.Image,
+		StartedAt: rec.StartedAt, FinishedAt: &fin, NotifyOnComplete: rec.NotifyOnComplete,
+		TaskID: rec.TaskID, OwnerTaskID: rec.OwnerTaskID, SessionKey: rec.SessionKey,
+		ParentSessionID: rec.ParentSessionID, Cwd: rec.Cwd, TraceID: rec.TraceID, SpanID: rec.SpanID,
+		OutputTruncated: rec.OutputTruncated, Retained: true, Error: rec.Error,
+	}
+}
+
+func infoFromLive(l Live) *Info {
+	m := l.Meta
+	return &Info{
+		SessionID: l.ID, Command: l.Command, Backend: l.Backend, Status: receipts.StatusRunning,
+		Image: l.Image, StartedAt: m.StartedAt, NotifyOnComplete: m.NotifyOnComplete,
+		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
+		ParentSessionID: m.ParentSessionID, Cwd: l.Cwd, TraceID: m.TraceID, SpanID: m.SpanID,
+	}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGABRT: "SIGABRT", syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2", syscall.SIGBUS: "SIGBUS",
+	syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGXCPU: "SIGXCPU",
+}
+
+// SignalName is the conventional name of sig, e.g. SIGKILL.
+func SignalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}

@@ -1,0 +1,826 @@
+// Package runner is the process registry: it starts commands on a Backend,
+// captures their output in bounded buffers, records a receipt in a
+// receipts.Store when each ends, queues completions for owners that asked to
+// be notified, and answers list, poll, log, wait, kill and write requests
+// under the scoping rules of the calling session.
+//
+// Live status stays in memory (this registry's own processes, and those
+// that Attacher backends find running elsewhere); retained receipts are read
+// from the store only when asked for or when a process is not live.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/outbuf"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/redact"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultKillGrace  = 5 * time.Second
+	DefaultTailChars  = 2000
+	completionTailLen = 4000
+)
+
+// ErrNotFound is returned when no process visible to the caller matches.
+var ErrNotFound = errors.New("process not found")
+
+// Options configure a Registry. Store and at least one Backend are required.
+type Options struct {
+	// Store keeps receipts; the registry writes one per finished process.
+	Store receipts.Store
+	// Sessions resolves the caller's session lineage for scoping. Nil
+	// means owner-only scoping.
+	Sessions sessions.Store
+	// Backends by name; the first is the default.
+	Backends []Backend
+	// Profile names the $HERMES_HOME this registry serves (for labels).
+	Profile string
+	// SpillDir, when set, receives the full output of processes this
+	// registry supervises, as <id>.log rotated at SpillBytes.
+	SpillDir   string
+	SpillBytes int64
+	// MaxOutputChars bounds each in-memory buffer. Default
+	// receipts.MaxOutputChars.
+	MaxOutputChars int
+	// KillGrace is the wait between SIGTERM and SIGKILL.
+	KillGrace time.Duration
+	// RedactLive masks secrets in output served from memory too. Receipts
+	// are redacted whatever this says.
+	RedactLive bool
+	// OnFinish, if set, is called once per process this registry saw end,
+	// after its receipt is safe (tracing hooks in here).
+	OnFinish func(ctx context.Context, r *receipts.Receipt)
+	// Logger receives operational logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Registry tracks processes. It is safe for concurrent use.
+type Registry struct {
+	opts     Options
+	backends map[string]Backend
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	procs map[string]*Process
+	queue []Completion
+	ready chan struct{}
+}
+
+// New returns a Registry.
+func New(opts Options) (*Registry, error) {
+	if opts.Store == nil {
+		return nil, errors.New("runner: a receipt store is required")
+	}
+	if len(opts.Backends) == 0 {
+		return nil, errors.New("runner: at least one backend is required")
+	}
+	if opts.MaxOutputChars <= 0 {
+		opts.MaxOutputChars = receipts.MaxOutputChars
+	}
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Registry{
+		opts:     opts,
+		backends: make(map[string]Backend, len(opts.Backends)),
+		log:      opts.Logger,
+		procs:    make(map[string]*Process),
+		ready:    make(chan struct{}, 1),
+	}
+	for _, b := range opts.Backends {
+		r.backends[b.Name()] = b
+	}
+	if opts.SpillDir != "" {
+		if err := os.MkdirAll(opts.SpillDir, 0o700); err != nil {
+			return nil, fmt.Errorf("runner: spill dir: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// NewID returns a fresh process id: proc_ and 12 lowercase hex digits.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return "proc_" + hex.EncodeToString(b[:])
+}
+
+// StartRequest asks for one process.
+type StartRequest struct {
+	// ID, when set, is used instead of a fresh one (a shim starting the
+	// process its launcher already named).
+	ID      string
+	Command string
+	// Backend names the backend; empty means the default.
+	Backend string
+	Image   string
+	Cwd     string
+	Env     []string
+	Timeout time.Duration
+	Stdin   bool
+	// Notify queues a completion for the owner when the process ends.
+	Notify      bool
+	TaskID      string
+	OwnerTaskID string
+	SessionKey  string
+	// ParentSessionID is the owner agent session; empty means the session
+	// carried by the context (sessions.WithCurrent).
+	ParentSessionID string
+	TraceID, SpanID string
+	// StartedAt overrides the start time (a shim reporting its launcher's).
+	StartedAt time.Time
+	// Tee also receives the output as it arrives (foreground runs).
+	Tee io.Writer
+}
+
+// Start launches a process and returns its start receipt. A process that
+// the backend could not start is recorded with status failed_to_start and
+// returned together with the error.
+func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, errors.New("empty command")
+	}
+	b, err := r.backend(req.Backend)
+	if err != nil {
+		return nil, err
+	}
+	if req.ID == "" {
+		req.ID = NewID()
+	} else if !receipts.IsID(req.ID) {
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
+	}
+	if req.ParentSessionID == "" {
+		req.ParentSessionID = sessions.Current(ctx)
+	}
+	if req.StartedAt.IsZero() {
+		req.StartedAt = time.Now()
+	}
+	spec := Spec{
+		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
+		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
+		Meta: Meta{
+			Profile: r.opts.Profile, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID,
+			SessionKey: req.SessionKey, ParentSessionID: req.ParentSessionID,
+			NotifyOnComplete: req.Notify, TraceID: req.TraceID, SpanID: req.SpanID,
+			StartedAt: req.StartedAt.UTC(),
+		},
+	}
+	p := newProcess(spec, b.Name())
+	h, err := b.Start(ctx, spec)
+	if err != nil {
+		p.errMsg = err.Error()
+		p.failed = true
+		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
+		return p.info(), fmt.Errorf("start %s: %w", req.ID, err)
+	}
+	r.track(p, h, req.Tee)
+	return p.info(), nil
+}
+
+func (r *Registry) backend(name string) (Backend, error) {
+	if name == "" {
+		return r.opts.Backends[0], nil
+	}
+	b, ok := r.backends[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q", name)
+	}
+	return b, nil
+}
+
+// track registers a live handle and supervises it until it ends.
+func (r *Registry) track(p *Process, h Handle, tee io.Writer) {
+	p.handle = h
+	p.pid, p.ref = h.PID(), h.Ref()
+	if s, ok := h.(Supervised); ok && s.Supervised() {
+		p.supervised = s
+	} else {
+		p.buf = outbuf.New(r.opts.MaxOutputChars)
+	}
+	r.mu.Lock()
+	r.procs[p.spec.ID] = p
+	r.mu.Unlock()
+	go r.supervise(p, tee)
+}
+
+func (r *Registry) supervise(p *Process, tee io.Writer) {
+	ctx := context.Background()
+	pumped := make(chan struct{})
+	if out := p.handle.Output(); out != nil && p.buf != nil {
+		w := io.Writer(p.buf)
+		writers := []io.Writer{p.buf}
+		if r.opts.SpillDir != "" {
+			spill, err := outbuf.NewSpill(filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), r.opts.SpillBytes)
+			if err != nil {
+				r.log.Warn("no spill log", "id", p.spec.ID, "err", err)
+			} else {
+				defer spill.Close()
+				writers = append(writers, spill)
+			}
+		}
+		if tee != nil {
+			writers = append(writers, tee)
+		}
+		if len(writers) > 1 {
+			w = io.MultiWriter(writers...)
+		}
+		go func() {
+			defer close(pumped)
+			if _, err := io.Copy(w, out); err != nil {
+				r.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
+			}
+		}()
+	} else {
+		close(pumped)
+	}
+	if p.supervised == nil && p.spec.Timeout > 0 {
+		remaining := time.Until(p.spec.Meta.StartedAt.Add(p.spec.Timeout))
+		t := time.AfterFunc(max(remaining, 0), func() {
+			p.mu.Lock()
+			p.timedOut = true
+			p.mu.Unlock()
+			r.terminate(ctx, p)
+		})
+		defer t.Stop()
+	}
+	exit, err := p.handle.Wait(ctx)
+	<-pumped
+	r.finish(ctx, p, exit, err)
+}
+
+// terminate ends p's process group: SIGTERM, then SIGKILL after the grace
+// period if it is still there.
+func (r *Registry) terminate(ctx context.Context, p *Process) {
+	if p.supervised != nil {
+		if err := p.supervised.Kill(ctx, r.opts.KillGrace); err != nil {
+			r.log.Warn("kill", "id", p.spec.ID, "err", err)
+		}
+		return
+	}
+	if err := p.handle.Signal(ctx, syscall.SIGTERM); err != nil {
+		r.log.Warn("SIGTERM", "id", p.spec.ID, "err", err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(r.opts.KillGrace):
+		if err := p.handle.Signal(ctx, syscall.SIGKILL); err != nil {
+			r.log.Warn("SIGKILL", "id", p.spec.ID, "err", err)
+		}
+	}
+}
+
+// finish records the end of p: its receipt (written once, whoever observes
+// the end first), its completion, and its in-memory final state.
+func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr error) {
+	if exit.FinishedAt.IsZero() {
+		exit.FinishedAt = time.Now()
+	}
+	rec := p.receiptFor(exit, waitErr)
+	owner := receipts.Scope{Owners: []string{p.spec.Meta.ParentSessionID}}
+	if p.supervised != nil && waitErr == nil {
+		// The shim wrote the receipt before it exited; read it back.
+		if stored, err := r.opts.Store.Get(ctx, p.spec.ID, owner); err == nil {
+			rec = stored
+		} else {
+			rec.Status, rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
+			waitErr = ErrLost
+		}
+	}
+	if p.supervised == nil || waitErr != nil {
+		err := r.opts.Store.Create(ctx, rec)
+		switch {
+		case errors.Is(err, receipts.ErrExists):
+			if stored, gerr := r.opts.Store.Get(ctx, p.spec.ID, owner); gerr == nil {
+				rec = stored
+			}
+		case err != nil:
+			r.log.Error("receipt not written", "id", p.spec.ID, "err", err)
+		}
+	}
+	if c, ok := p.handle.(interface{ Cleanup(context.Context) error }); ok && p.handle != nil {
+		if err := c.Cleanup(ctx); err != nil {
+			r.log.Warn("cleanup", "id", p.spec.ID, "err", err)
+		}
+	}
+	p.mu.Lock()
+	p.receipt = rec
+	p.mu.Unlock()
+	close(p.done)
+	if r.opts.OnFinish != nil {
+		r.opts.OnFinish(ctx, rec)
+	}
+	if rec.NotifyOnComplete {
+		r.enqueue(p, rec)
+	}
+}
+
+// Completion is a finished process whose owner asked to be notified.
+type Completion struct {
+	ID         string `json:"session_id"`
+	Command    string `json:"command"`
+	Status     string `json:"status"`
+	ExitCode   int    `json:"exit_code"`
+	OutputTail string `json:"output_tail"`
+	Owner      string `json:"parent_session_id"`
+	TraceID    string `json:"trace_id"`
+	SpanID     string `json:"span_id"`
+}
+
+func (r *Registry) enqueue(p *Process, rec *receipts.Receipt) {
+	r.mu.Lock()
+	r.queue = append(r.queue, Completion{
+		ID: rec.SessionID, Command: rec.Command, Status: rec.Status, ExitCode: rec.ExitCode,
+		OutputTail: receipts.TailChars(rec.Output, completionTailLen), Owner: rec.ParentSessionID,
+		TraceID: rec.TraceID, SpanID: rec.SpanID,
+	})
+	r.mu.Unlock()
+	select {
+	case r.ready <- struct{}{}:
+	default:
+	}
+}
+
+// CompletionReady is signalled whenever a completion is queued.
+func (r *Registry) CompletionReady() <-chan struct{} { return r.ready }
+
+// PendingCompletions is the number of queued completions not yet taken.
+func (r *Registry) PendingCompletions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+// TakeCompletions removes and returns the queued completions owned by
+// owner, leaving out those whose final output the owner already read
+// (through Log or Wait): each completion is reported at most once.
+func (r *Registry) TakeCompletions(owner string) []Completion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Completion
+	keep := r.queue[:0]
+	for _, c := range r.queue {
+		if c.Owner != owner {
+			keep = append(keep, c)
+			continue
+		}
+		if p := r.procs[c.ID]; p != nil && p.isSeen() {
+			continue
+		}
+		out = append(out, c)
+	}
+	clear(r.queue[len(keep):])
+	r.queue = keep
+	return out
+}
+
+// OwnedRunning returns the ids of this registry's running processes owned by
+// owner; with notifyOnly, just those that will queue a completion.
+func (r *Registry) OwnedRunning(owner string, notifyOnly bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id, p := range r.procs {
+		if p.spec.Meta.ParentSessionID == owner && !p.isDone() && (!notifyOnly || p.spec.Meta.NotifyOnComplete) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// scope is the receipt scope of the session carried by ctx.
+func (r *Registry) scope(ctx context.Context) (receipts.Scope, error) {
+	reader := sessions.Current(ctx)
+	if r.opts.Sessions == nil {
+		if reader == "" {
+			return receipts.Anonymous(), nil
+		}
+		return receipts.Scope{Owners: []string{reader}}, nil
+	}
+	return sessions.Scope(ctx, r.opts.Sessions, reader)
+}
+
+// found is what a lookup resolved to: a live process, or a receipt.
+type found struct {
+	proc    *Process
+	receipt *receipts.Receipt
+}
+
+// lookup resolves idOrPrefix among live processes visible to the caller
+// (this registry's, then those Attacher backends find elsewhere) and then
+// the store. An ambiguous prefix resolves to nothing.
+func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error) {
+	if !receipts.IsPrefix(idOrPrefix) {
+		return found{}, fmt.Errorf("%w: %q (want proc_ and at least 4 hex digits)", receipts.ErrInvalidID, idOrPrefix)
+	}
+	scope, err := r.scope(ctx)
+	if err != nil {
+		return found{}, err
+	}
+	var procs []*Process
+	r.mu.Lock()
+	for id, p := range r.procs {
+		if strings.HasPrefix(id, idOrPrefix) && scope.Allows(p.spec.Meta.ParentSessionID) {
+			procs = append(procs, p)
+		}
+	}
+	r.mu.Unlock()
+	seen := make(map[string]bool)
+	for _, p := range procs {
+		seen[p.spec.ID] = true
+	}
+	var live []Live
+	for _, b := range r.opts.Backends {
+		a, ok := b.(Attacher)
+		if !ok {
+			continue
+		}
+		list, err := a.List(ctx)
+		if err != nil {
+			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
+			continue
+		}
+		for _, l := range list {
+			if strings.HasPrefix(l.ID, idOrPrefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
+				seen[l.ID] = true
+				live = append(live, l)
+			}
+		}
+	}
+	if len(procs)+len(live) > 1 {
+		return found{}, ErrNotFound
+	}
+	if len(procs) == 1 {
+		return found{proc: procs[0]}, nil
+	}
+	if len(live) == 1 {
+		p, err := r.attach(ctx, live[0])
+		if err == nil {
+			return found{proc: p}, nil
+		}
+		if !errors.Is(err, ErrNoProcess) {
+			return found{}, err
+		}
+		// It ended between List and Attach: its receipt is the answer.
+	}
+	rec, err := r.opts.Store.Get(ctx, idOrPrefix, scope)
+	if errors.Is(err, receipts.ErrNotFound) {
+		return found{}, ErrNotFound
+	}
+	if err != nil {
+		return found{}, err
+	}
+	if len(live) == 1 && rec.SessionID != live[0].ID {
+		return found{}, ErrNotFound
+	}
+	r.mu.Lock()
+	p := r.procs[rec.SessionID]
+	r.mu.Unlock()
+	if p != nil {
+		return found{proc: p}, nil
+	}
+	return found{receipt: rec}, nil
+}
+
+// attach adopts a process running outside this registry.
+func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
+	for _, b := range r.opts.Backends {
+		a, ok := b.(Attacher)
+		if !ok {
+			continue
+		}
+		h, l2, err := a.Attach(ctx, l.ID)
+		if errors.Is(err, ErrNoProcess) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		if p := r.procs[l.ID]; p != nil { // a concurrent lookup won
+			r.mu.Unlock()
+			return p, nil
+		}
+		r.mu.Unlock()
+		spec := Spec{ID: l2.ID, Command: l2.Command, Cwd: l2.Cwd, Image: l2.Image, Timeout: l2.Timeout, Meta: l2.Meta}
+		p := newProcess(spec, l2.Backend)
+		r.track(p, h, nil)
+		if l2.Lost {
+			// Recording the loss takes a moment; answer with the outcome.
+			select {
+			case <-p.done:
+			case <-time.After(2 * time.Second):
+			case <-ctx.Done():
+			}
+		}
+		return p, nil
+	}
+	return nil, ErrNoProcess
+}
+
+// Get returns what is known of one process, live or retained.
+func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc != nil {
+		return f.proc.info(), nil
+	}
+	return infoFromReceipt(f.receipt), nil
+}
+
+// Receipt returns the receipt of a finished process visible to the caller.
+func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc != nil {
+		if rec := f.proc.finalReceipt(); rec != nil {
+			return rec, nil
+		}
+		return nil, fmt.Errorf("%s is still running", f.proc.spec.ID)
+	}
+	return f.receipt, nil
+}
+
+// ListOptions narrow List.
+type ListOptions struct {
+	// Retained adds receipts of processes that ended elsewhere or earlier.
+	Retained   bool
+	TaskID     string
+	SessionKey string
+}
+
+// List returns the processes visible to the caller: live ones (this
+// registry's and those running elsewhere) and, when asked, retained ones.
+func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
+	scope, err := r.scope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := receipts.Filter{TaskID: o.TaskID, SessionKey: o.SessionKey}
+	match := func(m Meta) bool {
+		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey})
+	}
+	var out []*Info
+	seen := make(map[string]bool)
+	r.mu.Lock()
+	for id, p := range r.procs {
+		if match(p.spec.Meta) {
+			seen[id] = true
+			out = append(out, p.info())
+		}
+	}
+	r.mu.Unlock()
+	for _, b := range r.opts.Backends {
+		a, ok := b.(Attacher)
+		if !ok {
+			continue
+		}
+		list, err := a.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s processes: %w", b.Name(), err)
+		}
+		for _, l := range list {
+			if seen[l.ID] || !match(l.Meta) {
+				continue
+			}
+			seen[l.ID] = true
+			if l.Lost {
+				if p, err := r.attach(ctx, l); err == nil {
+					out = append(out, p.info())
+				}
+				continue
+			}
+			out = append(out, infoFromLive(l))
+		}
+	}
+	if o.Retained {
+		recs, err := r.opts.Store.List(ctx, scope, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if !seen[rec.SessionID] {
+				out = append(out, infoFromReceipt(rec))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *Info) int {
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.SessionID, b.SessionID)
+	})
+	return out, nil
+}
+
+// PollResult is the answer to poll: status without consuming the result.
+type PollResult struct {
+	SessionID  string `json:"session_id"`
+	Status     string `json:"status"`
+	ExitCode   *int   `json:"exit_code"`
+	OutputTail string `json:"output_tail"`
+	Command    string `json:"command,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Poll reports status and the output tail. It never marks a completion as
+// seen.
+func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
+	f, err := r.lookup(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return &PollResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, info := r.output(ctx, f)
+	return &PollResult{
+		SessionID: info.SessionID, Status: info.Status, ExitCode: info.ExitCode,
+		OutputTail: receipts.TailChars(out, DefaultTailChars), Command: info.Command, PID: info.PID,
+		Error: info.Error,
+	}, nil
+}
+
+// LogResult is the answer to log.
+type LogResult struct {
+	SessionID       string `json:"session_id"`
+	Status          string `json:"status"`
+	Output          string `json:"output"`
+	ExitCode        *int   `json:"exit_code"`
+	TotalLines      int    `json:"total_lines"`
+	Offset          int    `json:"offset"`
+	OutputTruncated bool   `json:"output_truncated"`
+}
+
+// Log returns lines [offset, offset+limit) of the output (limit <= 0: all;
+// a negative offset counts from the end). Reading the log of a finished
+// process marks its completion as seen.
+func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
+	f, err := r.lookup(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return &LogResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, info := r.output(ctx, f)
+	if f.proc != nil && info.Status != receipts.StatusRunning {
+		f.proc.markSeen()
+	}
+	text, total := outbuf.Lines(out, offset, limit)
+	return &LogResult{
+		SessionID: info.SessionID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
+		TotalLines: total, Offset: offset, OutputTruncated: info.OutputTruncated,
+	}, nil
+}
+
+// output returns the current output and info of what lookup found.
+func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
+	if f.receipt != nil {
+		return f.receipt.Output, infoFromReceipt(f.receipt)
+	}
+	p := f.proc
+	if rec := p.finalReceipt(); rec != nil {
+		return rec.Output, p.info()
+	}
+	var out string
+	switch {
+	case p.buf != nil:
+		out, _ = p.buf.String()
+	case p.supervised != nil:
+		s, _, err := p.supervised.Snapshot(ctx)
+		if err != nil {
+			r.log.Debug("snapshot", "id", p.spec.ID, "err", err)
+		}
+		out = s
+	}
+	if r.opts.RedactLive {
+		out = redact.String(out)
+	}
+	return out, p.info()
+}
+
+// Wait blocks until the process ends (or ctx is done) and returns its final
+// log. It marks the completion as seen.
+func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
+	f, err := r.lookup(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return &LogResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.proc != nil {
+		select {
+		case <-f.proc.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait %s: %w", f.proc.spec.ID, ctx.Err())
+		}
+	}
+	return r.Log(ctx, id, 0, 0)
+}
+
+// Kill ends the process's whole group (SIGTERM, then SIGKILL after the
+// grace period) and waits, up to ctx, for its end to be recorded.
+func (r *Registry) Kill(ctx context.Context, id string) (*Info, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.receipt != nil {
+		return infoFromReceipt(f.receipt), nil
+	}
+	p := f.proc
+	if p.isDone() {
+		return p.info(), nil
+	}
+	p.mu.Lock()
+	p.killed = true
+	p.mu.Unlock()
+	r.terminate(ctx, p)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+	}
+	return p.info(), nil
+}
+
+// Signal sends sig to the process's whole group. A process that then dies
+// is recorded as killed.
+func (r *Registry) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	p, err := r.liveProc(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
+		p.mu.Lock()
+		p.killed = true
+		p.mu.Unlock()
+	}
+	return p.handle.Signal(ctx, sig)
+}
+
+// Write sends data to the process's stdin.
+func (r *Registry) Write(ctx context.Context, id string, data []byte) error {
+	p, err := r.liveProc(ctx, id)
+	if err != nil {
+		return err
+	}
+	return p.handle.Write(ctx, data)
+}
+
+// CloseStdin closes the process's stdin.
+func (r *Registry) CloseStdin(ctx context.Context, id string) error {
+	p, err := r.liveProc(ctx, id)
+	if err != nil {
+		return err
+	}
+	return p.handle.CloseStdin(ctx)
+}
+
+func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc == nil || f.proc.isDone() {
+		return nil, fmt.Errorf("%s has already finished", id)
+	}
+	return f.proc, nil
+}
+
+// Done returns a channel closed when the process id (of this registry)
+// has ended and its receipt is recorded, or nil for an unknown id.
+func (r *Registry) Done(id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[id]; p != nil {
+		return p.done
+	}
+	return nil
+}

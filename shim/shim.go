@@ -1,0 +1,176 @@
+// Package shim is the supervisor that keeps one detached local job: like
+// containerd's shim or podman's conmon, it is started by a hermes command in
+// a session of its own, starts the job, captures its output, enforces its
+// timeout, takes control requests through a FIFO, writes the receipt when
+// the job ends and then exits. The hermes command that launched it may be
+// long gone by then.
+package shim
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// Config is what a shim needs besides its request.
+type Config struct {
+	// Paths of the detached backend this shim serves.
+	Paths *local.Detached
+	// Store receives the receipt.
+	Store receipts.Store
+	// Registry options beyond store and backends (redaction, hooks).
+	Options runner.Options
+	Logger  *slog.Logger
+}
+
+// Run reads a local.ShimRequest from in, starts the job, answers one
+// local.ShimReply line on out, and supervises the job until its receipt is
+// written. It returns the error that kept the job from starting, if any.
+func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	reply := func(r local.ShimReply) {
+		b, _ := json.Marshal(r)
+		_, _ = out.Write(append(b, '\n'))
+		if c, ok := out.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	var req local.ShimRequest
+	if err := json.NewDecoder(in).Decode(&req); err != nil {
+		reply(local.ShimReply{Error: "bad shim request: " + err.Error()})
+		return fmt.Errorf("decode request: %w", err)
+	}
+	spec := req.Spec
+	if !receipts.IsID(spec.ID) {
+		reply(local.ShimReply{Error: "bad process id " + spec.ID})
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
+	}
+	// Nobody reads a signal-interrupted shim's receipt, so the job's end is
+	// what terminates a shim: SIGTERM and SIGINT kill the job first.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	paths := cfg.Paths
+	if err := os.MkdirAll(paths.RunDir, 0o700); err != nil {
+		reply(local.ShimReply{Error: err.Error()})
+		return err
+	}
+	ctlPath := paths.CtlPath(spec.ID)
+	_ = os.Remove(ctlPath)
+	if err := syscall.Mkfifo(ctlPath, 0o600); err != nil {
+		reply(local.ShimReply{Error: "control fifo: " + err.Error()})
+		return fmt.Errorf("mkfifo: %w", err)
+	}
+	defer os.Remove(ctlPath)
+
+	opts := cfg.Options
+	opts.Store = cfg.Store
+	opts.Backends = []runner.Backend{local.New()}
+	opts.SpillDir = paths.LogDir
+	opts.Logger = log
+	reg, err := runner.New(opts)
+	if err != nil {
+		reply(local.ShimReply{Error: err.Error()})
+		return err
+	}
+	m := spec.Meta
+	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
+	info, err := reg.Start(ctx, runner.StartRequest{
+		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, Timeout: spec.Timeout,
+		Stdin: true, Notify: m.NotifyOnComplete, TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID,
+		SessionKey: m.SessionKey, ParentSessionID: m.ParentSessionID, TraceID: m.TraceID,
+		SpanID: m.SpanID, StartedAt: m.StartedAt,
+	})
+	if err != nil {
+		// The registry recorded a failed_to_start receipt already.
+		reply(local.ShimReply{Error: err.Error()})
+		return err
+	}
+	start, _ := local.ProcStart(os.Getpid())
+	state := local.ShimState{
+		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Timeout: spec.Timeout, Meta: m,
+		PID: info.PID, ShimPID: os.Getpid(), ShimStart: start,
+	}
+	statePath := paths.StatePath(spec.ID)
+	b, _ := json.Marshal(state)
+	if err := atomicfile.Write(statePath, b, 0o600); err != nil {
+		log.Error("live state not written", "id", spec.ID, "err", err)
+	}
+	defer os.Remove(statePath)
+	reply(local.ShimReply{PID: info.PID})
+
+	done := reg.Done(spec.ID)
+	go serveControl(ctx, reg, spec.ID, ctlPath, log)
+	for {
+		select {
+		case <-done:
+			return nil
+		case sig := <-sigs:
+			log.Info("shim signalled: ending job", "id", spec.ID, "signal", sig)
+			go func() { _, _ = reg.Kill(ctx, spec.ID) }()
+		}
+	}
+}
+
+// serveControl applies control messages until the FIFO fails. It holds the
+// FIFO open read-write so that writers coming and going never make it see
+// end of file.
+func serveControl(ctx context.Context, reg *runner.Registry, id, path string, log *slog.Logger) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		log.Error("control fifo", "id", id, "err", err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 8192), 8192)
+	for sc.Scan() {
+		var m local.CtlMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			log.Warn("bad control message", "id", id, "err", err)
+			continue
+		}
+		if err := apply(ctx, reg, id, m); err != nil {
+			log.Warn("control", "id", id, "op", m.Op, "err", err)
+		}
+	}
+}
+
+func apply(ctx context.Context, reg *runner.Registry, id string, m local.CtlMessage) error {
+	switch m.Op {
+	case "write":
+		data, err := base64.StdEncoding.DecodeString(m.Data)
+		if err != nil {
+			return err
+		}
+		return reg.Write(ctx, id, data)
+	case "close":
+		return reg.CloseStdin(ctx, id)
+	case "kill":
+		go func() { _, _ = reg.Kill(ctx, id) }()
+		return nil
+	case "signal":
+		return reg.Signal(ctx, id, syscall.Signal(m.Signal))
+	default:
+		return errors.New("unknown op " + m.Op)
+	}
+}
