@@ -43,6 +43,8 @@ type Meta struct {
 	NotifyOnComplete bool      `json:"notify_on_complete,omitempty"`
 	TraceID          string    `json:"trace_id,omitempty"`
 	SpanID           string    `json:"span_id,omitempty"`
+	ParentSpanID     string    `json:"parent_span_id,omitempty"`
+	TraceSampled     bool      `json:"trace_sampled,omitempty"`
 	StartedAt        time.Time `json:"started_at"`
 }
 

@@ -76,7 +76,8 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		ExitCode: exit.Code, StartedAt: m.StartedAt, FinishedAt: exit.FinishedAt.UTC(),
 		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
 		ParentSessionID: m.ParentSessionID, NotifyOnComplete: m.NotifyOnComplete,
-		Cwd: p.spec.Cwd, TraceID: m.TraceID, SpanID: m.SpanID, PID: p.pid, Image: p.spec.Image,
+		Cwd: p.spec.Cwd, TraceID: m.TraceID, SpanID: m.SpanID, ParentSpanID: m.ParentSpanID,
+		TraceSampled: m.TraceSampled, PID: p.pid, Image: p.spec.Image,
 		Error: p.errMsg,
 	}
 	if p.backend != "local" {

@@ -146,7 +146,11 @@ type StartRequest struct {
 	// ParentSessionID is the owner agent session; empty means the session
 	// carried by the context (sessions.WithCurrent).
 	ParentSessionID string
-	TraceID, SpanID string
+	// TraceID and SpanID name the process span (allocated by the caller,
+	// see package tracing); ParentSpanID and TraceSampled let whoever
+	// observes the end record that span.
+	TraceID, SpanID, ParentSpanID string
+	TraceSampled                  bool
 	// StartedAt overrides the start time (a shim reporting its launcher's).
 	StartedAt time.Time
 	// Tee also receives the output as it arrives (foreground runs).
@@ -182,6 +186,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 			Profile: r.opts.Profile, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID,
 			SessionKey: req.SessionKey, ParentSessionID: req.ParentSessionID,
 			NotifyOnComplete: req.Notify, TraceID: req.TraceID, SpanID: req.SpanID,
+			ParentSpanID: req.ParentSpanID, TraceSampled: req.TraceSampled,
 			StartedAt: req.StartedAt.UTC(),
 		},
 	}

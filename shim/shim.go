@@ -98,7 +98,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, Timeout: spec.Timeout,
 		Stdin: true, Notify: m.NotifyOnComplete, TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID,
 		SessionKey: m.SessionKey, ParentSessionID: m.ParentSessionID, TraceID: m.TraceID,
-		SpanID: m.SpanID, StartedAt: m.StartedAt,
+		SpanID: m.SpanID, ParentSpanID: m.ParentSpanID, TraceSampled: m.TraceSampled, StartedAt: m.StartedAt,
 	})
 	if err != nil {
 		// The registry recorded a failed_to_start receipt already.

@@ -70,6 +70,8 @@ type Receipt struct {
 	Cwd              string    `json:"cwd"`
 	TraceID          string    `json:"trace_id"`
 	SpanID           string    `json:"span_id"`
+	ParentSpanID     string    `json:"parent_span_id,omitempty"`
+	TraceSampled     bool      `json:"trace_sampled,omitempty"`
 	PID              int       `json:"pid,omitempty"`
 	ContainerID      string    `json:"container_id,omitempty"`
 	Image            string    `json:"image,omitempty"`
