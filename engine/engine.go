@@ -13,12 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/tracing"
 )
 
 // Options say how to build an Engine.
@@ -39,6 +41,9 @@ type Engine struct {
 	Store    receipts.Store
 	Sessions sessions.Store
 	Logger   *slog.Logger
+	// Tracing exports spans when OTEL_EXPORTER_OTLP_* asks for it and is
+	// a free no-op otherwise.
+	Tracing *tracing.Provider
 
 	getenv  func(string) string
 	exe     string
@@ -66,6 +71,15 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("locate hermes binary: %w", err)
 		}
 	}
+	if e.Tracing, err = tracing.Setup(ctx, tracing.Options{Getenv: opts.Getenv}); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	e.closers = append(e.closers, closerFunc(func() error {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return e.Tracing.Shutdown(sctx)
+	}))
 	if err := e.openStores(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -147,9 +161,19 @@ func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry,
 	return runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		Profile: e.Profile.Home, SpillDir: e.Profile.SpillDir(),
-		RedactLive: e.Profile.RedactLive(), Logger: e.Logger,
+		RedactLive: e.Profile.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 	})
 }
+
+// Defer runs f when the engine closes, before the tracing provider flushes
+// and the stores close (a command's own span ends there).
+func (e *Engine) Defer(f func()) {
+	e.closers = append(e.closers, closerFunc(func() error { f(); return nil }))
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
 
 // attacherOnly exposes a Detached backend's Attacher side under a name
 // that never collides with the foreground local backend.

@@ -13,7 +13,7 @@ func (e *Engine) RunShim(ctx context.Context, in io.Reader, out io.Writer) error
 	return shim.Run(ctx, in, out, shim.Config{
 		Paths:   e.Detached(),
 		Store:   e.Store,
-		Options: runner.Options{Sessions: e.Sessions, Profile: e.Profile.Home, RedactLive: e.Profile.RedactLive()},
+		Options: runner.Options{Sessions: e.Sessions, Profile: e.Profile.Home, RedactLive: e.Profile.RedactLive(), Tracing: e.Tracing},
 		Logger:  e.Logger,
 	})
 }

@@ -29,6 +29,9 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/redact"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/tracing"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults for Options fields left zero.
@@ -64,9 +67,10 @@ type Options struct {
 	// RedactLive masks secrets in output served from memory too. Receipts
 	// are redacted whatever this says.
 	RedactLive bool
-	// OnFinish, if set, is called once per process this registry saw end,
-	// after its receipt is safe (tracing hooks in here).
-	OnFinish func(ctx context.Context, r *receipts.Receipt)
+	// Tracing records each process span; nil means no tracing. Process
+	// span ids are allocated either way so that receipts and children
+	// carry them.
+	Tracing *tracing.Provider
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -178,6 +182,11 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	}
 	if req.StartedAt.IsZero() {
 		req.StartedAt = time.Now()
+	}
+	if req.TraceID == "" {
+		ids := r.processSpanIDs(ctx)
+		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
+		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
 	}
 	spec := Spec{
 		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
@@ -313,6 +322,10 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	}
 	if p.supervised == nil || waitErr != nil {
 		err := r.opts.Store.Create(ctx, rec)
+		if err == nil {
+			// Whoever records the receipt records the span: once.
+			r.recordSpan(ctx, rec)
+		}
 		switch {
 		case errors.Is(err, receipts.ErrExists):
 			if stored, gerr := r.opts.Store.Get(ctx, p.spec.ID, owner); gerr == nil {
@@ -331,9 +344,6 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	p.receipt = rec
 	p.mu.Unlock()
 	close(p.done)
-	if r.opts.OnFinish != nil {
-		r.opts.OnFinish(ctx, rec)
-	}
 	if rec.NotifyOnComplete {
 		r.enqueue(p, rec)
 	}

@@ -14,11 +14,14 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/tracing"
 )
 
-// open builds the engine and a registry for a command, with the caller's
-// session (HERMES_SESSION_ID) in the returned context.
-func open(ctx context.Context, g *Globals, mode engine.Mode) (context.Context, *engine.Engine, *runner.Registry, error) {
+// open builds the engine and a registry for a command. The returned context
+// carries the caller's session (HERMES_SESSION_ID) and the command's span
+// ("hermes <name>"), which joins the caller's trace (TRACEPARENT) and ends
+// when the engine closes.
+func open(ctx context.Context, g *Globals, name string, mode engine.Mode) (context.Context, *engine.Engine, *runner.Registry, error) {
 	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
 	if err != nil {
 		return ctx, nil, nil, err
@@ -28,6 +31,9 @@ func open(ctx context.Context, g *Globals, mode engine.Mode) (context.Context, *
 		e.Close()
 		return ctx, nil, nil, err
 	}
+	ctx = tracing.ContextFromEnv(ctx, g.Getenv)
+	ctx, span := e.Tracing.Tracer("hermes/cli").Start(ctx, "hermes "+name)
+	e.Defer(func() { span.End() })
 	return sessions.WithCurrent(ctx, g.Getenv("HERMES_SESSION_ID")), e, reg, nil
 }
 
@@ -64,7 +70,7 @@ type PsCmd struct {
 
 // Run implements the command.
 func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
-	ctx, e, reg, err := open(ctx, g, engine.Background)
+	ctx, e, reg, err := open(ctx, g, "ps", engine.Background)
 	if err != nil {
 		return err
 	}
@@ -108,7 +114,7 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Limit < 0 {
 		return badInput("--limit must not be negative")
 	}
-	ctx, e, reg, err := open(ctx, g, engine.Background)
+	ctx, e, reg, err := open(ctx, g, "log", engine.Background)
 	if err != nil {
 		return err
 	}
@@ -184,7 +190,7 @@ func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	ctx, e, reg, err := open(ctx, g, engine.Background)
+	ctx, e, reg, err := open(ctx, g, "poll", engine.Background)
 	if err != nil {
 		return err
 	}
@@ -220,7 +226,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Timeout < 0 {
 		return badInput("--timeout must not be negative")
 	}
-	ctx, e, reg, err := open(ctx, g, engine.Background)
+	ctx, e, reg, err := open(ctx, g, "wait", engine.Background)
 	if err != nil {
 		return err
 	}
@@ -279,7 +285,7 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	ctx, e, reg, err := open(ctx, g, engine.Background)
+	ctx, e, reg, err := open(ctx, g, "kill", engine.Background)
 	if err != nil {
 		return err
 	}
@@ -316,7 +322,7 @@ func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	ctx, e, reg, err := open(ctx, g, engine.Background)
+	ctx, e, reg, err := open(ctx, g, "write", engine.Background)
 	if err != nil {
 		return err
 	}

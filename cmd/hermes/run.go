@@ -37,7 +37,7 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Background {
 		mode = engine.Background
 	}
-	ctx, e, reg, err := open(ctx, g, mode)
+	ctx, e, reg, err := open(ctx, g, "run", mode)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,65 @@
+package runner
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/redact"
+	"github.com/hermesrun/hermes/tracing"
+)
+
+// ProcessSpanName is the name of the span covering a process's life.
+const ProcessSpanName = "process"
+
+// processSpanIDs allocates the ids of a new process span under ctx's
+// current span. With tracing off nothing would record that span, so a
+// child then joins its caller's span directly, and a caller with no trace
+// gets ids marked unsampled.
+func (r *Registry) processSpanIDs(ctx context.Context) tracing.ProcessIDs {
+	if r.opts.Tracing.Enabled() {
+		return tracing.NewProcessSpan(ctx)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return tracing.ProcessIDs{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), Sampled: false}
+	}
+	ids := tracing.NewProcessSpan(ctx)
+	ids.Sampled = false
+	return ids
+}
+
+// recordSpan emits the finished process span of rec.
+func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
+	if !r.opts.Tracing.Enabled() || rec.SpanID == "" {
+		return
+	}
+	ids := tracing.ProcessIDs{TraceID: rec.TraceID, SpanID: rec.SpanID, ParentSpanID: rec.ParentSpanID, Sampled: rec.TraceSampled}
+	attrs := []attribute.KeyValue{
+		tracing.AttrProcessID.String(rec.SessionID),
+		tracing.AttrBackend.String(rec.Backend),
+		tracing.AttrCommand.String(redact.String(rec.Command)),
+		tracing.AttrExitCode.Int(rec.ExitCode),
+		tracing.AttrStatus.String(rec.Status),
+	}
+	if rec.PID > 0 {
+		attrs = append(attrs, tracing.AttrPID.Int(rec.PID))
+	}
+	if rec.ContainerID != "" {
+		attrs = append(attrs, tracing.AttrContainerID.String(rec.ContainerID))
+	}
+	if rec.ParentSessionID != "" {
+		attrs = append(attrs, tracing.AttrSessionID.String(rec.ParentSessionID))
+	}
+	status, desc := codes.Ok, ""
+	if rec.Status != receipts.StatusExited {
+		status, desc = codes.Error, rec.Status
+	}
+	if err := r.opts.Tracing.RecordProcessSpan(ctx, ids, ProcessSpanName, rec.StartedAt, rec.FinishedAt, attrs, status, desc); err != nil {
+		r.log.Warn("process span not recorded", "id", rec.SessionID, "err", err)
+	}
+	// No flush here: the batch processor exports within its delay, and
+	// every short-lived hermes process shuts its provider down on exit.
+}
