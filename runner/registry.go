@@ -343,10 +343,12 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	p.mu.Lock()
 	p.receipt = rec
 	p.mu.Unlock()
-	close(p.done)
+	// Queue the completion before the process counts as done, so that an
+	// owner that no longer finds it in OwnedRunning finds its completion.
 	if rec.NotifyOnComplete {
 		r.enqueue(p, rec)
 	}
+	close(p.done)
 }
 
 // Completion is a finished process whose owner asked to be notified.

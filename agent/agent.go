@@ -1,0 +1,337 @@
+// Package agent is the hermes agent loop: it talks to an OpenAI-compatible
+// chat-completions endpoint, runs the tool calls the model asks for (see
+// package tools) and feeds back their results until the model answers.
+//
+// Its one addition to the usual loop is notify resume. A process the
+// session started with notify=true queues a completion in the registry when
+// it ends; once the current turn is over the agent takes the session's
+// completions and runs exactly one follow-up turn whose user message begins
+// "[IMPORTANT: Background process <id> ...", carrying the command, the exit
+// code and the output tail. A completion is taken once, and only by the
+// session that owns it, so a process is never reported twice nor to a
+// stranger.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// Defaults of Options fields left zero.
+const (
+	DefaultMaxTurns     = 30
+	DefaultMaxFollowUps = 32
+)
+
+// ErrMaxTurns is wrapped by the error of a turn that used up its model
+// calls without a final answer.
+var ErrMaxTurns = errors.New("no final answer within the model call budget")
+
+// Completer makes one chat-completions call; *openai.Client implements it.
+type Completer interface {
+	Complete(ctx context.Context, req openai.Request, onDelta func(text string)) (*openai.Response, error)
+}
+
+// Notifier is the completion queue of the registry that runs the
+// session's processes; *runner.Registry implements it.
+type Notifier interface {
+	TakeCompletions(owner string) []runner.Completion
+	CompletionReady() <-chan struct{}
+	OwnedRunning(owner string, notifyOnly bool) []string
+}
+
+// Options configure an Agent.
+type Options struct {
+	// Client calls the model. Required.
+	Client Completer
+	// Model names the model. Required.
+	Model string
+	// Tools are offered to the model; nil offers none.
+	Tools *tools.Set
+	// Notifier delivers the session's process completions; nil disables
+	// notify resume.
+	Notifier Notifier
+	// SessionID is the agent session: the owner stamped on every process
+	// the tools start and the only owner whose completions are taken.
+	SessionID string
+	// SystemPrompt replaces DefaultSystemPrompt.
+	SystemPrompt string
+	// MaxTurns bounds the model calls of one user turn (the query, or one
+	// follow-up). Default DefaultMaxTurns.
+	MaxTurns int
+	// MaxFollowUps bounds the follow-up turns of a conversation, so that a
+	// model which keeps starting notify processes cannot loop forever.
+	// Default DefaultMaxFollowUps.
+	MaxFollowUps int
+	// Stream asks the provider for server-sent events.
+	Stream bool
+	// Observer is told of text, messages and tool calls; nil: nobody.
+	Observer Observer
+	// Tracer wraps turns and calls in spans; nil: no tracing.
+	Tracer Tracer
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Agent is one conversation. It is not safe for concurrent use: turns run
+// one after another.
+type Agent struct {
+	opts      Options
+	messages  []openai.Message
+	turns     int
+	followUps int
+	calls     int
+	usage     openai.Usage
+}
+
+// New returns an Agent whose conversation starts with the system prompt.
+func New(opts Options) (*Agent, error) {
+	if opts.Client == nil {
+		return nil, errors.New("agent: a model client is required")
+	}
+	if strings.TrimSpace(opts.Model) == "" {
+		return nil, errors.New("agent: a model name is required")
+	}
+	if opts.MaxTurns <= 0 {
+		opts.MaxTurns = DefaultMaxTurns
+	}
+	if opts.MaxFollowUps <= 0 {
+		opts.MaxFollowUps = DefaultMaxFollowUps
+	}
+	if opts.Observer == nil {
+		opts.Observer = NopObserver{}
+	}
+	if opts.Tracer == nil {
+		opts.Tracer = nopTracer{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	prompt := opts.SystemPrompt
+	if prompt == "" {
+		prompt = DefaultSystemPrompt(opts.Tools.Names())
+	}
+	return &Agent{
+		opts:     opts,
+		messages: []openai.Message{{Role: openai.RoleSystem, Content: openai.String(prompt)}},
+	}, nil
+}
+
+// DefaultSystemPrompt is a short prompt saying what the offered tools do.
+func DefaultSystemPrompt(toolNames []string) string {
+	var b strings.Builder
+	b.WriteString("You are hermes, an agent that gets work done by running shell commands for the user. ")
+	for _, n := range toolNames {
+		switch n {
+		case "terminal":
+			b.WriteString("The terminal tool runs a bash command line: in the foreground it waits and returns the output and exit code; " +
+				"with background=true it returns a process id (session_id) at once, and with notify=true you will get a message when that process finishes. ")
+		case "process_manage":
+			b.WriteString("The process_manage tool lists your processes, polls them, reads their logs, waits for them, kills them and writes to their stdin. ")
+		}
+	}
+	b.WriteString("When the work is done, answer briefly with the outcome.")
+	return b.String()
+}
+
+// Messages returns a copy of the conversation so far.
+func (a *Agent) Messages() []openai.Message {
+	return append([]openai.Message(nil), a.messages...)
+}
+
+// Usage is the token usage of all model calls so far.
+func (a *Agent) Usage() openai.Usage { return a.usage }
+
+// Calls is the number of model calls so far.
+func (a *Agent) Calls() int { return a.calls }
+
+// SessionID is the agent session.
+func (a *Agent) SessionID() string { return a.opts.SessionID }
+
+// context carries the agent session, so that every process a tool starts
+// is owned by it and every lookup is scoped to it.
+func (a *Agent) context(ctx context.Context) context.Context {
+	if a.opts.SessionID == "" || sessions.Current(ctx) == a.opts.SessionID {
+		return ctx
+	}
+	return sessions.WithCurrent(ctx, a.opts.SessionID)
+}
+
+// Ask runs one user turn for query and returns the model's final answer.
+// When the turn runs out of model calls, the error wraps ErrMaxTurns and the
+// answer is the last assistant text, if any.
+func (a *Agent) Ask(ctx context.Context, query string) (string, error) {
+	return a.turn(a.context(ctx), query, nil)
+}
+
+// FollowUp takes the session's queued completions and, if there are any,
+// runs one follow-up turn reporting them all; delivered says whether it did.
+func (a *Agent) FollowUp(ctx context.Context) (answer string, delivered bool, err error) {
+	n := a.opts.Notifier
+	if n == nil || a.followUps >= a.opts.MaxFollowUps {
+		return "", false, nil
+	}
+	cs := n.TakeCompletions(a.opts.SessionID)
+	if len(cs) == 0 {
+		return "", false, nil
+	}
+	a.followUps++
+	a.opts.Observer.FollowUp(cs)
+	answer, err = a.turn(a.context(ctx), FollowUpMessage(cs), cs)
+	return answer, true, err
+}
+
+// PendingNotify lists the session's running processes that will report
+// their completion.
+func (a *Agent) PendingNotify() []string {
+	if a.opts.Notifier == nil {
+		return nil
+	}
+	return a.opts.Notifier.OwnedRunning(a.opts.SessionID, true)
+}
+
+// recheckInterval bounds how long AwaitCompletions trusts the ready signal
+// alone; it rechecks the running set this often in any case.
+const recheckInterval = 500 * time.Millisecond
+
+// AwaitCompletions delivers the session's completions as follow-up turns,
+// waiting up to wait for notify processes the session still has running.
+// It returns the last follow-up answer ("" if none) and how many
+// follow-ups ran. A follow-up that starts before the deadline runs to its
+// end.
+func (a *Agent) AwaitCompletions(ctx context.Context, wait time.Duration) (answer string, n int, err error) {
+	if a.opts.Notifier == nil {
+		return "", 0, nil
+	}
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(recheckInterval)
+	defer tick.Stop()
+	for {
+		// Order matters: a process gone from the running set has queued
+		// its completion already, so the take below finds it.
+		running := a.PendingNotify()
+		got, ok, err := a.FollowUp(ctx)
+		if ok {
+			n++
+			answer = got
+		}
+		if err != nil {
+			return answer, n, err
+		}
+		if ok {
+			continue
+		}
+		if len(running) == 0 || a.followUps >= a.opts.MaxFollowUps {
+			return answer, n, nil
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return answer, n, nil
+		}
+		timer := time.NewTimer(remaining)
+		select {
+		case <-a.opts.Notifier.CompletionReady():
+		case <-tick.C:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return answer, n, ctx.Err()
+		}
+		timer.Stop()
+	}
+}
+
+// turn appends a user message and calls the model, running its tool calls,
+// until it answers without tools or the turn's call budget is spent.
+func (a *Agent) turn(ctx context.Context, content string, followUp []runner.Completion) (answer string, err error) {
+	a.turns++
+	ctx, end := a.opts.Tracer.StartTurn(ctx, Turn{Session: a.opts.SessionID, Index: a.turns, FollowUp: followUp})
+	defer func() { end(answer, err) }()
+	a.messages = append(a.messages, openai.Message{Role: openai.RoleUser, Content: openai.String(content)})
+	defs := a.opts.Tools.Definitions()
+	var last string
+	for call := 1; ; call++ {
+		if call > a.opts.MaxTurns {
+			return last, fmt.Errorf("%w: stopped after %d model calls (raise --max-turns)", ErrMaxTurns, a.opts.MaxTurns)
+		}
+		if err := ctx.Err(); err != nil {
+			return last, err
+		}
+		req := openai.Request{Model: a.opts.Model, Messages: a.messages, Tools: defs, Stream: a.opts.Stream}
+		resp, err := a.complete(ctx, &req)
+		if err != nil {
+			return last, fmt.Errorf("model call failed: %w", err)
+		}
+		msg := resp.Message
+		msg.Role = openai.RoleAssistant
+		a.messages = append(a.messages, msg)
+		a.opts.Observer.Message(msg)
+		if t := msg.Text(); t != "" {
+			last = t
+		}
+		if len(msg.ToolCalls) == 0 {
+			return msg.Text(), nil
+		}
+		for _, tc := range msg.ToolCalls {
+			content := a.runTool(ctx, tc)
+			a.messages = append(a.messages, openai.Message{
+				Role: openai.RoleTool, ToolCallID: tc.ID, Content: openai.String(content),
+			})
+		}
+	}
+}
+
+func (a *Agent) complete(ctx context.Context, req *openai.Request) (resp *openai.Response, err error) {
+	ctx, end := a.opts.Tracer.StartModelCall(ctx, req)
+	defer func() { end(resp, err) }()
+	var onDelta func(string)
+	if req.Stream {
+		onDelta = a.opts.Observer.Delta
+	}
+	a.calls++
+	resp, err = a.opts.Client.Complete(ctx, *req, onDelta)
+	if err != nil {
+		return nil, err
+	}
+	a.usage.PromptTokens += resp.Usage.PromptTokens
+	a.usage.CompletionTokens += resp.Usage.CompletionTokens
+	a.usage.TotalTokens += resp.Usage.TotalTokens
+	return resp, nil
+}
+
+// runTool runs one tool call and returns the content for the model. It
+// never fails: every problem becomes {"error": ...} for the model to read.
+func (a *Agent) runTool(ctx context.Context, tc openai.ToolCall) (content string) {
+	ctx, end := a.opts.Tracer.StartTool(ctx, tc)
+	var err error
+	defer func() { end(content, err) }()
+	a.opts.Observer.ToolCall(tc)
+	content, err = a.callTool(ctx, tc)
+	if err != nil {
+		a.opts.Logger.Debug("tool call failed", "tool", tc.Function.Name, "id", tc.ID, "err", err)
+		content = tools.ErrorContent(err)
+	}
+	a.opts.Observer.ToolResult(tc, content, err)
+	return content
+}
+
+// callTool guards the conversation against a tool that panics: the panic
+// becomes the model's tool error rather than the end of the agent.
+func (a *Agent) callTool(ctx context.Context, tc openai.ToolCall) (content string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.opts.Logger.Error("tool panicked", "tool", tc.Function.Name, "panic", r)
+			content, err = "", fmt.Errorf("tool %s failed internally: %v", tc.Function.Name, r)
+		}
+	}()
+	return a.opts.Tools.Call(ctx, tc.Function.Name, tc.Function.Arguments)
+}

@@ -1,0 +1,165 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrBadArguments is wrapped by every complaint about a tool call's
+// arguments.
+var ErrBadArguments = errors.New("bad arguments")
+
+// Args are a tool call's arguments, decoded one by one so that each
+// problem is reported by name. Models are loose with types, so the
+// accessors accept the obvious spellings ("true", "30", "2m") as well as
+// the schema's own types.
+type Args map[string]json.RawMessage
+
+// ParseArgs decodes the model's argument text, which must be a JSON
+// object; empty text and null mean no arguments.
+func ParseArgs(raw string) (Args, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" || raw == "null" {
+		return Args{}, nil
+	}
+	var a Args
+	if err := json.Unmarshal([]byte(raw), &a); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return nil, fmt.Errorf("%w: arguments must be a JSON object, got %s", ErrBadArguments, ute.Value)
+		}
+		return nil, fmt.Errorf("%w: arguments are not valid JSON (%v): %s", ErrBadArguments, err, clip(raw, 200))
+	}
+	if a == nil {
+		a = Args{}
+	}
+	return a, nil
+}
+
+// present reports whether name was given with a non-null value.
+func (a Args) present(name string) bool {
+	v, ok := a[name]
+	return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
+func (a Args) typeError(name, want string) error {
+	return fmt.Errorf("%w: argument %q must be %s, got %s", ErrBadArguments, name, want, clip(string(a[name]), 80))
+}
+
+// String returns the string argument name, or "" when absent.
+func (a Args) String(name string) (string, error) {
+	if !a.present(name) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(a[name], &s); err != nil {
+		return "", a.typeError(name, "a string")
+	}
+	return s, nil
+}
+
+// RequiredString is String for an argument that must be a non-blank string.
+func (a Args) RequiredString(name string) (string, error) {
+	if !a.present(name) {
+		return "", fmt.Errorf("%w: missing required argument %q", ErrBadArguments, name)
+	}
+	s, err := a.String(name)
+	if err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(s) == "" {
+		return "", fmt.Errorf("%w: argument %q must not be empty", ErrBadArguments, name)
+	}
+	return s, nil
+}
+
+// Bool returns the boolean argument name, false when absent. It accepts
+// true/false and the strings "true"/"false".
+func (a Args) Bool(name string) (bool, error) {
+	if !a.present(name) {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(a[name], &b); err == nil {
+		return b, nil
+	}
+	var s string
+	if err := json.Unmarshal(a[name], &s); err == nil {
+		if v, err := strconv.ParseBool(strings.TrimSpace(s)); err == nil {
+			return v, nil
+		}
+	}
+	return false, a.typeError(name, "a boolean")
+}
+
+// Int returns the integer argument name and whether it was given. It
+// accepts integral numbers and numeric strings.
+func (a Args) Int(name string) (int, bool, error) {
+	if !a.present(name) {
+		return 0, false, nil
+	}
+	f, err := a.number(name)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+		return 0, false, a.typeError(name, "an integer")
+	}
+	return int(f), true, nil
+}
+
+func (a Args) number(name string) (float64, error) {
+	var f float64
+	if err := json.Unmarshal(a[name], &f); err == nil {
+		return f, nil
+	}
+	var s string
+	if err := json.Unmarshal(a[name], &s); err != nil {
+		return 0, errors.New("not a number")
+	}
+	return strconv.ParseFloat(strings.TrimSpace(s), 64)
+}
+
+// Duration returns the duration argument name and whether it was given: a
+// number of seconds, or a duration string such as "90s" or "5m". It must
+// be positive.
+func (a Args) Duration(name string) (time.Duration, bool, error) {
+	if !a.present(name) {
+		return 0, false, nil
+	}
+	const want = "a positive number of seconds or a duration such as \"90s\""
+	var d time.Duration
+	if f, err := a.number(name); err == nil {
+		if f <= 0 || f > math.MaxInt64/float64(time.Second) || math.IsNaN(f) {
+			return 0, false, a.typeError(name, want)
+		}
+		d = time.Duration(f * float64(time.Second))
+	} else {
+		var s string
+		if json.Unmarshal(a[name], &s) != nil {
+			return 0, false, a.typeError(name, want)
+		}
+		v, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || v <= 0 {
+			return 0, false, a.typeError(name, want)
+		}
+		d = v
+	}
+	return d, true, nil
+}
+
+// clip shortens s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !isRuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

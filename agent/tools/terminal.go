@@ -1,0 +1,257 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Defaults of TerminalOptions fields left zero.
+const (
+	DefaultForegroundTimeout = 180 * time.Second
+	// DefaultMaxResultChars bounds the output handed to the model in one
+	// tool result; the full output stays in the receipt and is paged with
+	// process_manage log.
+	DefaultMaxResultChars = 50_000
+)
+
+// TerminalOptions configure the terminal tool.
+type TerminalOptions struct {
+	// Runner starts the commands. Required.
+	Runner Runner
+	// Cwd is the working directory when the model gives no workdir;
+	// empty means hermes's own.
+	Cwd string
+	// Env holds extra KEY=VALUE pairs for every command.
+	Env []string
+	// Backend and Image choose where commands run; empty means the
+	// registry's default backend.
+	Backend, Image string
+	// ForegroundTimeout bounds a foreground command when the model gives
+	// no timeout. Default DefaultForegroundTimeout.
+	ForegroundTimeout time.Duration
+	// MaxResultChars bounds the output in a result. Default
+	// DefaultMaxResultChars.
+	MaxResultChars int
+}
+
+// Terminal is the terminal tool: it runs a shell command in the foreground
+// (returning its output and exit code) or starts it in the background
+// (returning its start receipt).
+type Terminal struct {
+	opts TerminalOptions
+}
+
+// NewTerminal returns the terminal tool.
+func NewTerminal(opts TerminalOptions) (*Terminal, error) {
+	if opts.Runner == nil {
+		return nil, errors.New("terminal tool: a runner is required")
+	}
+	if opts.ForegroundTimeout <= 0 {
+		opts.ForegroundTimeout = DefaultForegroundTimeout
+	}
+	if opts.MaxResultChars <= 0 {
+		opts.MaxResultChars = DefaultMaxResultChars
+	}
+	return &Terminal{opts: opts}, nil
+}
+
+// Name implements Tool.
+func (t *Terminal) Name() string { return "terminal" }
+
+var terminalParams = json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "description": "The shell command line, run by bash."},
+    "background": {"type": "boolean", "description": "Start the command and return its process id at once instead of waiting for it. Use for long-running work; manage it with process_manage."},
+    "notify": {"type": "boolean", "description": "With background: tell me in a new message when the process finishes, with its exit code and output tail."},
+    "timeout": {"type": "number", "description": "Seconds before the command is killed. Foreground default 180; background default none."},
+    "workdir": {"type": "string", "description": "Working directory (default: the session's)."}
+  },
+  "required": ["command"]
+}`)
+
+// Definition implements Tool.
+func (t *Terminal) Definition() openai.Tool {
+	return openai.NewTool(t.Name(),
+		"Run a shell command with bash. In the foreground (default) it waits and returns the output and exit code. "+
+			"With background=true it returns a start receipt with the process id (session_id) at once; "+
+			"with notify=true as well, the process's result arrives as a new message when it finishes.",
+		terminalParams)
+}
+
+// StartReceipt is the tool result of a background start, the same JSON
+// `hermes run --background` prints.
+type StartReceipt struct {
+	SessionID        string    `json:"session_id"`
+	Status           string    `json:"status"`
+	NotifyOnComplete bool      `json:"notify_on_complete"`
+	PID              int       `json:"pid"`
+	ContainerID      string    `json:"container_id,omitempty"`
+	Command          string    `json:"command"`
+	Backend          string    `json:"backend"`
+	Cwd              string    `json:"cwd"`
+	StartedAt        time.Time `json:"started_at"`
+	ParentSessionID  string    `json:"parent_session_id"`
+	TaskID           string    `json:"task_id"`
+	TraceID          string    `json:"trace_id"`
+	SpanID           string    `json:"span_id"`
+}
+
+// StartReceiptOf is the start receipt of a freshly started process.
+func StartReceiptOf(in *runner.Info) StartReceipt {
+	return StartReceipt{
+		SessionID: in.SessionID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
+		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
+		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
+		TraceID: in.TraceID, SpanID: in.SpanID,
+	}
+}
+
+// ForegroundResult is the tool result of a foreground command.
+type ForegroundResult struct {
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
+	ExitCode  *int   `json:"exit_code"`
+	Output    string `json:"output"`
+	// OutputTruncated is set when the output was cut, here or in the
+	// receipt; process_manage log pages through what the receipt kept.
+	OutputTruncated bool   `json:"output_truncated,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// Call implements Tool.
+func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
+	command, err := a.RequiredString("command")
+	if err != nil {
+		return "", err
+	}
+	background, err := a.Bool("background")
+	if err != nil {
+		return "", err
+	}
+	notify, err := a.Bool("notify")
+	if err != nil {
+		return "", err
+	}
+	timeout, haveTimeout, err := a.Duration("timeout")
+	if err != nil {
+		return "", err
+	}
+	workdir, err := a.String("workdir")
+	if err != nil {
+		return "", err
+	}
+	cwd, err := t.cwd(workdir)
+	if err != nil {
+		return "", err
+	}
+	req := runner.StartRequest{
+		Command: command, Cwd: cwd, Env: t.opts.Env, Backend: t.opts.Backend, Image: t.opts.Image,
+	}
+	if background {
+		// A background job keeps stdin open for process_manage write.
+		req.Stdin, req.Notify = true, notify
+		if haveTimeout {
+			req.Timeout = timeout
+		}
+		info, err := t.opts.Runner.Start(ctx, req)
+		if err != nil {
+			return "", err
+		}
+		return marshal(StartReceiptOf(info)), nil
+	}
+	// notify means nothing in the foreground: the result is the answer.
+	req.Timeout = t.opts.ForegroundTimeout
+	if haveTimeout {
+		req.Timeout = timeout
+	}
+	return t.foreground(ctx, req)
+}
+
+func (t *Terminal) cwd(workdir string) (string, error) {
+	dir := workdir
+	if dir == "" {
+		dir = t.opts.Cwd
+	}
+	if t.opts.Backend != "" && t.opts.Backend != "local" {
+		return dir, nil // a path inside the container: nothing to check here
+	}
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("working directory: %w", err)
+		}
+		dir = wd
+	}
+	if !filepath.IsAbs(dir) && t.opts.Cwd != "" {
+		dir = filepath.Join(t.opts.Cwd, dir)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: workdir %q: %v", ErrBadArguments, workdir, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%w: workdir %q is not a directory", ErrBadArguments, abs)
+	}
+	return abs, nil
+}
+
+// foreground runs req to its end. The supervisor enforces req.Timeout; the
+// wait here allows for that plus the kill grace, and an interrupted agent
+// kills the command rather than leave it running unobserved.
+func (t *Terminal) foreground(ctx context.Context, req runner.StartRequest) (string, error) {
+	info, err := t.opts.Runner.Start(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	wctx, cancel := context.WithTimeout(ctx, req.Timeout+runner.DefaultKillGrace+10*time.Second)
+	defer cancel()
+	res, err := t.opts.Runner.Wait(wctx, info.SessionID)
+	if err != nil {
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+10*time.Second)
+		defer kcancel()
+		if _, kerr := t.opts.Runner.Kill(kctx, info.SessionID); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("interrupted; %s was killed: %w", info.SessionID, ctx.Err())
+		}
+		return "", fmt.Errorf("%s did not end within its timeout and was killed: %w", info.SessionID, err)
+	}
+	out, clipped := ClipOutput(res.Output, t.opts.MaxResultChars)
+	fr := ForegroundResult{
+		SessionID: res.SessionID, Status: res.Status, ExitCode: res.ExitCode, Output: out,
+		OutputTruncated: clipped || res.OutputTruncated,
+	}
+	if res.Status == receipts.StatusTimeout {
+		fr.Error = fmt.Sprintf("command timed out after %s and was killed", req.Timeout)
+	}
+	return marshal(fr), nil
+}
+
+// ClipOutput shortens s to at most max characters, keeping the head and the
+// (more telling) tail with a marker between, and reports whether it cut.
+func ClipOutput(s string, max int) (string, bool) {
+	if max <= 0 || len(s) <= max {
+		return s, false
+	}
+	r := []rune(s)
+	if len(r) <= max {
+		return s, false
+	}
+	head := max / 5
+	tail := max - head
+	omitted := len(r) - head - tail
+	return string(r[:head]) +
+		fmt.Sprintf("\n[... %d characters omitted; page with process_manage log offset/limit ...]\n", omitted) +
+		string(r[len(r)-tail:]), true
+}

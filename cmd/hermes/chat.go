@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hermesrun/hermes/agent"
+	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// defaultOneshotWait applies when config.yaml sets no
+// terminal.oneshot_completion_wait_seconds.
+const defaultOneshotWait = 30 * time.Second
+
+// ChatCmd is the agent loop against an OpenAI-compatible endpoint.
+//
+// With -q and --oneshot (or -q with stdin not a terminal) it answers the
+// query, then waits up to terminal.oneshot_completion_wait_seconds for the
+// notify processes the session started, reporting each completion to the
+// model as a follow-up turn, and exits. Without -q, or with -q on a
+// terminal without --oneshot, it reads further requests from stdin, one per
+// line, reporting completions as they arrive, until end of input or "exit".
+type ChatCmd struct {
+	Query    string `short:"q" help:"The request for the agent. Without it, requests are read from stdin, one per line."`
+	Oneshot  bool   `help:"Answer -q, wait for this session's notify processes (terminal.oneshot_completion_wait_seconds in config.yaml, default 30), report them as follow-up turns, then exit."`
+	Quiet    bool   `help:"Print only the final answer: no streamed text, no tool activity."`
+	Provider string `help:"LLM provider; only custom (any OpenAI-compatible endpoint) is supported. Default: model.provider in config.yaml, else custom."`
+	Model    string `short:"m" help:"Model name. Default: model.default in config.yaml."`
+	BaseURL  string `name:"base-url" env:"OPENAI_BASE_URL" help:"API root of the endpoint, e.g. http://127.0.0.1:8080/v1. Default: model.base_url in config.yaml."`
+	APIKey   string `name:"api-key" env:"OPENAI_API_KEY" help:"API key, sent as a bearer token."`
+	Toolsets string `default:"terminal" help:"Comma-separated toolsets offered to the model: terminal (terminal and process_manage); empty for none."`
+	MaxTurns int    `name:"max-turns" default:"30" help:"Model calls allowed per user turn (the query, and each follow-up for finished processes)."`
+	NoStream bool   `name:"no-stream" help:"Ask the provider for one plain JSON reply instead of a server-sent event stream."`
+}
+
+// chatResult is what --json prints at the end.
+type chatResult struct {
+	SessionID  string       `json:"session_id"`
+	Answer     string       `json:"answer"`
+	FollowUps  int          `json:"follow_ups"`
+	ModelCalls int          `json:"model_calls"`
+	Usage      openai.Usage `json:"usage"`
+	// StillRunning lists notify processes that had not finished when the
+	// agent exited; their receipts will be kept all the same.
+	StillRunning []string `json:"still_running"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// Run implements the command.
+func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
+	if c.MaxTurns < 1 {
+		return badInput("--max-turns must be at least 1")
+	}
+	if c.Oneshot && strings.TrimSpace(c.Query) == "" {
+		return badInput("--oneshot needs a query (-q)")
+	}
+	ctx, e, reg, err := open(ctx, g, "chat", engine.Background)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	cfg := e.Profile.Config
+	client, model, err := c.client(cfg, e)
+	if err != nil {
+		return err
+	}
+	toolset, err := c.tools(cfg, g, reg)
+	if err != nil {
+		return err
+	}
+
+	// The session exists, and is current, before any tool can start a
+	// process: every receipt is stamped with it as the owner.
+	ctx, sess, err := agent.StartSession(ctx, e.Sessions, sessions.SourceCLI, "")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		reason := agent.EndCompleted
+		switch {
+		case ctx.Err() != nil:
+			reason = agent.EndInterrupted
+		case err != nil:
+			reason = agent.EndError
+		}
+		if endErr := sess.End(ctx, reason); endErr != nil {
+			e.Logger.Warn("session end not recorded", "session", sess.ID, "err", endErr)
+		}
+	}()
+
+	quiet := c.Quiet || g.JSON
+	ag, err := agent.New(agent.Options{
+		Client: client, Model: model, Tools: toolset, Notifier: reg, SessionID: sess.ID,
+		MaxTurns: c.MaxTurns, Stream: !c.NoStream, Observer: newChatPrinter(g, quiet), Logger: e.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	res := chatResult{SessionID: sess.ID}
+	if strings.TrimSpace(c.Query) != "" && (c.Oneshot || !stdinIsTerminal()) {
+		err = c.oneshot(ctx, ag, cfg, &res)
+	} else {
+		err = c.interactive(ctx, g, ag, reg, cfg, quiet, &res)
+	}
+	res.ModelCalls, res.Usage = ag.Calls(), ag.Usage()
+	res.StillRunning = ag.PendingNotify()
+	if res.StillRunning == nil {
+		res.StillRunning = []string{}
+	}
+	switch {
+	case g.JSON:
+		if err != nil {
+			res.Error = err.Error()
+		}
+		if perr := printJSON(g, res); perr != nil && err == nil {
+			err = perr
+		}
+	case c.Quiet:
+		if res.Answer != "" {
+			fmt.Fprintln(g.Stdout, res.Answer)
+		}
+	default:
+		if len(res.StillRunning) > 0 {
+			fmt.Fprintf(g.Stderr, "hermes: still running (their receipts will be kept): %s\n", strings.Join(res.StillRunning, " "))
+		}
+	}
+	return err
+}
+
+// oneshot answers the query, then reports the session's completions as
+// follow-up turns for as long as the configured wait allows.
+func (c *ChatCmd) oneshot(ctx context.Context, ag *agent.Agent, cfg config.Config, res *chatResult) error {
+	answer, err := ag.Ask(ctx, c.Query)
+	res.Answer = answer
+	if err != nil {
+		return err
+	}
+	last, n, err := ag.AwaitCompletions(ctx, oneshotWait(cfg))
+	res.FollowUps += n
+	if n > 0 && last != "" {
+		res.Answer = last
+	}
+	return err
+}
+
+// interactive answers -q if given, then requests from stdin, one per line,
+// and reports completions as they arrive while it waits for input. At end
+// of input it waits for the session's notify processes as oneshot does.
+func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, reg *runner.Registry, cfg config.Config, quiet bool, res *chatResult) error {
+	ask := func(q string) error {
+		answer, err := ag.Ask(ctx, q)
+		if answer != "" {
+			res.Answer = answer
+		}
+		return err
+	}
+	report := func(err error) error {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		fmt.Fprintf(g.Stderr, "hermes: error: %s\n", oneLine(err.Error()))
+		return nil
+	}
+	if strings.TrimSpace(c.Query) != "" {
+		if err := report(ask(c.Query)); err != nil {
+			return err
+		}
+	}
+	tty := stdinIsTerminal()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		answer, ok, err := ag.FollowUp(ctx)
+		if ok {
+			res.FollowUps++
+			if answer != "" {
+				res.Answer = answer
+			}
+		}
+		if err := report(err); err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		if tty && !quiet {
+			fmt.Fprint(g.Stderr, "> ")
+		}
+		select {
+		case line, open := <-lines:
+			if !open {
+				last, n, err := ag.AwaitCompletions(ctx, oneshotWait(cfg))
+				res.FollowUps += n
+				if n > 0 && last != "" {
+					res.Answer = last
+				}
+				return err
+			}
+			line = strings.TrimSpace(line)
+			switch line {
+			case "":
+			case "exit", "quit", "/exit", "/quit":
+				return nil
+			default:
+				if err := report(ask(line)); err != nil {
+					return err
+				}
+			}
+		case <-reg.CompletionReady():
+			if tty && !quiet {
+				fmt.Fprintln(g.Stderr)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// oneshotWait is terminal.oneshot_completion_wait_seconds: unset (0) means
+// the default, negative means no wait.
+func oneshotWait(cfg config.Config) time.Duration {
+	s := cfg.Terminal.OneshotCompletionWaitSeconds
+	switch {
+	case s == 0:
+		return defaultOneshotWait
+	case s < 0:
+		return 0
+	default:
+		return time.Duration(s * float64(time.Second))
+	}
+}
+
+// client resolves provider, endpoint and model from flags, environment
+// (through the flags' env tags) and config.yaml, in that order.
+func (c *ChatCmd) client(cfg config.Config, e *engine.Engine) (*openai.Client, string, error) {
+	provider := firstNonEmpty(c.Provider, cfg.Model.Provider, "custom")
+	if !strings.EqualFold(provider, "custom") {
+		return nil, "", badInput("provider %q is not supported: use --provider custom with --base-url pointing at an OpenAI-compatible endpoint", provider)
+	}
+	if m := cfg.Model.APIMode; m != "" && m != "chat_completions" {
+		return nil, "", badInput("model.api_mode %q in config.yaml is not supported (only chat_completions)", m)
+	}
+	base := firstNonEmpty(c.BaseURL, cfg.Model.BaseURL)
+	if base == "" {
+		return nil, "", badInput("no endpoint: give --base-url (or OPENAI_BASE_URL, or model.base_url in config.yaml)")
+	}
+	model := firstNonEmpty(c.Model, cfg.Model.Default)
+	if model == "" {
+		return nil, "", badInput("no model: give --model (or model.default in config.yaml)")
+	}
+	client, err := openai.New(base, c.APIKey, openai.WithLogger(e.Logger))
+	if err != nil {
+		return nil, "", badInput("--base-url: %v", err)
+	}
+	return client, model, nil
+}
+
+// tools builds the offered toolsets over reg. Commands run in TERMINAL_CWD
+// when set, else the current directory; terminal.env picks the backend.
+func (c *ChatCmd) tools(cfg config.Config, g *Globals, reg *runner.Registry) (*tools.Set, error) {
+	cwd := g.Getenv("TERMINAL_CWD")
+	if cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("current directory: %w", err)
+		}
+		cwd = wd
+	}
+	term := tools.TerminalOptions{Runner: reg, Cwd: cwd, ForegroundTimeout: time.Duration(cfg.Terminal.Timeout)}
+	if env := cfg.Terminal.Env; env != "" && env != "local" {
+		term.Backend, term.Image = env, cfg.Terminal.DockerImage
+	}
+	set, err := tools.Toolsets(c.Toolsets, term, tools.ProcessOptions{Runner: reg})
+	if err != nil {
+		return nil, badInput("--toolsets: %v", err)
+	}
+	return set, nil
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// stdinIsTerminal reports whether stdin is a terminal (not /dev/null, a
+// pipe or a file), asking the tty driver as isatty(3) does.
+func stdinIsTerminal() bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdin.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+// chatPrinter shows the conversation: assistant text on stdout (streamed
+// as it comes), tool activity on stderr. Quiet printers show nothing.
+type chatPrinter struct {
+	agent.NopObserver
+	quiet    bool
+	out, err io.Writer
+	// open is set while streamed text has not ended in a newline.
+	open     bool
+	streamed bool
+}
+
+func newChatPrinter(g *Globals, quiet bool) *chatPrinter {
+	return &chatPrinter{quiet: quiet, out: g.Stdout, err: g.Stderr}
+}
+
+// Delta implements agent.Observer.
+func (p *chatPrinter) Delta(text string) {
+	if p.quiet || text == "" {
+		return
+	}
+	fmt.Fprint(p.out, text)
+	p.streamed = true
+	p.open = !strings.HasSuffix(text, "\n")
+}
+
+// Message implements agent.Observer.
+func (p *chatPrinter) Message(m openai.Message) {
+	if p.quiet {
+		return
+	}
+	if !p.streamed {
+		if t := m.Text(); t != "" {
+			fmt.Fprint(p.out, t)
+			p.open = !strings.HasSuffix(t, "\n")
+		}
+	}
+	if p.open {
+		fmt.Fprintln(p.out)
+	}
+	p.open, p.streamed = false, false
+}
+
+// ToolCall implements agent.Observer.
+func (p *chatPrinter) ToolCall(tc openai.ToolCall) {
+	if !p.quiet {
+		fmt.Fprintf(p.err, "[tool] %s %s\n", tc.Function.Name, clipLine(tc.Function.Arguments, 300))
+	}
+}
+
+// ToolResult implements agent.Observer.
+func (p *chatPrinter) ToolResult(tc openai.ToolCall, content string, err error) {
+	if p.quiet {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(p.err, "[tool] %s failed: %s\n", tc.Function.Name, clipLine(err.Error(), 300))
+		return
+	}
+	fmt.Fprintf(p.err, "[tool] %s -> %s\n", tc.Function.Name, clipLine(content, 300))
+}
+
+// FollowUp implements agent.Observer.
+func (p *chatPrinter) FollowUp(cs []runner.Completion) {
+	if p.quiet {
+		return
+	}
+	for _, c := range cs {
+		fmt.Fprintf(p.err, "[notify] %s %s (exit code %d)\n", c.ID, c.Status, c.ExitCode)
+	}
+}
+
+// clipLine puts s on one line of at most n bytes.
+func clipLine(s string, n int) string {
+	s = oneLine(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}
