@@ -1,0 +1,102 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DialOption adjusts how Dial connects.
+type DialOption func(*redis.Options)
+
+// WithTLSConfig sets the TLS configuration used for rediss:// URLs, for a
+// private CA or a client certificate. ServerName defaults to the URL's host.
+func WithTLSConfig(c *tls.Config) DialOption {
+	return func(o *redis.Options) {
+		if o.TLSConfig == nil {
+			return // redis:// stays plain text whatever the caller passes
+		}
+		c = c.Clone()
+		if c.ServerName == "" {
+			c.ServerName = o.TLSConfig.ServerName
+		}
+		c.InsecureSkipVerify = c.InsecureSkipVerify || o.TLSConfig.InsecureSkipVerify
+		o.TLSConfig = c
+	}
+}
+
+// Dial connects to the Redis server named by rawURL and checks that it
+// answers. The URL carries everything: redis:// or rediss:// (TLS), an ACL
+// user and password in the userinfo, the database number as the path, and
+// go-redis tuning as query parameters (dial_timeout, read_timeout, ...).
+//
+// Unless the URL sets max_retries, the client does not retry commands on its
+// own: a retried script could apply twice and turn a successful Create into
+// ErrExists. The store's spool does the retrying instead.
+//
+// Errors name the URL with its password masked.
+func Dial(ctx context.Context, rawURL string, dopts ...DialOption) (*redis.Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the input, password included: keep only the cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redis URL does not parse: %w", err)
+	}
+	shown := u.Redacted()
+	o, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: %w", shown, scrub(err, u))
+	}
+	if !u.Query().Has("max_retries") {
+		o.MaxRetries = -1
+	}
+	for _, f := range dopts {
+		f(o)
+	}
+	c := redis.NewClient(o)
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis %s unreachable: %w", shown, scrub(err, u))
+	}
+	return c, nil
+}
+
+// RedactURL returns rawURL fit for logs and error messages: the password, if
+// any, replaced by "xxxxx". A URL that does not parse is not shown at all.
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// scrub keeps a password out of an error whose text might echo the URL.
+func scrub(err error, u *url.URL) error {
+	if u.User == nil {
+		return err
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		return redactedError{err: err, secret: p}
+	}
+	return err
+}
+
+type redactedError struct {
+	err    error
+	secret string
+}
+
+func (e redactedError) Error() string {
+	return strings.ReplaceAll(e.err.Error(), e.secret, "xxxxx")
+}
+
+func (e redactedError) Unwrap() error { return e.err }

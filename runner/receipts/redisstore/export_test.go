@@ -1,0 +1,24 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ExpireForTest makes the receipt id expire now, as if its retention had
+// passed: the key's TTL runs out and its write time in the profile index
+// moves back past the retention, while the index entries stay for readers
+// and Sweep to clean.
+func (s *Store) ExpireForTest(ctx context.Context, id string) error {
+	pipe := s.rdb.TxPipeline()
+	pipe.PExpire(ctx, s.prefix+"r:"+id, time.Millisecond)
+	old := time.Now().Add(-s.opts.Retention - time.Second).UnixMilli()
+	pipe.ZAddXX(ctx, s.prefix+"idx", redis.Z{Score: float64(old), Member: id})
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Millisecond)
+	return nil
+}

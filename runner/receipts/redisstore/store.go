@@ -1,0 +1,668 @@
+// Package redisstore keeps receipts in Redis, the shared store behind a
+// multi-host runner. It implements receipts.Store with the same scoping,
+// redaction and prefix rule as the embedded file store.
+//
+// # Key layout
+//
+// Every key of a profile starts with a configurable prefix, by default
+// "hermes:{<profile>}:" (ProfilePrefix). The braces are a hash tag, so a
+// profile's keys share one cluster slot. Below, P is that prefix and O an
+// owner session id (parent_session_id; the empty string for receipts with no
+// owner, whose indices are then "P s:" and "P sl:" with nothing after the
+// colon).
+//
+//	P r:<id>     string  the sanitized receipt as JSON; PX = retention
+//	P s:O        zset    owner O's receipts, score = finished_at (Unix ms)
+//	P sl:O       zset    the same ids, score 0: a lexicographic index for prefix lookup
+//	P idx        zset    every receipt of the profile, score = when it was written (server clock, Unix ms)
+//	P owners     hash    id → owner, to find a receipt's indices once its key is gone
+//
+// A write is one Lua script: it sets the receipt with its TTL, adds it to
+// the indices and trims the profile to MaxRetained by dropping the receipts
+// written first (as the file store does by mtime), keys and index entries
+// together. Create is the same script, if-absent. A reader therefore never
+// sees a receipt without its index entries, nor the reverse except for a
+// receipt that expired: Redis removes the key on time, and its index
+// entries go lazily (a reader that meets one removes it) and by Sweep, which
+// walks "P idx" from the oldest up to now less the retention; New starts a
+// sweeper that calls it periodically until Close.
+//
+// Concurrent writes are batched: up to 64 receipts share one script call,
+// each still all-or-nothing, which is what lets the store keep pace with
+// plain SETs (bench/redis_store.sh).
+//
+// A prefix such as proc_abcd resolves through "P sl:O" of each owner in the
+// caller's scope with ZRANGEBYLEX: O(log n) per owner, never KEYS or SCAN.
+//
+// # Faults
+//
+// Redis unreachable at start is an error naming the URL (password masked).
+// Redis lost later does not lose receipts: given a spool directory
+// (WithSpool, normally $HERMES_HOME/spool/redis), a write Redis does not
+// take is kept there as a JSON file, and a background loop retries with
+// backoff, flushing the spool once Redis answers again, also after a restart
+// that lost Redis's data. A spooled Create stays if-absent when flushed, so
+// nothing is written twice; a spooled receipt expires when it would have in
+// Redis. While the spool holds a receipt, reads on this host see it.
+package redisstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Defaults for the background loops.
+const (
+	DefaultSweepInterval = 5 * time.Minute
+	defaultRetryMin      = 100 * time.Millisecond
+	defaultRetryMax      = 5 * time.Second
+	// idlePoll is how often an idle store looks at the spool anyway, for
+	// entries that other processes of the profile left behind.
+	idlePoll = 30 * time.Second
+	// flushTimeout bounds one flush attempt, so Close is never held up long.
+	flushTimeout = 30 * time.Second
+	sweepBatch   = 500
+	mgetBatch    = 256
+)
+
+// ProfilePrefix is the key prefix of a profile: "hermes:{profile}:". Braces
+// in the name are replaced, since they would break the hash tag.
+func ProfilePrefix(profile string) string {
+	profile = strings.NewReplacer("{", "_", "}", "_").Replace(profile)
+	return "hermes:{" + profile + "}:"
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	spoolDir   string
+	sweepEvery time.Duration
+	retryMin   time.Duration
+	retryMax   time.Duration
+	log        *slog.Logger
+	dial       []DialOption
+}
+
+// WithSpool keeps the writes Redis cannot take in dir until it can. Without
+// it, such a write fails.
+func WithSpool(dir string) Option { return func(c *config) { c.spoolDir = dir } }
+
+// WithSweepInterval sets how often the sweeper removes index entries of
+// expired receipts (default DefaultSweepInterval). Zero or less: no sweeper.
+func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweepEvery = d } }
+
+// WithRetryBackoff sets the bounds of the backoff between attempts to flush
+// the spool while Redis is away (default 100ms doubling up to 5s).
+func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(c *config) { c.retryMin, c.retryMax = minDelay, maxDelay }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithDial passes options to Dial, such as WithTLSConfig.
+func WithDial(o ...DialOption) Option { return func(c *config) { c.dial = append(c.dial, o...) } }
+
+// Store is a receipts.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	rdb       *redis.Client
+	ownClient bool
+	prefix    string
+	opts      receipts.Options
+	spool     *spool
+	log       *slog.Logger
+
+	// down is set when a write failed and cleared when a flush succeeds;
+	// meanwhile writes go straight to the spool instead of waiting for
+	// Redis to time out again.
+	down  atomic.Bool
+	kick  chan struct{}
+	queue chan *writeReq
+	reads chan *readReq
+
+	bg        context.Context
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ receipts.Store = (*Store)(nil)
+
+// New connects to the Redis server at url (see Dial) and returns a store
+// for the profile whose keys start with prefix (see ProfilePrefix).
+func New(ctx context.Context, url string, opts receipts.Options, prefix string, o ...Option) (*Store, error) {
+	c := newConfig(o)
+	rdb, err := Dial(ctx, url, c.dial...)
+	if err != nil {
+		return nil, fmt.Errorf("receipt store: %w", err)
+	}
+	s, err := newStore(rdb, opts, prefix, c)
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	s.ownClient = true
+	return s, nil
+}
+
+// NewFromClient returns a store on an existing client, which Close leaves
+// open: one connection pool may serve the receipt and the session stores.
+// Create the client with Dial, or at least with retries off (MaxRetries -1).
+func NewFromClient(rdb *redis.Client, opts receipts.Options, prefix string, o ...Option) (*Store, error) {
+	return newStore(rdb, opts, prefix, newConfig(o))
+}
+
+func newConfig(o []Option) *config {
+	c := &config{sweepEvery: DefaultSweepInterval, retryMin: defaultRetryMin, retryMax: defaultRetryMax, log: slog.Default()}
+	for _, f := range o {
+		f(c)
+	}
+	if c.retryMin <= 0 {
+		c.retryMin = defaultRetryMin
+	}
+	c.retryMax = max(c.retryMax, c.retryMin)
+	return c
+}
+
+func newStore(rdb *redis.Client, opts receipts.Options, prefix string, c *config) (*Store, error) {
+	if prefix == "" {
+		return nil, errors.New("receipt store: empty redis key prefix")
+	}
+	s := &Store{
+		rdb:    rdb,
+		prefix: prefix,
+		opts:   opts.WithDefaults(),
+		log:    c.log.With("store", "redis", "prefix", prefix),
+		kick:   make(chan struct{}, 1),
+		queue:  make(chan *writeReq),
+		reads:  make(chan *readReq),
+	}
+	if c.spoolDir != "" {
+		sp, err := newSpool(c.spoolDir)
+		if err != nil {
+			return nil, fmt.Errorf("receipt store: %w", err)
+		}
+		s.spool = sp
+	}
+	s.bg, s.stop = context.WithCancel(context.Background())
+	for range writers {
+		s.wg.Add(2)
+		go s.writer()
+		go s.reader()
+	}
+	if s.spool != nil {
+		s.wg.Add(1)
+		go s.flusher(c.retryMin, c.retryMax)
+	}
+	if c.sweepEvery > 0 {
+		s.wg.Add(1)
+		go s.sweeper(c.sweepEvery)
+	}
+	return s, nil
+}
+
+// Close stops the background loops and, if New opened it, the connection.
+// Spooled receipts stay on disk for the next store on the directory.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		if s.ownClient {
+			err = s.rdb.Close()
+		}
+	})
+	return err
+}
+
+// Put implements receipts.Store.
+func (s *Store) Put(ctx context.Context, r *receipts.Receipt) error {
+	return s.write(ctx, r, modePut)
+}
+
+// Create implements receipts.Store. While Redis is away, a Create is
+// spooled and reported done unless the spool already holds the id: whether
+// Redis holds it is only learnt at flush, when the first writer's receipt is
+// the one kept.
+func (s *Store) Create(ctx context.Context, r *receipts.Receipt) error {
+	return s.write(ctx, r, modeCreate)
+}
+
+func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) error {
+	if !receipts.IsID(r.SessionID) {
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, r.SessionID)
+	}
+	c := receipts.Sanitize(r)
+	if s.spool != nil && (s.down.Load() || s.spool.has(c.SessionID)) {
+		return s.spoolWrite(c, mode)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("receipt %s: %w", c.SessionID, err)
+	}
+	written, err := s.redisWrite(ctx, s.newReq(c, b, s.opts.Retention, mode, time.Time{}))
+	if err == nil {
+		if !written {
+			return receipts.ErrExists
+		}
+		return nil
+	}
+	if s.spool == nil {
+		return fmt.Errorf("receipt %s: redis: %w", c.SessionID, err)
+	}
+	// Whatever went wrong, the receipt must survive: even a cancelled
+	// caller's write may not have reached Redis.
+	if ctx.Err() == nil {
+		if !s.down.Swap(true) {
+			s.log.Warn("redis write failed; spooling receipts until it is back", "err", err)
+		}
+	}
+	return s.spoolWrite(c, mode)
+}
+
+func (s *Store) spoolWrite(c *receipts.Receipt, mode string) error {
+	err := s.spool.write(&spoolEntry{Mode: mode, WrittenAt: time.Now().UTC(), Receipt: c}, s.opts.Retention)
+	if err == nil {
+		s.wake()
+	}
+	return err
+}
+
+// Get implements receipts.Store.
+func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope) (*receipts.Receipt, error) {
+	if !receipts.IsPrefix(idOrPrefix) {
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, idOrPrefix)
+	}
+	owners := dedupe(scope.Owners)
+	if len(owners) == 0 {
+		return nil, receipts.ErrNotFound
+	}
+	if receipts.IsID(idOrPrefix) {
+		return s.getID(ctx, idOrPrefix, scope)
+	}
+	spooled, err := s.spooled(idOrPrefix)
+	if err != nil {
+		return nil, err
+	}
+	args := make([]any, 0, 2+len(owners))
+	args = append(args, s.prefix, idOrPrefix)
+	for _, o := range owners {
+		args = append(args, o)
+	}
+	res, err := resolveScript.Run(ctx, s.rdb, nil, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("receipt %s: redis: %w", idOrPrefix, err)
+	}
+	s.afterRedisOK()
+	// Candidates: what Redis resolved, superseded by newer spooled copies,
+	// plus what waits in the spool only.
+	cands := map[string]*receipts.Receipt{}
+	var found []string
+	var body string
+	switch len(res) {
+	case 2: // {id, json}
+		id, _ := res[0].(string)
+		body, _ = res[1].(string)
+		found = []string{id}
+	case 3: // {id1, false, id2}: ambiguous in Redis
+		a, _ := res[0].(string)
+		b, _ := res[2].(string)
+		found = []string{a, b}
+	}
+	for _, id := range found {
+		if _, newer := spooled[id]; newer || id == "" {
+			continue
+		}
+		cands[id] = nil
+		if body != "" {
+			cands[id] = s.decode(id, body)
+		}
+	}
+	for id, e := range spooled {
+		if scope.Allows(e.Receipt.ParentSessionID) {
+			cands[id] = e.Receipt
+		}
+	}
+	if len(cands) != 1 {
+		return nil, receipts.ErrNotFound // none, or ambiguous
+	}
+	for id, r := range cands {
+		if r != nil {
+			return r, nil
+		}
+		return s.getID(ctx, id, scope) // a superseded rival left this one
+	}
+	return nil, receipts.ErrNotFound
+}
+
+// getID reads one receipt by its full id.
+func (s *Store) getID(ctx context.Context, id string, scope receipts.Scope) (*receipts.Receipt, error) {
+	if s.spool != nil {
+		if e, err := s.spool.load(id); err == nil && !e.expired(s.opts.Retention, time.Now()) {
+			if scope.Allows(e.Receipt.ParentSessionID) {
+				return e.Receipt, nil
+			}
+			return nil, receipts.ErrNotFound
+		}
+	}
+	body, found, err := s.redisRead(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("receipt %s: redis: %w", id, err)
+	}
+	s.afterRedisOK()
+	if !found {
+		return nil, receipts.ErrNotFound
+	}
+	r := s.decode(id, body)
+	if r == nil || !scope.Allows(r.ParentSessionID) {
+		return nil, receipts.ErrNotFound
+	}
+	return r, nil
+}
+
+// List implements receipts.Store.
+func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filter) ([]*receipts.Receipt, error) {
+	owners := dedupe(scope.Owners)
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	spooled, err := s.spooled("")
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	idx := make([]*redis.StringSliceCmd, len(owners))
+	for i, o := range owners {
+		idx[i] = pipe.ZRevRange(ctx, s.prefix+"s:"+o, 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("receipt list: redis: %w", err)
+	}
+	var ids []string
+	for _, c := range idx {
+		ids = append(ids, c.Val()...)
+	}
+	bodies, err := s.mget(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("receipt list: redis: %w", err)
+	}
+	s.afterRedisOK()
+	var out []*receipts.Receipt
+	var gone []any
+	for i, id := range ids {
+		if _, newer := spooled[id]; newer {
+			continue
+		}
+		body, ok := bodies[i].(string)
+		if !ok {
+			gone = append(gone, id)
+			continue
+		}
+		if r := s.decode(id, body); r != nil && scope.Allows(r.ParentSessionID) && f.Match(r) {
+			out = append(out, r)
+		}
+	}
+	for _, e := range spooled {
+		if r := e.Receipt; scope.Allows(r.ParentSessionID) && f.Match(r) {
+			out = append(out, r)
+		}
+	}
+	if len(gone) > 0 {
+		if err := cleanScript.Run(ctx, s.rdb, nil, append([]any{s.prefix}, gone...)...).Err(); err != nil {
+			s.log.Debug("cannot clean index entries of expired receipts", "err", err)
+		}
+	}
+	slices.SortFunc(out, func(a, b *receipts.Receipt) int {
+		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.SessionID, b.SessionID))
+	})
+	return out, nil
+}
+
+// mget fetches receipt bodies in batches, one round trip for all of them.
+func (s *Store) mget(ctx context.Context, ids []string) ([]any, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	var cmds []*redis.SliceCmd
+	for start := 0; start < len(ids); start += mgetBatch {
+		end := min(start+mgetBatch, len(ids))
+		keys := make([]string, 0, end-start)
+		for _, id := range ids[start:end] {
+			keys = append(keys, s.prefix+"r:"+id)
+		}
+		cmds = append(cmds, pipe.MGet(ctx, keys...))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]any, 0, len(ids))
+	for _, c := range cmds {
+		out = append(out, c.Val()...)
+	}
+	return out, nil
+}
+
+// spooled returns the live spooled receipts whose id starts with prefix.
+func (s *Store) spooled(prefix string) (map[string]*spoolEntry, error) {
+	if s.spool == nil {
+		return nil, nil
+	}
+	all, err := s.spool.entries(s.opts.Retention)
+	if err != nil {
+		return nil, fmt.Errorf("receipt store: %w", err)
+	}
+	for id := range all {
+		if !strings.HasPrefix(id, prefix) {
+			delete(all, id)
+		}
+	}
+	return all, nil
+}
+
+func (s *Store) decode(id, body string) *receipts.Receipt {
+	var r receipts.Receipt
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		s.log.Warn("unreadable receipt ignored", "id", id, "err", err)
+		return nil
+	}
+	return &r
+}
+
+// afterRedisOK notes that Redis answered: if receipts wait in the spool,
+// now is a good time to flush them.
+func (s *Store) afterRedisOK() {
+	if s.spool != nil && s.down.Load() {
+		s.wake()
+	}
+}
+
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Sweep removes the index entries of receipts whose retention has passed
+// and returns how many it removed. The sweeper calls it periodically;
+// readers clean up lazily as well, so calling it is never required for
+// correctness, only to bound the indices.
+func (s *Store) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		res, err := sweepScript.Run(ctx, s.rdb, nil, s.prefix, s.opts.Retention.Milliseconds(), sweepBatch).Int64Slice()
+		if err != nil {
+			return total, fmt.Errorf("receipt sweep: redis: %w", err)
+		}
+		if len(res) != 2 {
+			return total, fmt.Errorf("receipt sweep: unexpected reply %v", res)
+		}
+		total += int(res[1])
+		if res[0] < sweepBatch || res[1] < res[0] {
+			return total, nil // done, or stuck behind receipts that live longer
+		}
+	}
+}
+
+func (s *Store) sweeper(every time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := s.Sweep(s.bg); err != nil {
+			s.log.Debug("sweep failed", "err", err)
+		} else if n > 0 {
+			s.log.Debug("swept expired receipts", "count", n)
+		}
+	}
+}
+
+// flusher replays the spool into Redis: at start (for what a previous run
+// left), when a write was spooled, after a read found Redis back, and every
+// idlePoll. Failures back off exponentially.
+func (s *Store) flusher(minDelay, maxDelay time.Duration) {
+	defer s.wg.Done()
+	backoff := minDelay
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-s.bg.Done():
+			return
+		case <-s.kick:
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(s.bg, flushTimeout)
+		n, err := s.Flush(ctx)
+		cancel()
+		if s.bg.Err() != nil {
+			return
+		}
+		if err != nil {
+			s.log.Debug("spool flush failed; will retry", "err", err, "in", backoff)
+			timer.Reset(backoff)
+			backoff = min(2*backoff, maxDelay)
+			continue
+		}
+		if n > 0 {
+			s.log.Info("flushed spooled receipts to redis", "count", n)
+		}
+		backoff = minDelay
+		timer.Reset(idlePoll)
+	}
+}
+
+// Flush writes the spooled receipts to Redis now and returns how many it
+// wrote or found already there. It stops at the first Redis error, leaving
+// the rest spooled. The store's own loop calls it; a caller may too, for
+// instance before shutting down.
+func (s *Store) Flush(ctx context.Context) (int, error) {
+	if s.spool == nil {
+		return 0, nil
+	}
+	ids, err := s.spool.ids()
+	if err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 && !s.down.Load() {
+		return 0, nil
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		s.down.Store(true)
+		return 0, fmt.Errorf("spool flush: redis: %w", err)
+	}
+	n := 0
+	for start := 0; start < len(ids); start += maxBatch {
+		k, err := s.flushBatch(ctx, ids[start:min(start+maxBatch, len(ids))])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	s.down.Store(false)
+	return n, nil
+}
+
+// flushBatch writes the spooled entries of ids to Redis in one script call
+// and removes them from the spool.
+func (s *Store) flushBatch(ctx context.Context, ids []string) (int, error) {
+	var batch []*writeReq
+	var raw [][]byte
+	now := time.Now()
+	for _, id := range ids {
+		e, b, err := s.spool.read(s.spool.path(id))
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // flushed by another process
+			}
+			s.log.Warn("unreadable spooled receipt set aside", "id", id, "err", err)
+			if err := s.spool.quarantine(id); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		left := s.opts.Retention - now.Sub(e.WrittenAt)
+		if left <= 0 {
+			if err := s.spool.done(id, b); err != nil { // expired while waiting
+				return 0, err
+			}
+			continue
+		}
+		c := receipts.Sanitize(e.Receipt) // again: the file may come from an older hermes
+		body, err := json.Marshal(c)
+		if err != nil {
+			return 0, fmt.Errorf("spool flush: %s: %w", id, err)
+		}
+		batch = append(batch, s.newReq(c, body, left, e.Mode, e.WrittenAt))
+		raw = append(raw, b)
+	}
+	if len(batch) == 0 {
+		return 0, nil
+	}
+	written, err := s.execBatch(ctx, batch)
+	if err != nil {
+		s.down.Store(true)
+		return 0, fmt.Errorf("spool flush: redis: %w", err)
+	}
+	for i, w := range batch {
+		if !written[i] {
+			s.log.Info("spooled receipt already in redis; kept the first", "id", w.r.SessionID)
+		}
+		if err := s.spool.done(w.r.SessionID, raw[i]); err != nil {
+			return i, err
+		}
+	}
+	return len(batch), nil
+}
+
+// dedupe returns owners without repeats, in order.
+func dedupe(owners []string) []string {
+	out := make([]string, 0, len(owners))
+	for _, o := range owners {
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
