@@ -24,6 +24,10 @@ var version = ""
 type CLI struct {
 	JSON    bool             `help:"Print machine-readable JSON." name:"json"`
 	Version kong.VersionFlag `help:"Print the version and exit."`
+	// Runner and RunnerToken point the process commands at a shared
+	// runner (hermes serve) instead of this profile.
+	Runner      string `help:"URL of a shared hermes runner (hermes serve) to use instead of this profile (default $HERMES_RUNNER_URL)." placeholder:"URL"`
+	RunnerToken string `help:"Bearer token for --runner (default $HERMES_RUNNER_TOKEN)." placeholder:"TOKEN"`
 
 	Run   RunCmd   `cmd:"" help:"Run a command in the foreground, or start it in the background."`
 	Ps    PsCmd    `cmd:"" help:"List processes: live ones, and retained receipts with --retained."`
@@ -35,6 +39,7 @@ type CLI struct {
 	Chat  ChatCmd  `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
 	Trace TraceCmd `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
 	Shim  ShimCmd  `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
+	Serve ServeCmd `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 }
 
 // exitError carries an exit status out of a command without printing
@@ -51,6 +56,10 @@ type Globals struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// RunnerURL and RunnerToken, when set, send process commands to a
+	// shared runner.
+	RunnerURL   string
+	RunnerToken string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -79,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	g.RunnerURL, g.RunnerToken = orEnv(cli.Runner, "HERMES_RUNNER_URL"), orEnv(cli.RunnerToken, "HERMES_RUNNER_TOKEN")
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	err = kctx.Run(g)
 	var ee exitError

@@ -70,12 +70,12 @@ type PsCmd struct {
 
 // Run implements the command.
 func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
-	ctx, e, reg, err := open(ctx, g, "ps", engine.Background)
+	ctx, svc, done, err := service(ctx, g, "ps")
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	list, err := reg.List(ctx, runner.ListOptions{Retained: c.Retained, TaskID: c.Task, SessionKey: c.SessionKey})
+	defer done()
+	list, err := svc.List(ctx, runner.ListOptions{Retained: c.Retained, TaskID: c.Task, SessionKey: c.SessionKey})
 	if err != nil {
 		return err
 	}
@@ -114,15 +114,15 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Limit < 0 {
 		return badInput("--limit must not be negative")
 	}
-	ctx, e, reg, err := open(ctx, g, "log", engine.Background)
+	ctx, svc, done, err := service(ctx, g, "log")
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer done()
 	if c.Follow {
-		return c.follow(ctx, g, reg)
+		return c.follow(ctx, g, svc)
 	}
-	res, err := reg.Log(ctx, c.ID, c.Offset, c.Limit)
+	res, err := svc.Log(ctx, c.ID, c.Offset, c.Limit)
 	if err != nil {
 		return err
 	}
@@ -140,44 +140,27 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 }
 
 // follow prints complete lines as they appear, then the rest at the end.
-func (c *LogCmd) follow(ctx context.Context, g *Globals, reg *runner.Registry) error {
-	printed := c.Offset
-	for {
-		res, err := reg.Log(ctx, c.ID, printed, 0)
-		if err != nil {
+func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) error {
+	err := runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
+		switch {
+		case ev.Final() && g.JSON:
+			return printJSON(g, map[string]any{"session_id": ev.SessionID, "status": ev.Status, "exit_code": ev.ExitCode})
+		case ev.Final():
+			return nil
+		case g.JSON:
+			return printJSON(g, map[string]any{"session_id": ev.SessionID, "offset": ev.Offset, "output": ev.Output})
+		default:
+			_, err := fmt.Fprint(g.Stdout, ev.Output)
 			return err
 		}
-		if res.Status == receipts.StatusNotFound {
-			if g.JSON {
-				_ = printJSON(g, res)
-			}
-			return notFound(c.ID)
+	})
+	if errors.Is(err, runner.ErrNotFound) {
+		if g.JSON {
+			_ = printJSON(g, &runner.LogResult{SessionID: c.ID, Status: receipts.StatusNotFound})
 		}
-		done := res.Status != receipts.StatusRunning
-		out := res.Output
-		if !done {
-			out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines only
-		}
-		if out != "" {
-			if g.JSON {
-				_ = printJSON(g, map[string]any{"session_id": res.SessionID, "offset": printed, "output": out})
-			} else {
-				fmt.Fprint(g.Stdout, out)
-			}
-			printed += strings.Count(out, "\n")
-		}
-		if done {
-			if g.JSON {
-				return printJSON(g, map[string]any{"session_id": res.SessionID, "status": res.Status, "exit_code": res.ExitCode})
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return notFound(c.ID)
 	}
+	return err
 }
 
 // PollCmd shows status.
@@ -190,12 +173,12 @@ func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	ctx, e, reg, err := open(ctx, g, "poll", engine.Background)
+	ctx, svc, done, err := service(ctx, g, "poll")
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	res, err := reg.Poll(ctx, c.ID)
+	defer done()
+	res, err := svc.Poll(ctx, c.ID)
 	if err != nil {
 		return err
 	}
@@ -226,18 +209,18 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Timeout < 0 {
 		return badInput("--timeout must not be negative")
 	}
-	ctx, e, reg, err := open(ctx, g, "wait", engine.Background)
+	ctx, svc, done, err := service(ctx, g, "wait")
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer done()
 	wctx := ctx
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.Timeout)
 		defer cancel()
 	}
-	res, err := reg.Wait(wctx, c.ID)
+	res, err := svc.Wait(wctx, c.ID)
 	if errors.Is(err, context.DeadlineExceeded) {
 		if g.JSON {
 			_ = printJSON(g, map[string]any{"session_id": c.ID, "status": receipts.StatusRunning, "exit_code": nil, "timed_out": true})
@@ -285,14 +268,14 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	ctx, e, reg, err := open(ctx, g, "kill", engine.Background)
+	ctx, svc, done, err := service(ctx, g, "kill")
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer done()
 	kctx, cancel := context.WithTimeout(ctx, runner.DefaultKillGrace+10*time.Second)
 	defer cancel()
-	info, err := reg.Kill(kctx, c.ID)
+	info, err := svc.Kill(kctx, c.ID)
 	if errors.Is(err, runner.ErrNotFound) {
 		if g.JSON {
 			_ = printJSON(g, map[string]any{"session_id": c.ID, "status": receipts.StatusNotFound})
@@ -322,18 +305,18 @@ func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	ctx, e, reg, err := open(ctx, g, "write", engine.Background)
+	ctx, svc, done, err := service(ctx, g, "write")
 	if err != nil {
 		return err
 	}
-	defer e.Close()
+	defer done()
 	data := []byte(c.Data)
 	if c.Submit {
 		data = append(data, '\n')
 	}
 	n := len(data)
 	if len(data) > 0 {
-		if err := reg.Write(ctx, c.ID, data); err != nil {
+		if err := svc.Write(ctx, c.ID, data); err != nil {
 			if errors.Is(err, runner.ErrNotFound) {
 				return notFound(c.ID)
 			}
@@ -341,7 +324,7 @@ func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
 		}
 	}
 	if c.EOF {
-		if err := reg.CloseStdin(ctx, c.ID); err != nil {
+		if err := svc.CloseStdin(ctx, c.ID); err != nil {
 			return err
 		}
 	}

@@ -33,6 +33,9 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if g.RunnerURL != "" {
+		return c.remote(ctx, g, req)
+	}
 	mode := engine.Foreground
 	if c.Background {
 		mode = engine.Background
@@ -82,13 +85,15 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 		return req, badInput("--timeout must not be negative")
 	}
 	cwd := c.Cwd
-	if cwd == "" {
+	// With a runner and no --cwd, the runner decides: the caller's
+	// directory if it has it too (see client.Options.CallerCwd).
+	if cwd == "" && g.RunnerURL == "" {
 		var err error
 		if cwd, err = os.Getwd(); err != nil {
 			return req, fmt.Errorf("current directory: %w", err)
 		}
 	}
-	if c.Backend == "local" {
+	if c.Backend == "local" && g.RunnerURL == "" {
 		abs, err := filepath.Abs(cwd)
 		if err != nil {
 			return req, badInput("--cwd %q: %v", cwd, err)
@@ -136,8 +141,8 @@ func startReceiptOf(in *runner.Info) startReceipt {
 	}
 }
 
-func (c *RunCmd) background(ctx context.Context, g *Globals, reg *runner.Registry, req runner.StartRequest) error {
-	info, err := reg.Start(ctx, req)
+func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service, req runner.StartRequest) error {
+	info, err := svc.Start(ctx, req)
 	if err != nil {
 		if info != nil && g.JSON {
 			_ = printJSON(g, info)
@@ -175,6 +180,57 @@ func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registr
 	if err != nil {
 		return err
 	}
+	return finishForeground(g, rec)
+}
+
+// remote runs the command on the shared runner: started there in the
+// background, its output followed (or, with --json, waited for), its
+// receipt read, and its exit code passed on. An interrupt kills it there.
+func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest) error {
+	ctx, svc, done, err := remote(ctx, g, "run")
+	if err != nil {
+		return err
+	}
+	defer done()
+	if c.Background {
+		return c.background(ctx, g, svc, req)
+	}
+	info, err := svc.Start(context.WithoutCancel(ctx), req)
+	if err != nil {
+		if info != nil && g.JSON {
+			_ = printJSON(g, info)
+		}
+		return err
+	}
+	if g.JSON {
+		_, err = svc.Wait(ctx, info.SessionID)
+	} else {
+		err = runner.Follow(ctx, svc, info.SessionID, 0, func(ev runner.FollowEvent) error {
+			_, werr := fmt.Fprint(g.Stdout, ev.Output)
+			return werr
+		})
+	}
+	if ctx.Err() != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+15*time.Second)
+		defer cancel()
+		if _, err := svc.Kill(kctx, info.SessionID); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	rec, err := svc.Receipt(rctx, info.SessionID)
+	if err != nil {
+		return err
+	}
+	return finishForeground(g, rec)
+}
+
+// finishForeground prints the end of a foreground run and exits with its
+// code.
+func finishForeground(g *Globals, rec *receipts.Receipt) error {
 	if g.JSON {
 		if err := printJSON(g, rec); err != nil {
 			return err

@@ -1,0 +1,557 @@
+// Package client talks to a shared hermes runner (`hermes serve`) over its
+// HTTP JSON API. *Client implements runner.Service, so the CLI drives a
+// remote runner exactly as it drives the local registry: same calls, same
+// results, the same errors for the same failures (runner.ErrNotFound,
+// receipts.ErrInvalidID, context.DeadlineExceeded for a wait that timed
+// out).
+//
+// The calling agent session (sessions.WithCurrent on the context) travels
+// in the X-Hermes-Session header and the trace context in traceparent.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/server/wire"
+)
+
+// DefaultTimeout bounds calls whose context has no deadline, except Wait,
+// Follow and Kill, which bound themselves.
+const DefaultTimeout = time.Minute
+
+// maxEventLine bounds one server-sent event line: an output event holds at
+// most a receipt's worth of output, JSON-escaped.
+const maxEventLine = 16 << 20
+
+// Options configure a Client.
+type Options struct {
+	// Token is the bearer token; empty sends none (a runner without
+	// tokens, on loopback).
+	Token string
+	// CallerCwd is sent as the default working directory of starts that
+	// name none: the runner uses it when it has that directory.
+	CallerCwd string
+	// HTTPClient replaces the default client. Its Timeout must be zero,
+	// or waits and follows get cut off.
+	HTTPClient *http.Client
+	// Timeout bounds ordinary calls; default DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Client is a runner.Service backed by a remote runner. It is safe for
+// concurrent use.
+type Client struct {
+	base *url.URL
+	opts Options
+	hc   *http.Client
+}
+
+var (
+	_ runner.Service  = (*Client)(nil)
+	_ runner.Follower = (*Client)(nil)
+)
+
+// New returns a client for the runner at rawURL (http or https, e.g.
+// http://127.0.0.1:7070).
+func New(rawURL string, opts Options) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(rawURL))
+	if err != nil {
+		return nil, fmt.Errorf("runner URL %q: %w", rawURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("runner URL %q: want http://HOST:PORT or https://HOST:PORT", rawURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("runner URL %q: no query, fragment or credentials please (the token goes in --runner-token)", rawURL)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return &Client{base: u, opts: opts, hc: hc}, nil
+}
+
+// URL is the runner's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// Error is a runner's refusal: a non-2xx answer.
+type Error struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the machine-readable code (wire.Code*).
+	Code string
+	// Message is the runner's explanation.
+	Message string
+	// Process is the failed_to_start record of a start the backend
+	// refused.
+	Process *runner.Info
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is lets errors.Is match the runner's answers to the local sentinels.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case runner.ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case receipts.ErrInvalidID:
+		return e.Code == wire.CodeInvalidID
+	}
+	return false
+}
+
+// request performs one call and returns the response of any status.
+func (c *Client) request(ctx context.Context, method, path string, q url.Values, body []byte, contentType string) (*http.Response, error) {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "hermes-client")
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	if s := sessions.Current(ctx); s != "" {
+		req.Header.Set(wire.HeaderSession, s)
+	}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
+		}
+		return nil, fmt.Errorf("cannot reach hermes runner at %s: %w", c.base, unwrapURLError(err))
+	}
+	return resp, nil
+}
+
+// unwrapURLError drops url.Error's repetition of method and URL.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// call performs a call and decodes a 2xx JSON answer into out.
+func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	var body []byte
+	ct := ""
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+		ct = "application/json"
+	}
+	resp, err := c.request(ctx, method, path, q, body, ct)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return c.decode(resp, out)
+}
+
+// decode reads a JSON answer: out for 2xx, an *Error otherwise.
+func (c *Client) decode(resp *http.Response, out any) error {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxEventLine))
+	if err != nil {
+		return fmt.Errorf("read answer of hermes runner at %s: %w", c.base, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return c.errorOf(resp, b)
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("hermes runner at %s answered something other than the expected JSON: %w", c.base, err)
+	}
+	return nil
+}
+
+func (c *Client) errorOf(resp *http.Response, body []byte) *Error {
+	var we wire.Error
+	if json.Unmarshal(body, &we) != nil || we.Error == "" {
+		we.Error = strings.TrimSpace(string(body))
+		if len(we.Error) > 200 || we.Error == "" {
+			we.Error = resp.Status
+		}
+		we.Error = "hermes runner at " + c.base.String() + ": " + we.Error
+	}
+	e := &Error{StatusCode: resp.StatusCode, Code: we.Code, Message: we.Error, Process: we.Process}
+	if resp.StatusCode == http.StatusUnauthorized {
+		e.Message = fmt.Sprintf("hermes runner at %s: unauthorized (set --runner-token or HERMES_RUNNER_TOKEN)", c.base)
+	}
+	return e
+}
+
+func procPath(id, suffix string) string {
+	return "/v1/processes/" + url.PathEscape(id) + suffix
+}
+
+// Start implements runner.Service. StartRequest fields that only make sense
+// in-process (ID, Tee, trace ids, StartedAt, ParentSessionID) are not sent:
+// the owner is the caller's session and the runner allocates the rest.
+func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
+	body := wire.StartRequest{
+		Command: req.Command, Backend: req.Backend, Image: req.Image, Cwd: req.Cwd,
+		Env: req.Env, Timeout: wire.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
+		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
+	}
+	if body.Cwd == "" {
+		body.DefaultCwd = c.opts.CallerCwd
+	}
+	var info runner.Info
+	err := c.call(ctx, http.MethodPost, "/v1/processes", nil, body, &info)
+	var e *Error
+	if errors.As(err, &e) && e.Code == wire.CodeFailedToStart {
+		// The runner recorded the failure; hand back its record too.
+		return e.Process, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// List implements runner.Service.
+func (c *Client) List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error) {
+	q := url.Values{}
+	if o.Retained {
+		q.Set("retained", "true")
+	}
+	if o.TaskID != "" {
+		q.Set("task", o.TaskID)
+	}
+	if o.SessionKey != "" {
+		q.Set("session_key", o.SessionKey)
+	}
+	var out []*runner.Info
+	if err := c.call(ctx, http.MethodGet, "/v1/processes", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get implements runner.Service.
+func (c *Client) Get(ctx context.Context, id string) (*runner.Info, error) {
+	var info runner.Info
+	if err := c.call(ctx, http.MethodGet, procPath(id, ""), nil, nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Poll implements runner.Service.
+func (c *Client) Poll(ctx context.Context, id string) (*runner.PollResult, error) {
+	var res runner.PollResult
+	err := c.call(ctx, http.MethodGet, procPath(id, "/poll"), nil, nil, &res)
+	if errors.Is(err, runner.ErrNotFound) {
+		return &runner.PollResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Log implements runner.Service.
+func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner.LogResult, error) {
+	q := url.Values{}
+	if offset != 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var res runner.LogResult
+	err := c.call(ctx, http.MethodGet, procPath(id, "/log"), q, nil, &res)
+	if errors.Is(err, runner.ErrNotFound) {
+		return &runner.LogResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Wait implements runner.Service. It waits in steps of at most
+// wire.MaxWait, for as long as ctx allows; when ctx's deadline passes first
+// the error wraps context.DeadlineExceeded, as the registry's does.
+func (c *Client) Wait(ctx context.Context, id string) (*runner.LogResult, error) {
+	for {
+		step := wire.MaxWait
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left < 10*time.Millisecond {
+				return nil, fmt.Errorf("wait %s: %w", id, context.DeadlineExceeded)
+			}
+			step = min(step, left)
+		}
+		q := url.Values{"timeout": {step.String()}}
+		var res wire.WaitResult
+		// The step bounds this call, with slack for the answer to travel.
+		cctx, cancel := context.WithTimeout(ctx, step+30*time.Second)
+		err := c.call(cctx, http.MethodPost, procPath(id, "/wait"), q, nil, &res)
+		cancel()
+		switch {
+		case errors.Is(err, runner.ErrNotFound):
+			return &runner.LogResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+		case err != nil && ctx.Err() != nil:
+			return nil, fmt.Errorf("wait %s: %w", id, ctx.Err())
+		case err != nil:
+			return nil, err
+		case !res.TimedOut:
+			return &res.LogResult, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("wait %s: %w", id, err)
+		}
+	}
+}
+
+// Kill implements runner.Service.
+func (c *Client) Kill(ctx context.Context, id string) (*runner.Info, error) {
+	var info runner.Info
+	if err := c.call(ctx, http.MethodPost, procPath(id, "/kill"), nil, nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Write implements runner.Service. Data beyond the runner's body limit
+// (wire.MaxBody) goes in several requests.
+func (c *Client) Write(ctx context.Context, id string, data []byte) error {
+	for len(data) > 0 {
+		n := min(len(data), wire.MaxBody)
+		if err := c.stdin(ctx, id, data[:n], false); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// CloseStdin implements runner.Service.
+func (c *Client) CloseStdin(ctx context.Context, id string) error {
+	return c.stdin(ctx, id, nil, true)
+}
+
+func (c *Client) stdin(ctx context.Context, id string, data []byte, eof bool) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+		defer cancel()
+	}
+	q := url.Values{}
+	if eof {
+		q.Set("eof", "1")
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	resp, err := c.request(ctx, http.MethodPost, procPath(id, "/stdin"), q, data, "application/octet-stream")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return c.decode(resp, nil)
+}
+
+// Receipt implements runner.Service.
+func (c *Client) Receipt(ctx context.Context, id string) (*receipts.Receipt, error) {
+	var rec receipts.Receipt
+	if err := c.call(ctx, http.MethodGet, "/v1/receipts/"+url.PathEscape(id), nil, nil, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// Follow implements runner.Follower with the log endpoint's event stream.
+// A stream the runner cuts short (its timeout, a restart) is resumed where
+// it stopped.
+func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(runner.FollowEvent) error) error {
+	next := offset
+	failures := 0
+	for {
+		q := url.Values{"follow": {"1"}, "offset": {strconv.Itoa(next)}, "timeout": {wire.MaxWait.String()}}
+		resp, err := c.request(ctx, http.MethodGet, procPath(id, "/log"), q, nil, "")
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			err := c.decode(resp, nil)
+			resp.Body.Close()
+			if errors.Is(err, runner.ErrNotFound) {
+				return fmt.Errorf("%s: %w", id, runner.ErrNotFound)
+			}
+			return err
+		}
+		progressed := false
+		ended, err := readEvents(resp.Body, func(name string, data []byte) (bool, error) {
+			switch name {
+			case wire.EventOutput, wire.EventEnd, wire.EventTimeout:
+			case wire.EventError:
+				var we wire.Error
+				_ = json.Unmarshal(data, &we)
+				return true, &Error{StatusCode: http.StatusInternalServerError, Code: we.Code, Message: we.Error}
+			default:
+				return false, nil // unknown events are for newer clients
+			}
+			var ev runner.FollowEvent
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return true, fmt.Errorf("hermes runner at %s sent a bad event: %w", c.base, err)
+			}
+			switch name {
+			case wire.EventOutput:
+				progressed = true
+				next = ev.Offset + strings.Count(ev.Output, "\n")
+				return false, emit(ev)
+			case wire.EventEnd:
+				if ev.Status == receipts.StatusNotFound {
+					return true, fmt.Errorf("%s: %w", id, runner.ErrNotFound)
+				}
+				return true, emit(ev)
+			default: // timeout: resume where the runner stopped
+				next = ev.Offset
+				progressed = true
+				return true, errResume
+			}
+		})
+		resp.Body.Close()
+		switch {
+		case ended && err == nil:
+			return nil
+		case errors.Is(err, errResume):
+			failures = 0
+			continue
+		case err != nil && !isStreamBreak(err):
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		// The stream broke: resume, but not forever against a dead runner.
+		if progressed {
+			failures = 0
+		}
+		if failures++; failures > 3 {
+			return fmt.Errorf("hermes runner at %s: log stream of %s keeps breaking: %w", c.base, id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
+		}
+	}
+}
+
+// errResume ends one stream whose runner asked to be asked again.
+var errResume = errors.New("resume")
+
+// streamBreak marks a read error of the stream itself.
+type streamBreak struct{ err error }
+
+func (e streamBreak) Error() string { return "stream broke: " + e.err.Error() }
+func (e streamBreak) Unwrap() error { return e.err }
+
+func isStreamBreak(err error) bool {
+	var sb streamBreak
+	return errors.As(err, &sb)
+}
+
+// readEvents parses a text/event-stream, calling fn with each event's name
+// and data until fn says stop or returns an error. It reports whether fn
+// stopped it; a stream that ends before that is a streamBreak.
+func readEvents(r io.Reader, fn func(name string, data []byte) (bool, error)) (bool, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var name string
+	var data []byte
+	for {
+		line, err := readLine(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return false, streamBreak{err}
+		}
+		switch {
+		case line == "":
+			if name != "" || data != nil {
+				stop, err := fn(name, data)
+				if stop || err != nil {
+					return stop, err
+				}
+			}
+			name, data = "", nil
+		case strings.HasPrefix(line, ":"):
+			// comment: a keepalive
+		case strings.HasPrefix(line, "event:"):
+			name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
+		}
+	}
+}
+
+// readLine reads one line of at most maxEventLine bytes, without its end.
+func readLine(br *bufio.Reader) (string, error) {
+	var buf []byte
+	for {
+		chunk, isPrefix, err := br.ReadLine()
+		if err != nil {
+			return "", err
+		}
+		buf = append(buf, chunk...)
+		if len(buf) > maxEventLine {
+			return "", errors.New("event line too long")
+		}
+		if !isPrefix {
+			return string(buf), nil
+		}
+	}
+}
+
+// Health reports whether the runner is up (GET /healthz).
+func (c *Client) Health(ctx context.Context) error {
+	return c.call(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/server"
+)
+
+// ServeCmd runs the shared runner.
+type ServeCmd struct {
+	Listen          string        `default:"127.0.0.1:7070" help:"Address to listen on (HOST:PORT). Without a tokens file only loopback addresses are allowed."`
+	Tokens          string        `help:"Bearer tokens file, one 'TOKEN TENANT' per line (default $HERMES_TOKENS_FILE). Without one the runner is single-tenant, unauthenticated and loopback-only." type:"path" placeholder:"FILE"`
+	TenantsDir      string        `help:"Directory of the tenant profiles, one HERMES_HOME per tenant (default $HERMES_HOME/tenants)." type:"path" placeholder:"DIR"`
+	Backends        []string      `help:"Backends callers may use (default: every backend the runner has)." enum:"local,docker" placeholder:"NAME"`
+	Workdir         string        `help:"Working directory of local jobs whose caller's directory does not exist here (default: the current one)." type:"existingdir" placeholder:"DIR"`
+	ShutdownTimeout time.Duration `default:"30s" help:"How long to let in-flight requests finish on SIGTERM."`
+	TLSCert         string        `name:"tls-cert" help:"Serve HTTPS with this certificate (PEM)." type:"existingfile" placeholder:"FILE"`
+	TLSKey          string        `name:"tls-key" help:"Private key of --tls-cert (PEM)." type:"existingfile" placeholder:"FILE"`
+}
+
+// Run implements the command. It logs JSON lines to stderr and returns on
+// SIGTERM or SIGINT after a graceful shutdown; detached jobs keep running.
+func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
+	level := slog.LevelInfo
+	switch strings.ToLower(g.Getenv("HERMES_LOG_LEVEL")) {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	log := slog.New(slog.NewJSONHandler(g.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := server.Options{
+		Listen: c.Listen, TenantsDir: c.TenantsDir, Getenv: g.Getenv, Logger: log,
+		Backends: c.Backends, WorkDir: c.Workdir, ShutdownTimeout: c.ShutdownTimeout,
+		TLSCert: c.TLSCert, TLSKey: c.TLSKey,
+	}
+	path := c.Tokens
+	if path == "" {
+		path = g.Getenv("HERMES_TOKENS_FILE")
+	}
+	if path != "" {
+		tokens, err := server.LoadTokens(path, log)
+		if err != nil {
+			return err
+		}
+		opts.Tokens = tokens
+	}
+	srv, err := server.New(opts)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	return srv.ListenAndServe(ctx)
+}

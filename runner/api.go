@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Service is what a hermes front end (the CLI, the HTTP server) needs of a
+// runner. *Registry implements it in-process; package client implements it
+// over the HTTP API of `hermes serve`, so a command behaves the same whether
+// its processes run here or on a shared runner.
+//
+// Lookups take a process id or a unique prefix and are scoped by the session
+// carried by ctx (sessions.WithCurrent). Poll, Log and Wait answer an
+// unknown id with status not_found; the others return an error wrapping
+// ErrNotFound.
+type Service interface {
+	// Start launches a process and returns its start receipt. When the
+	// backend could not start it, the failed_to_start record is returned
+	// together with the error.
+	Start(ctx context.Context, req StartRequest) (*Info, error)
+	// List returns the visible processes; retained receipts only when asked.
+	List(ctx context.Context, o ListOptions) ([]*Info, error)
+	// Get returns one process, live or retained.
+	Get(ctx context.Context, id string) (*Info, error)
+	// Poll reports status and output tail without consuming a completion.
+	Poll(ctx context.Context, id string) (*PollResult, error)
+	// Log returns lines [offset, offset+limit) of the output.
+	Log(ctx context.Context, id string, offset, limit int) (*LogResult, error)
+	// Wait blocks until the process ends or ctx is done.
+	Wait(ctx context.Context, id string) (*LogResult, error)
+	// Kill ends the process's whole group and waits, up to ctx, for its end.
+	Kill(ctx context.Context, id string) (*Info, error)
+	// Write sends data to the process's stdin.
+	Write(ctx context.Context, id string, data []byte) error
+	// CloseStdin closes the process's stdin.
+	CloseStdin(ctx context.Context, id string) error
+	// Receipt returns the receipt of a finished process.
+	Receipt(ctx context.Context, id string) (*receipts.Receipt, error)
+}
+
+var _ Service = (*Registry)(nil)
+
+// FollowEvent is one step of a followed log: new output (Output set, Offset
+// the line it starts at) or, last, the end (Status set).
+type FollowEvent struct {
+	SessionID string `json:"session_id"`
+	Offset    int    `json:"offset"`
+	Output    string `json:"output,omitempty"`
+	// Status is set on the final event only: the process ended.
+	Status   string `json:"status,omitempty"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+}
+
+// Final reports whether e is the end of the stream.
+func (e FollowEvent) Final() bool { return e.Status != "" }
+
+// Follower is implemented by services that stream a log natively (the HTTP
+// client, through server-sent events). Follow uses it when it is there.
+type Follower interface {
+	// Follow calls emit for new output from line offset on, and once more
+	// with the final status. An unknown id is an error wrapping ErrNotFound.
+	Follow(ctx context.Context, id string, offset int, emit func(FollowEvent) error) error
+}
+
+// FollowInterval is how often a polling Follow looks for new output.
+const FollowInterval = 200 * time.Millisecond
+
+// Follow streams the output of id from line offset on (negative counts from
+// the end) to emit, whole lines while the process runs and the rest when it
+// ends, then one final event with the status. It returns when the process
+// has ended, ctx is done, or emit fails; an unknown id is an error wrapping
+// ErrNotFound.
+func Follow(ctx context.Context, svc Service, id string, offset int, emit func(FollowEvent) error) error {
+	if f, ok := svc.(Follower); ok {
+		return f.Follow(ctx, id, offset, emit)
+	}
+	return PollFollow(ctx, svc, id, offset, FollowInterval, emit)
+}
+
+// PollFollow is Follow by polling Log every interval. Services that can tell
+// when a process ends (Registry.Done) are watched too, so the end is
+// reported without waiting for the next tick.
+func PollFollow(ctx context.Context, svc Service, id string, offset int, interval time.Duration, emit func(FollowEvent) error) error {
+	watcher, _ := svc.(interface{ Done(string) <-chan struct{} })
+	printed := offset
+	first := true
+	for {
+		res, err := svc.Log(ctx, id, printed, 0)
+		if err != nil {
+			return err
+		}
+		if res.Status == receipts.StatusNotFound {
+			return fmt.Errorf("%s: %w", id, ErrNotFound)
+		}
+		if first && printed < 0 {
+			printed = max(res.TotalLines+printed, 0)
+		}
+		first = false
+		done := res.Status != receipts.StatusRunning
+		out := res.Output
+		if !done {
+			out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines only
+		}
+		if out != "" {
+			if err := emit(FollowEvent{SessionID: res.SessionID, Offset: printed, Output: out}); err != nil {
+				return err
+			}
+			printed += strings.Count(out, "\n")
+		}
+		if done {
+			return emit(FollowEvent{SessionID: res.SessionID, Offset: printed, Status: res.Status, ExitCode: res.ExitCode})
+		}
+		var ended <-chan struct{}
+		if watcher != nil {
+			ended = watcher.Done(res.SessionID)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ended:
+		case <-time.After(interval):
+		}
+	}
+}

@@ -1,0 +1,569 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/redact"
+	"github.com/hermesrun/hermes/server/wire"
+)
+
+// killBudget covers the kill grace period and the receipt being recorded.
+const killBudget = runner.DefaultKillGrace + 15*time.Second
+
+// maxEnv bounds the environment entries of one start request.
+const maxEnv = 1000
+
+// pathID returns the {id} of the request, or answers 400.
+func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !receipts.IsPrefix(id) {
+		writeError(w, http.StatusBadRequest, wire.CodeInvalidID,
+			fmt.Sprintf("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", id))
+		return "", false
+	}
+	return id, true
+}
+
+// notFound answers 404 in the shape of the CLI's not_found results. The
+// answer is the same whether the id never existed, expired, or belongs to
+// another session or tenant.
+func notFound(w http.ResponseWriter, id string) {
+	writeJSON(w, http.StatusNotFound, wire.Error{
+		Error: runner.ErrNotFound.Error(), Code: wire.CodeNotFound,
+		SessionID: id, Status: receipts.StatusNotFound,
+	})
+}
+
+// lookupFailed answers the error of a lookup.
+func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string, err error) {
+	switch {
+	case errors.Is(err, runner.ErrNotFound), errors.Is(err, receipts.ErrNotFound):
+		notFound(w, id)
+	case errors.Is(err, receipts.ErrInvalidID):
+		writeError(w, http.StatusBadRequest, wire.CodeInvalidID, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "timed out: "+err.Error())
+	case r.Context().Err() != nil:
+		// The caller went away; nobody reads this answer.
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
+	default:
+		s.log.Error("request failed", "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+	}
+}
+
+// readBody reads at most wire.MaxBody bytes of the request body, answering
+// 413 beyond that.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(handlerBudget))
+	// The deadline must not outlive the body: the server's background
+	// read would trip over it and cancel the request.
+	defer rc.SetReadDeadline(time.Time{})
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
+			fmt.Sprintf("request body larger than %d bytes", wire.MaxBody))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "read body: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+// redactor masks secrets in live output when the tenant's profile says so
+// (security.redact_output, on by default). Receipts are redacted anyway;
+// masking again changes nothing, so local and remote readers agree.
+func redactor(t *Tenant) func(string) string {
+	if t.Engine.Profile.RedactLive() {
+		return redact.String
+	}
+	return func(s string) string { return s }
+}
+
+// finished marks infos of ended processes as read from their receipt, as a
+// fresh CLI reading the store would see them.
+func finished(in *runner.Info) *runner.Info {
+	if in != nil && in.Status != receipts.StatusRunning {
+		in.Retained = true
+	}
+	return in
+}
+
+// start handles POST /v1/processes.
+func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req wire.StartRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "start request: "+err.Error())
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "start request: trailing data after the JSON object")
+		return
+	}
+	sreq, err := s.startRequest(t, req)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		return
+	}
+	began := time.Now()
+	info, err := t.Registry.Start(r.Context(), sreq)
+	backend := sreq.Backend
+	if info != nil {
+		backend = info.Backend
+	}
+	s.metrics.startLatency.WithLabelValues(backend).Observe(time.Since(began).Seconds())
+	if err != nil {
+		if info != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, wire.Error{Error: err.Error(), Code: wire.CodeFailedToStart, Process: info})
+			return
+		}
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		return
+	}
+	s.watch(t, info.SessionID, info.ParentSessionID)
+	w.Header().Set("Location", "/v1/processes/"+info.SessionID)
+	writeJSON(w, http.StatusCreated, info)
+}
+
+// startRequest checks a start request and turns it into the registry's.
+func (s *Server) startRequest(t *Tenant, req wire.StartRequest) (runner.StartRequest, error) {
+	var out runner.StartRequest
+	if strings.TrimSpace(req.Command) == "" {
+		return out, errors.New("command is empty")
+	}
+	if strings.ContainsRune(req.Command, 0) {
+		return out, errors.New("command contains a NUL byte")
+	}
+	backend := req.Backend
+	if backend == "" {
+		backend = "local"
+	}
+	if len(s.opts.Backends) > 0 && !slices.Contains(s.opts.Backends, backend) {
+		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)", backend, strings.Join(s.opts.Backends, ", "))
+	}
+	if len(req.Env) > maxEnv {
+		return out, fmt.Errorf("more than %d env entries", maxEnv)
+	}
+	for _, kv := range req.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n") || strings.ContainsRune(kv, 0) {
+			return out, fmt.Errorf("env %q: want KEY=VALUE", kv)
+		}
+	}
+	for name, v := range map[string]string{"task_id": req.TaskID, "owner_task_id": req.OwnerTaskID, "session_key": req.SessionKey, "image": req.Image} {
+		if err := checkText(name, v); err != nil {
+			return out, err
+		}
+	}
+	if req.Timeout < 0 {
+		return out, errors.New("timeout must not be negative")
+	}
+	cwd, err := s.cwd(backend, req)
+	if err != nil {
+		return out, err
+	}
+	image := req.Image
+	if backend == "docker" && image == "" {
+		image = t.Engine.Profile.Config.Terminal.DockerImage
+		if image == "" {
+			return out, errors.New("backend docker needs an image (or terminal.docker_image in the runner's config.yaml)")
+		}
+	}
+	return runner.StartRequest{
+		Command: req.Command, Backend: req.Backend, Image: image, Cwd: cwd, Env: req.Env,
+		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
+		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
+	}, nil
+}
+
+// cwd picks the working directory: the one asked for, which must exist on
+// the runner for local jobs; else the caller's own if the runner has it;
+// else the runner's.
+func (s *Server) cwd(backend string, req wire.StartRequest) (string, error) {
+	for name, v := range map[string]string{"cwd": req.Cwd, "default_cwd": req.DefaultCwd} {
+		if len(v) > 4096 || strings.ContainsRune(v, 0) {
+			return "", fmt.Errorf("%s is not a usable path", name)
+		}
+		if v != "" && !filepath.IsAbs(v) {
+			return "", fmt.Errorf("%s %q must be an absolute path", name, v)
+		}
+	}
+	isDir := func(p string) bool {
+		st, err := os.Stat(p)
+		return err == nil && st.IsDir()
+	}
+	switch {
+	case req.Cwd != "":
+		if backend == "local" && !isDir(req.Cwd) {
+			return "", fmt.Errorf("cwd %q: not a directory on the runner", req.Cwd)
+		}
+		return filepath.Clean(req.Cwd), nil
+	case req.DefaultCwd != "" && (backend != "local" || isDir(req.DefaultCwd)):
+		return filepath.Clean(req.DefaultCwd), nil
+	default:
+		return s.opts.WorkDir, nil
+	}
+}
+
+// list handles GET /v1/processes. Without retained=true it lists running
+// processes only, like a CLI that reads the store only when asked; with it,
+// finished ones read as retained receipts.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	q := r.URL.Query()
+	retained, err := parseBool(q.Get("retained"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "retained: "+err.Error())
+		return
+	}
+	o := runner.ListOptions{Retained: retained, TaskID: q.Get("task"), SessionKey: q.Get("session_key")}
+	for name, v := range map[string]string{"task": o.TaskID, "session_key": o.SessionKey} {
+		if err := checkText(name, v); err != nil {
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			return
+		}
+	}
+	list, err := t.Registry.List(r.Context(), o)
+	if err != nil {
+		s.lookupFailed(w, r, "", err)
+		return
+	}
+	out := make([]*runner.Info, 0, len(list))
+	for _, in := range list {
+		if !retained && in.Status != receipts.StatusRunning {
+			continue
+		}
+		out = append(out, finished(in))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// get handles GET /v1/processes/{id}.
+func (s *Server) get(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	info, err := t.Registry.Get(r.Context(), id)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, finished(info))
+}
+
+// poll handles GET /v1/processes/{id}/poll.
+func (s *Server) poll(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	res, err := t.Registry.Poll(r.Context(), id)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	if res.Status == receipts.StatusNotFound {
+		notFound(w, id)
+		return
+	}
+	res.OutputTail = redactor(t)(res.OutputTail)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// logs handles GET /v1/processes/{id}/log, and its follow=1 stream.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	offset, limit := 0, 0
+	var err error
+	if v := q.Get("offset"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil {
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "offset: want an integer")
+			return
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "limit: want a non-negative integer")
+			return
+		}
+	}
+	follow, err := parseBool(q.Get("follow"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "follow: "+err.Error())
+		return
+	}
+	if follow {
+		timeout, ok := waitTimeout(w, r, wire.MaxWait)
+		if !ok {
+			return
+		}
+		s.follow(w, r, t, id, offset, timeout)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerBudget)
+	defer cancel()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(handlerBudget + 5*time.Second))
+	res, err := t.Registry.Log(ctx, id, offset, limit)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	if res.Status == receipts.StatusNotFound {
+		notFound(w, id)
+		return
+	}
+	res.Output = redactor(t)(res.Output)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// waitTimeout reads the timeout parameter of wait and follow: a duration
+// ("90s") or seconds, capped at wire.MaxWait.
+func waitTimeout(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
+	v := r.URL.Query().Get("timeout")
+	if v == "" {
+		return def, true
+	}
+	d, err := wire.ParseDuration(v)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "timeout: "+err.Error())
+		return 0, false
+	}
+	if d == 0 || d > wire.MaxWait {
+		d = wire.MaxWait
+	}
+	return d, true
+}
+
+// untilDrained returns ctx cancelled also when the server starts draining.
+func (s *Server) untilDrained(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.drain:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// wait handles POST /v1/processes/{id}/wait. When the timeout (or server
+// shutdown) comes first it answers 200 with timed_out and status running:
+// the caller asks again.
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	timeout, ok := waitTimeout(w, r, wire.DefaultWait)
+	if !ok {
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout + handlerBudget))
+	ctx, cancel := s.untilDrained(r.Context())
+	defer cancel()
+	wctx, wcancel := context.WithTimeout(ctx, timeout)
+	defer wcancel()
+	res, err := t.Registry.Wait(wctx, id)
+	if err != nil && wctx.Err() != nil && r.Context().Err() == nil {
+		writeJSON(w, http.StatusOK, wire.WaitResult{
+			LogResult: runner.LogResult{SessionID: id, Status: receipts.StatusRunning},
+			TimedOut:  true,
+		})
+		return
+	}
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	if res.Status == receipts.StatusNotFound {
+		notFound(w, id)
+		return
+	}
+	res.Output = redactor(t)(res.Output)
+	writeJSON(w, http.StatusOK, wire.WaitResult{LogResult: *res})
+}
+
+// kill handles POST /v1/processes/{id}/kill. Killing a finished process
+// changes nothing and answers its record.
+func (s *Server) kill(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	info, err := t.Registry.Get(r.Context(), id)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	if info.Status != receipts.StatusRunning {
+		writeJSON(w, http.StatusOK, finished(info))
+		return
+	}
+	info, err = t.Registry.Kill(r.Context(), info.SessionID)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// stdin handles POST /v1/processes/{id}/stdin: the body is written to the
+// process's stdin as is; eof=1 closes it afterwards.
+func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	eof, err := parseBool(r.URL.Query().Get("eof"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "eof: "+err.Error())
+		return
+	}
+	data, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	info, err := t.Registry.Get(ctx, id)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	if info.Status != receipts.StatusRunning {
+		writeError(w, http.StatusConflict, wire.CodeFinished, id+" has already finished")
+		return
+	}
+	fail := func(err error) {
+		if now, gerr := t.Registry.Get(ctx, info.SessionID); gerr == nil && now.Status != receipts.StatusRunning {
+			writeError(w, http.StatusConflict, wire.CodeFinished, id+" has already finished")
+			return
+		}
+		s.lookupFailed(w, r, id, err)
+	}
+	if len(data) > 0 {
+		if err := t.Registry.Write(ctx, info.SessionID, data); err != nil {
+			fail(err)
+			return
+		}
+	}
+	if eof {
+		if err := t.Registry.CloseStdin(ctx, info.SessionID); err != nil {
+			fail(err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, wire.WriteResult{SessionID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
+}
+
+// receipt handles GET /v1/receipts/{id}.
+func (s *Server) receipt(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	rec, err := t.Registry.Receipt(r.Context(), id)
+	if err != nil {
+		if info, gerr := t.Registry.Get(r.Context(), id); gerr == nil && info.Status == receipts.StatusRunning {
+			writeError(w, http.StatusConflict, wire.CodeRunning, err.Error())
+			return
+		}
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	// What the store holds is sanitized already; a receipt still in
+	// memory may not be.
+	writeJSON(w, http.StatusOK, receipts.Sanitize(rec))
+}
+
+// readyz says whether the server can do its work: every open tenant's
+// store answers (and the tenants directory is writable).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-s.drain:
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "shutting down")
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	open := s.tenants.opened()
+	for _, t := range open {
+		if err := pingStore(ctx, t.Engine.Store); err != nil {
+			s.log.Warn("not ready: store unreachable", "tenant", t.Name, "err", err)
+			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "a receipt store is unreachable")
+			return
+		}
+	}
+	if s.tenants.dir != "" {
+		f, err := os.CreateTemp(s.tenants.dir, ".ready-*")
+		if err != nil {
+			s.log.Warn("not ready: tenants dir", "err", err)
+			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "tenants directory not writable")
+			return
+		}
+		f.Close()
+		os.Remove(f.Name())
+	} else if len(open) == 0 {
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "profile not open")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "tenants": len(open)})
+}
+
+// Pinger is implemented by stores that can tell cheaply whether their
+// backing service answers (the Redis store). Stores without it are probed
+// with a lookup of an id that does not exist.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+func pingStore(ctx context.Context, st receipts.Store) error {
+	if p, ok := st.(Pinger); ok {
+		return p.Ping(ctx)
+	}
+	_, err := st.Get(ctx, "proc_000000000000", receipts.Scope{})
+	if err == nil || errors.Is(err, receipts.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// parseBool reads a query flag: empty is false.
+func parseBool(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%q is not a boolean (want 1, 0, true or false)", v)
+	}
+	return b, nil
+}

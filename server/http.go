@@ -1,0 +1,197 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/server/wire"
+)
+
+// routes is the API. Each path has a method-less fallback so that a wrong
+// method gets a JSON 405 rather than the mux's plain text.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+
+	mux.HandleFunc("POST /v1/processes", s.api(handlerBudget, s.start))
+	mux.HandleFunc("GET /v1/processes", s.api(handlerBudget, s.list))
+	mux.HandleFunc("GET /v1/processes/{id}", s.api(handlerBudget, s.get))
+	mux.HandleFunc("GET /v1/processes/{id}/poll", s.api(handlerBudget, s.poll))
+	mux.HandleFunc("GET /v1/processes/{id}/log", s.api(0, s.logs))
+	mux.HandleFunc("POST /v1/processes/{id}/wait", s.api(0, s.wait))
+	mux.HandleFunc("POST /v1/processes/{id}/kill", s.api(killBudget, s.kill))
+	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.api(handlerBudget, s.stdin))
+	mux.HandleFunc("GET /v1/receipts/{id}", s.api(handlerBudget, s.receipt))
+
+	for path, allow := range map[string]string{
+		"/healthz": "GET", "/readyz": "GET", "/metrics": "GET",
+		"/v1/processes": "GET, POST", "/v1/processes/{id}": "GET",
+		"/v1/processes/{id}/poll": "GET", "/v1/processes/{id}/log": "GET",
+		"/v1/processes/{id}/wait": "POST", "/v1/processes/{id}/kill": "POST",
+		"/v1/processes/{id}/stdin": "POST", "/v1/receipts/{id}": "GET",
+	} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.Method+" not allowed here (allowed: "+allow+")")
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint: "+r.URL.Path)
+	})
+	return mux
+}
+
+// reqInfo is what handlers tell the request log.
+type reqInfo struct{ tenant string }
+
+type reqInfoKey struct{}
+
+// recorder notes the status and size of a response for logs and metrics.
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// instrument logs each request as one JSON line and counts it, by route
+// pattern so that ids do not explode the metric's cardinality.
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := &reqInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, info))
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			route := r.Pattern
+			if route == "" {
+				route = "unmatched"
+			}
+			elapsed := time.Since(start)
+			s.metrics.httpRequests.WithLabelValues(r.Method, route, strconv.Itoa(rec.status)).Inc()
+			s.metrics.httpLatency.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+			level := slog.LevelInfo
+			switch {
+			case rec.status >= 500:
+				level = slog.LevelError
+			case strings.HasPrefix(route, "GET /healthz"), strings.HasPrefix(route, "GET /readyz"), strings.HasPrefix(route, "GET /metrics"):
+				level = slog.LevelDebug
+			}
+			s.log.LogAttrs(context.Background(), level, "http request",
+				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+				slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes),
+				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+				slog.String("tenant", info.tenant), slog.String("remote", r.RemoteAddr))
+		}()
+		defer s.recovered(rec, r)
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// apiHandler serves one API request for an authenticated tenant.
+type apiHandler func(w http.ResponseWriter, r *http.Request, t *Tenant)
+
+// api authenticates the caller, opens its tenant, puts the caller's session
+// and trace context on the request, and bounds the handler by budget (0:
+// the handler bounds itself).
+func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := ""
+		if s.opts.Tokens != nil {
+			tenant, ok := s.opts.Tokens.Lookup(bearer(r))
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="hermes"`)
+				writeError(w, http.StatusUnauthorized, wire.CodeUnauthenticated, "missing or invalid bearer token")
+				return
+			}
+			name = tenant
+		}
+		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+			info.tenant = name
+		}
+		session := r.Header.Get(wire.HeaderSession)
+		if err := checkText(wire.HeaderSession, session); err != nil {
+			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			return
+		}
+		ctx := r.Context()
+		if budget > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, budget)
+			defer cancel()
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(budget + 5*time.Second))
+		}
+		t, err := s.tenants.get(ctx, name)
+		if err != nil {
+			s.log.Error("tenant unavailable", "tenant", name, "err", err)
+			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "tenant profile unavailable")
+			return
+		}
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		ctx = sessions.WithCurrent(ctx, session)
+		h(w, r.WithContext(ctx), t)
+	}
+}
+
+// checkText rejects over-long values and control characters.
+func checkText(name, v string) error {
+	if len(v) > wire.MaxSessionLen {
+		return errors.New(name + " is longer than " + strconv.Itoa(wire.MaxSessionLen) + " bytes")
+	}
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return errors.New(name + " contains control characters")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "encode response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, wire.Error{Error: msg, Code: code})
+}
+
+// healthz says the process is up and serving.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -1,0 +1,392 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/client"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// TestAPILoad starts 500 background jobs through the API from 20
+// concurrent clients, then checks that every one left a correct receipt.
+func TestAPILoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test skipped in -short mode")
+	}
+	const token = "load-test-token-0123456789"
+	const jobs, clients = 500, 20
+	ts := startServer(t, serverConfig{tokens: token + " load\n"})
+	ctx := context.Background()
+
+	ids := make([]string, jobs)
+	errs := make(chan error, jobs)
+	work := make(chan int)
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range clients {
+		c, err := client.New(ts.URL, client.Options{Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for n := range work {
+				info, err := c.Start(ctx, runner.StartRequest{
+					Command: fmt.Sprintf("echo job-%d; exit %d", n, n%7), TaskID: strconv.Itoa(n), Stdin: true,
+				})
+				if err != nil {
+					errs <- fmt.Errorf("start job %d: %w", n, err)
+					continue
+				}
+				ids[n] = info.SessionID
+			}
+		})
+	}
+	for n := range jobs {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	started := time.Since(began)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Every receipt: waited for through the API by 20 clients, then read.
+	check := make(chan int)
+	problems := make(chan error, jobs)
+	for range clients {
+		c, _ := client.New(ts.URL, client.Options{Token: token})
+		wg.Go(func() {
+			for n := range check {
+				wctx, cancel := context.WithTimeout(ctx, time.Minute)
+				res, err := c.Wait(wctx, ids[n])
+				cancel()
+				if err != nil {
+					problems <- fmt.Errorf("wait job %d: %w", n, err)
+					continue
+				}
+				rec, err := c.Receipt(ctx, ids[n])
+				switch {
+				case err != nil:
+					problems <- fmt.Errorf("receipt of job %d: %w", n, err)
+				case rec.Status != receipts.StatusExited || rec.ExitCode != n%7 || rec.Output != fmt.Sprintf("job-%d\n", n) ||
+					rec.TaskID != strconv.Itoa(n) || res.Output != rec.Output:
+					problems <- fmt.Errorf("job %d: receipt %+v, wait %+v", n, rec, res)
+				}
+			}
+		})
+	}
+	for n := range jobs {
+		check <- n
+	}
+	close(check)
+	wg.Wait()
+	total := time.Since(began)
+	close(problems)
+	for err := range problems {
+		t.Error(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(ts.TenantsDir, "load", "logs", "process-results", "proc_*.json"))
+	if len(files) != jobs {
+		t.Errorf("%d receipt files, want %d", len(files), jobs)
+	}
+	// The server watched every job to its end.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m := ts.do(t, call{method: "GET", path: "/metrics"}).body
+		if metricSum(m, "hermes_receipts_written_total") == jobs && metricSum(m, "hermes_processes_running") == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("metrics: receipts %v, running %v", metricSum(m, "hermes_receipts_written_total"), metricSum(m, "hermes_processes_running"))
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d jobs from %d clients: all started in %s (%.0f starts/s); all receipts checked after %s (%.0f jobs/s end to end)",
+		jobs, clients, started.Round(time.Millisecond), float64(jobs)/started.Seconds(), total.Round(time.Millisecond), float64(jobs)/total.Seconds())
+}
+
+// metricSum adds up every sample of a metric in a Prometheus text page.
+func metricSum(page []byte, name string) float64 {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(\{[^}]*\})? ([0-9.e+-]+)$`)
+	sum := 0.0
+	for _, m := range re.FindAllSubmatch(page, -1) {
+		v, _ := strconv.ParseFloat(string(m[2]), 64)
+		sum += v
+	}
+	return sum
+}
+
+// serveProc is a `hermes serve` subprocess.
+type serveProc struct {
+	cmd  *exec.Cmd
+	url  string
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+}
+
+// startServe runs the real binary on home and tenants, on a free port.
+func startServe(t *testing.T, home, tokens string) *serveProc {
+	t.Helper()
+	cmd := exec.Command(hermesBin, "serve", "--listen", "127.0.0.1:0", "--tokens", tokens, "--shutdown-timeout", "10s")
+	env := []string{"HERMES_HOME=" + home}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HERMES_") && !strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serveProc{cmd: cmd, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			p.mu.Lock()
+			p.logs.Write(line)
+			p.logs.WriteByte('\n')
+			p.mu.Unlock()
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
+				addr <- rec.Addr
+			}
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case <-p.done:
+		t.Fatalf("hermes serve exited early:\n%s", p.log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("hermes serve did not listen:\n%s", p.log())
+	}
+	return p
+}
+
+func (p *serveProc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// TestServeKillRestart SIGKILLs a loaded `hermes serve`, starts it again on
+// the same profiles, and checks that no job that was started lost its
+// receipt: finished ones keep theirs, running ones (local jobs behind
+// shims) finish and record theirs, and the new server watches them.
+func TestServeKillRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill-restart test skipped in -short mode")
+	}
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	tokens := filepath.Join(root, "tokens")
+	tok := map[string]string{"red": "kill-restart-red-0123456789", "blue": "kill-restart-blue-012345678"}
+	if err := os.WriteFile(tokens, []byte(tok["red"]+" red\n"+tok["blue"]+" blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := startServe(t, home, tokens)
+
+	type job struct {
+		n      int
+		tenant string
+		id     string
+		want   string
+		code   int
+	}
+	const total, clients = 100, 10
+	jobs := make([]*job, total)
+	for n := range total {
+		j := &job{n: n, tenant: []string{"red", "blue"}[n%2], code: n % 5}
+		if n%3 == 0 {
+			j.want = fmt.Sprintf("start-%d\nend-%d\n", n, n)
+		} else {
+			j.want = fmt.Sprintf("job-%d\n", n)
+		}
+		jobs[n] = j
+	}
+	command := func(j *job) string {
+		if j.n%3 == 0 {
+			return fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 2+j.n%4, j.n, j.code)
+		}
+		return fmt.Sprintf("echo job-%d; exit %d", j.n, j.code)
+	}
+	work := make(chan *job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	startedCount := 0
+	killAt := 60
+	killed := make(chan struct{})
+	for range clients {
+		cs := map[string]*client.Client{}
+		for ten, tk := range tok {
+			cs[ten], _ = client.New(first.url, client.Options{Token: tk, Timeout: 15 * time.Second})
+		}
+		wg.Go(func() {
+			for j := range work {
+				info, err := cs[j.tenant].Start(context.Background(), runner.StartRequest{Command: command(j), Stdin: true})
+				if err != nil {
+					continue // the server died under this start: its fate is unknown
+				}
+				mu.Lock()
+				j.id = info.SessionID
+				startedCount++
+				if startedCount == killAt {
+					// Mid-load: other starts are in flight right now.
+					_ = first.cmd.Process.Signal(syscall.SIGKILL)
+					close(killed)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case <-killed:
+	default:
+		t.Fatalf("only %d starts succeeded before the end of the load", startedCount)
+	}
+	<-first.done
+	var known []*job
+	for _, j := range jobs {
+		if j.id != "" {
+			known = append(known, j)
+		}
+	}
+	t.Logf("%d of %d starts answered before SIGKILL", len(known), total)
+
+	second := startServe(t, home, tokens)
+	// Jobs whose start was answered had their live state on disk before
+	// the kill; those still running now were running when the new server
+	// reattached. (Starts cut off by the kill may bring up their job a
+	// little later: it records its receipt all the same.)
+	runningAtRestart := 0
+	for _, j := range known {
+		if _, err := os.Stat(filepath.Join(home, "tenants", j.tenant, "run", j.id+".json")); err == nil {
+			runningAtRestart++
+		}
+	}
+	m := get(t, second.url+"/metrics")
+	t.Logf("after restart: %d started jobs still running, %v jobs watched by the new server", runningAtRestart, metricSum(m, "hermes_processes_running"))
+
+	lost := 0
+	var wwg sync.WaitGroup
+	var pmu sync.Mutex
+	for _, j := range known {
+		wwg.Go(func() {
+			c, _ := client.New(second.url, client.Options{Token: tok[j.tenant]})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := c.Wait(ctx, j.id); err != nil {
+				t.Errorf("wait job %d (%s): %v", j.n, j.id, err)
+				return
+			}
+			rec, err := c.Receipt(ctx, j.id)
+			pmu.Lock()
+			defer pmu.Unlock()
+			switch {
+			case err != nil:
+				lost++
+				t.Errorf("job %d (%s) has no receipt: %v", j.n, j.id, err)
+			case rec.Status != receipts.StatusExited || rec.ExitCode != j.code || rec.Output != j.want:
+				t.Errorf("job %d: receipt %s exit %d output %q, want exited %d %q", j.n, rec.Status, rec.ExitCode, rec.Output, j.code, j.want)
+			}
+			// The other tenant never sees it.
+			other := map[string]string{"red": "blue", "blue": "red"}[j.tenant]
+			oc, _ := client.New(second.url, client.Options{Token: tok[other]})
+			if _, err := oc.Receipt(ctx, j.id); err == nil {
+				t.Errorf("job %d visible to tenant %s", j.n, other)
+			}
+		})
+	}
+	wwg.Wait()
+	// Nothing is left running, not even the jobs whose start was cut off.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		left, _ := filepath.Glob(filepath.Join(home, "tenants", "*", "run", "proc_*.json"))
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("jobs still running: %v", left)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if runningAtRestart > 0 {
+		m = get(t, second.url+"/metrics")
+		if got := metricSum(m, "hermes_receipts_written_total"); got < float64(runningAtRestart) {
+			t.Errorf("new server counted %v receipts, but %d jobs were running when it started\n%s", got, runningAtRestart, second.log())
+		}
+	}
+
+	// SIGTERM: a graceful stop.
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("hermes serve ignored SIGTERM")
+	}
+	if code := second.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(second.log(), `"msg":"stopped"`) {
+		t.Errorf("graceful stop: exit %d\n%s", code, second.log())
+	}
+	t.Logf("%d started jobs, %d lost receipts", len(known), lost)
+}
+
+func get(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
+}

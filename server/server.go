@@ -1,0 +1,376 @@
+// Package server is `hermes serve`: one hermes runner shared by many agents
+// over an HTTP JSON API (docs/api.md). Bearer tokens bind callers to
+// tenants; each tenant is a profile of its own (a HERMES_HOME under the
+// tenants directory, with its own stores and run directory), so tenants
+// never see each other's processes or receipts. Within a tenant the calling
+// agent session (header X-Hermes-Session) scopes every lookup exactly as
+// HERMES_SESSION_ID does for the CLI.
+//
+// Jobs outlive the server: local jobs run behind detached shims that write
+// their own receipts, containers run in the engine. A restarted server
+// finds the running ones again and watches them to their end.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/server/wire"
+)
+
+// Defaults for Options fields left zero.
+const (
+	DefaultListen          = "127.0.0.1:7070"
+	DefaultShutdownTimeout = 30 * time.Second
+	// handlerBudget bounds ordinary requests; wait and follow are bounded
+	// by their own timeout parameter (at most wire.MaxWait).
+	handlerBudget = 30 * time.Second
+	readyTimeout  = 3 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// Listen is the address to listen on; default DefaultListen.
+	Listen string
+	// Tokens authenticate callers and name their tenants. Nil is the
+	// single-tenant development mode: no authentication, the profile the
+	// environment names, and loopback addresses only.
+	Tokens *Tokens
+	// TenantsDir holds the tenant homes (<TenantsDir>/<tenant>); default
+	// $HERMES_HOME/tenants.
+	TenantsDir string
+	// Getenv reads the environment; default os.Getenv.
+	Getenv func(string) string
+	// Exe is the hermes binary shims are started from; default the
+	// running executable.
+	Exe string
+	// Logger receives structured logs, one line per request; default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registry builds each tenant's registry; default DefaultRegistry.
+	Registry RegistryFunc
+	// Backends restricts the backends callers may ask for; empty allows
+	// every backend the registry has.
+	Backends []string
+	// WorkDir is the working directory of local jobs that name none the
+	// runner has; default the server's working directory.
+	WorkDir string
+	// ShutdownTimeout bounds the wait for in-flight requests on shutdown.
+	ShutdownTimeout time.Duration
+	// TLSCert and TLSKey, when both set, serve HTTPS.
+	TLSCert, TLSKey string
+}
+
+// Server is a running hermes runner.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	tenants *tenants
+	metrics *metrics
+	handler http.Handler
+
+	// drain is closed when shutdown begins: waits and follows end early so
+	// that in-flight requests finish within the shutdown timeout.
+	drain     chan struct{}
+	drainOnce sync.Once
+	// closing is closed when the server stops watching jobs.
+	closing   chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	watching map[string]bool
+}
+
+// New checks opts and builds a Server. It opens no tenant yet: Start does.
+func New(opts Options) (*Server, error) {
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	if opts.Listen == "" {
+		opts.Listen = DefaultListen
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registry == nil {
+		opts.Registry = DefaultRegistry
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("TLS needs both a certificate and a key")
+	}
+	if opts.Tokens == nil {
+		if err := checkLoopback(opts.Listen); err != nil {
+			return nil, err
+		}
+	}
+	if opts.WorkDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		opts.WorkDir = wd
+	}
+	if opts.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("locate hermes binary: %w", err)
+		}
+		opts.Exe = exe
+	}
+	home, err := config.Home(opts.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	t := &tenants{getenv: opts.Getenv, exe: opts.Exe, log: opts.Logger, registry: opts.Registry, slots: map[string]*slot{}}
+	if opts.Tokens != nil {
+		if opts.TenantsDir == "" {
+			opts.TenantsDir = filepath.Join(home, "tenants")
+		}
+		if t.dir, err = filepath.Abs(opts.TenantsDir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(t.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("tenants dir: %w", err)
+		}
+		t.sharedConfig = filepath.Join(home, "config.yaml")
+	}
+	s := &Server{
+		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(),
+		drain: make(chan struct{}), closing: make(chan struct{}), watching: map[string]bool{},
+	}
+	s.handler = s.instrument(s.routes())
+	return s, nil
+}
+
+// checkLoopback refuses addresses other hosts can reach: without tokens
+// anyone who can connect could run commands.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %s without a tokens file (--tokens or HERMES_TOKENS_FILE): without authentication only a loopback address such as 127.0.0.1 is allowed", addr)
+}
+
+// Handler is the server's HTTP handler, for tests and embedding.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start opens the tenants that exist already (every tenant with a token or
+// a home directory, or the single profile) and reattaches their running
+// jobs, so that their ends are watched and counted. A tenant that cannot
+// be opened is logged and retried on its first request.
+func (s *Server) Start(ctx context.Context) error {
+	var names []string
+	if s.opts.Tokens != nil {
+		names = s.opts.Tokens.Tenants()
+	}
+	for _, n := range s.tenants.known() {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	var firstErr error
+	for _, name := range names {
+		t, err := s.tenants.get(ctx, name)
+		if err != nil {
+			s.log.Error("tenant not opened", "tenant", name, "err", err)
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		s.reattach(ctx, t)
+	}
+	if s.opts.Tokens == nil {
+		return firstErr // the only tenant: no point serving without it
+	}
+	return nil
+}
+
+// reattach adopts t's jobs that run outside its registry.
+func (s *Server) reattach(ctx context.Context, t *Tenant) {
+	n := 0
+	for _, a := range t.Attachers {
+		live, err := a.List(ctx)
+		if err != nil {
+			s.log.Warn("list running jobs", "tenant", t.Name, "err", err)
+			continue
+		}
+		for _, l := range live {
+			owner := l.Meta.ParentSessionID
+			info, err := t.Registry.Get(sessions.WithCurrent(ctx, owner), l.ID)
+			if err != nil {
+				s.log.Warn("reattach", "tenant", t.Name, "id", l.ID, "err", err)
+				continue
+			}
+			if info.Status == receipts.StatusRunning {
+				s.watch(t, info.SessionID, owner)
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		s.log.Info("reattached running jobs", "tenant", t.Name, "jobs", n)
+	}
+}
+
+// watch follows one running process of t to its end, for the running
+// gauge and the receipts counter.
+func (s *Server) watch(t *Tenant, id, owner string) {
+	key := t.Name + "/" + id
+	done := t.Registry.Done(id)
+	if done == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.watching[key] {
+		s.mu.Unlock()
+		return
+	}
+	s.watching[key] = true
+	s.mu.Unlock()
+	s.metrics.running.Inc()
+	go func() {
+		defer func() {
+			s.metrics.running.Dec()
+			s.mu.Lock()
+			delete(s.watching, key)
+			s.mu.Unlock()
+		}()
+		select {
+		case <-done:
+		case <-s.closing:
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec, err := t.Engine.Store.Get(ctx, id, receipts.Scope{Owners: []string{owner}})
+		if err != nil {
+			s.log.Error("no receipt after the end", "tenant", t.Name, "id", id, "err", err)
+			s.metrics.receipts.WithLabelValues("unknown", "missing").Inc()
+			return
+		}
+		s.metrics.receipts.WithLabelValues(rec.Backend, rec.Status).Inc()
+	}()
+}
+
+// ListenAndServe listens on Options.Listen and serves until ctx is done.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve opens the tenants (Start), serves on ln until ctx is done, then
+// shuts down gracefully: it stops accepting, lets in-flight requests finish
+// (waits and follows end early), stops watching jobs without touching
+// them, and closes the tenants (flushing spans, closing stores).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.opts.Tokens == nil {
+		if err := checkLoopback(ln.Addr().String()); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	if err := s.Start(ctx); err != nil {
+		ln.Close()
+		s.closeAll()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// No ReadTimeout or WriteTimeout: handlers set their own deadlines,
+		// since waits and follows legitimately last long.
+	}
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if s.opts.TLSCert != "" {
+			err = srv.ServeTLS(ln, s.opts.TLSCert, s.opts.TLSKey)
+		} else {
+			err = srv.Serve(ln)
+		}
+		errc <- err
+	}()
+	mode := "multi-tenant"
+	if s.opts.Tokens == nil {
+		mode = "single-tenant (no tokens, loopback only)"
+	}
+	s.log.Info("listening", "addr", ln.Addr().String(), "mode", mode, "tls", s.opts.TLSCert != "")
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+		s.log.Info("shutting down", "timeout", s.opts.ShutdownTimeout.String())
+	}
+	s.drainOnce.Do(func() { close(s.drain) })
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		s.log.Warn("in-flight requests cut off", "err", err)
+		srv.Close()
+	}
+	if cerr := s.closeAll(); cerr != nil {
+		s.log.Warn("closing tenants", "err", cerr)
+	}
+	s.log.Info("stopped")
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// closeAll stops watching and closes the tenants.
+func (s *Server) closeAll() error {
+	s.closeOnce.Do(func() { close(s.closing) })
+	return s.tenants.close()
+}
+
+// Close releases the tenants of a server that was never served (tests).
+func (s *Server) Close() error {
+	s.drainOnce.Do(func() { close(s.drain) })
+	return s.closeAll()
+}
+
+// recovered turns a handler panic into a 500 and a log line with the stack.
+func (s *Server) recovered(w *recorder, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	if !w.wrote {
+		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "internal error")
+	}
+}

@@ -1,0 +1,159 @@
+// Package wire holds the JSON shapes and names of the HTTP API that
+// `hermes serve` speaks (package server) and package client calls, so the
+// two cannot drift apart. docs/api.md describes the API for people.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+// Names shared by both ends.
+const (
+	// HeaderSession carries the caller's agent session id (the contract's
+	// HERMES_SESSION_ID); it scopes every lookup and owns started processes.
+	HeaderSession = "X-Hermes-Session"
+	// MaxBody bounds every request body (start requests, stdin data).
+	MaxBody = 1 << 20
+	// MaxWait bounds one wait or follow request; clients ask again.
+	MaxWait = time.Hour
+	// DefaultWait is the wait and follow timeout when none is given.
+	DefaultWait = 30 * time.Second
+	// MaxSessionLen bounds HeaderSession and the free-text start fields.
+	MaxSessionLen = 256
+)
+
+// Server-sent event names of a followed log.
+const (
+	// EventOutput carries a runner.FollowEvent with new output.
+	EventOutput = "output"
+	// EventEnd carries the final runner.FollowEvent (status set).
+	EventEnd = "end"
+	// EventTimeout ends a stream cut short (its timeout, or the server
+	// shutting down); its runner.FollowEvent's Offset is where to resume.
+	EventTimeout = "timeout"
+	// EventError carries an Error that ended the stream.
+	EventError = "error"
+	// FollowInterval is how often a followed log is looked at.
+	FollowInterval = 200 * time.Millisecond
+	// Heartbeat is how often an idle stream sends a comment line, so that
+	// proxies keep it open.
+	Heartbeat = 15 * time.Second
+)
+
+// Error codes, the machine-readable part of an Error.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeInvalidID        = "invalid_id"
+	CodeUnauthenticated  = "unauthenticated"
+	CodeNotFound         = "not_found"
+	CodeFinished         = "finished"
+	CodeRunning          = "running"
+	CodeTooLarge         = "too_large"
+	CodeFailedToStart    = "failed_to_start"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+	// SessionID and Status are set on not_found answers to poll, log and
+	// wait, which mirror the CLI's {"session_id":…,"status":"not_found"}.
+	SessionID string `json:"session_id,omitempty"`
+	Status    string `json:"status,omitempty"`
+	// Process is the failed_to_start record of a start the backend refused.
+	Process *runner.Info `json:"process,omitempty"`
+}
+
+// StartRequest is the body of POST /v1/processes. The owner session is the
+// caller's (HeaderSession), never a body field.
+type StartRequest struct {
+	Command string `json:"command"`
+	// Backend is local or docker; empty means the runner's default.
+	Backend string `json:"backend,omitempty"`
+	Image   string `json:"image,omitempty"`
+	// Cwd is the working directory on the runner; it must exist there.
+	Cwd string `json:"cwd,omitempty"`
+	// DefaultCwd is the caller's own working directory, used when Cwd is
+	// empty and the directory exists on the runner too; otherwise the
+	// runner's working directory is used.
+	DefaultCwd  string   `json:"default_cwd,omitempty"`
+	Env         []string `json:"env,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
+	Stdin       bool     `json:"stdin,omitempty"`
+	Notify      bool     `json:"notify,omitempty"`
+	TaskID      string   `json:"task_id,omitempty"`
+	OwnerTaskID string   `json:"owner_task_id,omitempty"`
+	SessionKey  string   `json:"session_key,omitempty"`
+}
+
+// WaitResult answers POST /v1/processes/{id}/wait: the final log, or
+// TimedOut with status running when the wait's timeout passed first.
+type WaitResult struct {
+	runner.LogResult
+	TimedOut bool `json:"timed_out,omitempty"`
+}
+
+// WriteResult answers POST /v1/processes/{id}/stdin.
+type WriteResult struct {
+	SessionID    string `json:"session_id"`
+	Status       string `json:"status"`
+	BytesWritten int    `json:"bytes_written"`
+	StdinClosed  bool   `json:"stdin_closed"`
+}
+
+// Duration is a time.Duration that travels as a Go duration string ("90s",
+// "1m30s") and is also read from a plain number of seconds.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var f float64
+		if err := json.Unmarshal(b, &f); err != nil {
+			return errors.New("duration: want a string such as \"90s\" or a number of seconds")
+		}
+		s = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// ParseDuration reads "90s"-style durations and plain numbers of seconds.
+// Negative durations are errors.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	var v time.Duration
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(f) || f > float64(1<<62)/float64(time.Second) {
+			return 0, fmt.Errorf("duration %q is too long", s)
+		}
+		v = time.Duration(f * float64(time.Second))
+	} else if v, err = time.ParseDuration(s); err != nil {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 30s, 5m, or seconds)", s)
+	}
+	if v < 0 {
+		return 0, fmt.Errorf("duration %q must not be negative", s)
+	}
+	return v, nil
+}
