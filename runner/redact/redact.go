@@ -1,5 +1,181 @@
-// Package redact masks secrets in free text before it is persisted.
+// Package redact masks secrets in free text (commands, process output, error
+// messages) before it is persisted.
+//
+// # Mask style
+//
+// Every secret value is replaced by [Mask], "***". What names the kind of
+// secret, and is not itself secret, stays in place so a reader can still tell
+// what was there:
+//
+//	sk-proj-Ab12…                -> sk-***        OpenAI, Anthropic (sk-ant-…)
+//	sk_live_…, sk_test_…         -> sk_live_***   Stripe
+//	ghp_… gho_ ghu_ ghs_ ghr_    -> ghp_***       GitHub (also github_pat_***)
+//	glpat-… npm_… hf_…           -> glpat-***     GitLab, npm, Hugging Face
+//	AKIA0123456789ABCDEF         -> AKIA***       AWS key id (also ASIA***)
+//	AIzaSy…                      -> AIza***       Google API key
+//	xoxb-…                       -> xoxb-***      Slack (xoxa, xoxp, xoxr, xoxs)
+//	eyJhbGci….eyJzdWIi….sig      -> eyJ***        JSON Web Token
+//	Bearer abc…                  -> Bearer ***
+//	password=hunter2             -> password=***  and "api_key": "***",
+//	                                              ?token=***, --token ***, …
+//	postgres://user:pw@host      -> postgres://user:***@host
+//	-----BEGIN … PRIVATE KEY-----   armor lines kept, body replaced by
+//	                                "\n***\n" (to the end of the text when
+//	                                the END line is missing)
+//
+// A key/value pair is masked when its key ends with a word that names a
+// secret (password, passwd, passphrase, secret, token, auth, authorization,
+// credential(s), api_key, access_key, secret_key, private_key and a few
+// more), whatever its case and punctuation: DB_PASSWORD, apiKey, X-Api-Key,
+// client_secret, AWS_SECRET_ACCESS_KEY. An authorization scheme word (Bearer,
+// Basic, token) in the value is kept and the credentials after it masked.
+//
+// No part of a secret survives, not even its tail: a match always covers the
+// whole run of characters the secret is made of.
+//
+// # How it scans
+//
+// String makes one left-to-right pass over the bytes and looks closer only
+// where the next two bytes can start a secret ("sk", "gh", "AK", "--", any
+// ':' or '=', …). Every rule is a bounded or consuming scan, so the cost is
+// linear in the input whatever it holds; there are no regular expressions.
+// Text with nothing to mask is returned as is, without allocating.
+//
+// Applying String to its own output changes nothing (it is idempotent), so
+// text may be redacted more than once on its way to storage.
 package redact
 
-// String returns s with secrets masked. Placeholder until the real patterns land.
-func String(s string) string { return s }
+import "strings"
+
+// Mask replaces every secret value.
+const Mask = "***"
+
+// String returns s with every secret it recognises replaced by [Mask]. When
+// nothing matches it returns s itself.
+func String(s string) string {
+	out, _ := redact(s)
+	return out
+}
+
+// redact is String that also says whether anything was masked, so nested
+// calls can skip a copy when nothing changed.
+func redact(s string) (string, bool) {
+	var b strings.Builder
+	var prev behind // s[prev.last:] has not been copied to b yet
+	// The last byte cannot start a secret: every rule needs at least two.
+	for i := 0; i+1 < len(s); i++ {
+		if k := uint(s[i])<<8 | uint(s[i+1]); startPairs[k>>6]&(1<<(k&63)) == 0 {
+			continue
+		}
+		m := matchAt(s, i, prev)
+		if m.end <= i {
+			continue // no match
+		}
+		if !m.hit {
+			i = m.end - 1 // a region checked and found clean
+			continue
+		}
+		if b.Cap() == 0 {
+			// A little headroom for masks longer than what they hide.
+			b.Grow(len(s) + 16)
+		}
+		b.WriteString(s[prev.last:m.start])
+		b.WriteString(m.repl)
+		prev = behind{last: m.end, repl: m.repl}
+		i = m.end - 1
+	}
+	if b.Cap() == 0 {
+		return s, false
+	}
+	b.WriteString(s[prev.last:])
+	return b.String(), true
+}
+
+// behind is the text in front of the scan position as a second pass over
+// the output would see it: s[last:] as it is, and before that the output
+// that ends with repl, the last replacement. Rules that look back (for a
+// key name) read it, so that masking never changes what they find and
+// redacting twice gives the same result as redacting once. Every
+// replacement holds a Mask, which no such rule reads across, so the output
+// before repl is never needed.
+type behind struct {
+	last int
+	repl string
+}
+
+// at returns the byte at position j of the text that ends at s[j+1:], as a
+// second pass would see it, and false past the start of what is known.
+func (b behind) at(s string, j int) (byte, bool) {
+	if j >= b.last {
+		return s[j], true
+	}
+	if k := len(b.repl) - (b.last - j); k >= 0 {
+		return b.repl[k], true
+	}
+	return 0, false
+}
+
+// text returns what stands between positions from and to, from <= to.
+func (b behind) text(s string, from, to int) string {
+	if from >= b.last {
+		return s[from:to]
+	}
+	head := b.repl[len(b.repl)-(b.last-from):]
+	if to <= b.last {
+		return head[:len(head)-(b.last-to)]
+	}
+	return head + s[b.last:to]
+}
+
+// match is what a rule found at trigger position i. With hit set,
+// s[start:end] is replaced by repl, and end > i; start is at or after i
+// except for rules that look back, which stop at what is already masked. Without it, an
+// end beyond i means s[i:end] was examined as a whole and holds nothing to
+// mask, so the scan resumes at end; an end <= i means no match.
+type match struct {
+	start, end int
+	repl       string
+	hit        bool
+}
+
+// found builds a hit that masks s[start:end].
+func found(start, end int) match {
+	return match{start: start, end: end, repl: Mask, hit: true}
+}
+
+// matchAt tries the rules that the trigger byte s[i] can start; prev is
+// what stands behind s[i].
+func matchAt(s string, i int, prev behind) match {
+	switch s[i] {
+	case 's':
+		return matchSK(s, i)
+	case 'g':
+		return matchGitHub(s, i)
+	case 'n', 'h':
+		return matchShort(s, i)
+	case 'A':
+		return matchUpperA(s, i)
+	case 'x':
+		return matchSlack(s, i)
+	case 'e':
+		return matchJWT(s, i)
+	case 'b', 'B':
+		return matchBearer(s, i)
+	case '-':
+		if m := matchPEM(s, i); m.hit {
+			return m
+		}
+		if m := matchPEMTail(s, i, prev); m.hit {
+			return m
+		}
+		return matchFlag(s, i, prev)
+	case ':':
+		if strings.HasPrefix(s[i+1:], "//") {
+			return matchURL(s, i)
+		}
+		return matchKeyValue(s, i, prev)
+	case '=':
+		return matchKeyValue(s, i, prev)
+	}
+	return match{}
+}
