@@ -2,15 +2,54 @@ package engine
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/runner/sessions/redissessions"
 )
 
-// openRedis opens the shared stores named by url.
+// redisStores is the shared receipt and session store on one Redis
+// connection pool; closing it closes both and then the pool.
+type redisStores struct {
+	*redisstore.Store
+	close func() error
+}
+
+func (r redisStores) Close() error {
+	err := r.Store.Close()
+	if cerr := r.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openRedis opens the shared stores named by url. Keys are namespaced by
+// store.prefix, or by the profile's absolute path so that two profiles on
+// one Redis stay apart unless they choose to share a prefix (hosts of one
+// shared runner do).
 func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.Logger) (receipts.Store, sessions.Store, error) {
-	return nil, nil, errors.New("redis store: not wired yet")
+	prefix := prof.Config.Store.Prefix
+	if prefix == "" {
+		prefix = redisstore.ProfilePrefix(prof.Home)
+	}
+	rdb, err := redisstore.Dial(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := prof.ReceiptOptions()
+	st, err := redisstore.NewFromClient(rdb, opts, prefix,
+		redisstore.WithSpool(filepath.Join(prof.Home, "spool", "redis")),
+		redisstore.WithLogger(log))
+	if err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("redis store at %s: %w", redisstore.RedactURL(url), err)
+	}
+	// Sessions outlive the receipts whose scope they decide.
+	ss := redissessions.New(rdb, prefix, 2*opts.Retention)
+	return redisStores{Store: st, close: rdb.Close}, ss, nil
 }

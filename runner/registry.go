@@ -39,6 +39,10 @@ const (
 	DefaultKillGrace  = 5 * time.Second
 	DefaultTailChars  = 2000
 	completionTailLen = 4000
+	// RedactMargin is how many characters beyond the output bound are
+	// kept in memory so that a secret straddling the bound is still
+	// recognised (by its prefix) before the cut.
+	RedactMargin = 8192
 )
 
 // ErrNotFound is returned when no process visible to the caller matches.
@@ -229,7 +233,9 @@ func (r *Registry) track(p *Process, h Handle, tee io.Writer) {
 	if s, ok := h.(Supervised); ok && s.Supervised() {
 		p.supervised = s
 	} else {
-		p.buf = outbuf.New(r.opts.MaxOutputChars)
+		// The margin keeps whole any secret the bound would cut in two:
+		// redaction runs on the wider window, the cut comes after it.
+		p.buf = outbuf.New(r.opts.MaxOutputChars + RedactMargin)
 	}
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p
@@ -739,7 +745,7 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 	if r.opts.RedactLive {
 		out = redact.String(out)
 	}
-	return out, p.info()
+	return receipts.TailChars(out, r.opts.MaxOutputChars), p.info()
 }
 
 // Wait blocks until the process ends (or ctx is done) and returns its final

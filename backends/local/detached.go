@@ -349,7 +349,8 @@ func (h *shimHandle) CloseStdin(context.Context) error {
 // Snapshot implements runner.Supervised: the tail of the spill log, which
 // holds everything the job printed (rotated segments included).
 func (h *shimHandle) Snapshot(context.Context) (string, bool, error) {
-	want := int64(receipts.MaxOutputChars * 4)
+	keep := receipts.MaxOutputChars + runner.RedactMargin
+	want := int64(keep * 4)
 	cur, err := tailFile(h.d.LogPath(h.id), want)
 	if err != nil {
 		return "", false, err
@@ -363,8 +364,8 @@ func (h *shimHandle) Snapshot(context.Context) (string, bool, error) {
 		}
 	}
 	s := string(cur)
-	if n := len([]rune(s)); n > receipts.MaxOutputChars {
-		s, truncated = receipts.TailChars(s, receipts.MaxOutputChars), true
+	if n := len([]rune(s)); n > keep {
+		s, truncated = receipts.TailChars(s, keep), true
 	}
 	return s, truncated, nil
 }

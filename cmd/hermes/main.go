@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+	"github.com/redis/go-redis/v9"
 )
 
 // version is stamped by the build (-ldflags "-X main.version=…"); a plain
@@ -48,7 +49,17 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	// go-redis reports connection failures on its own process-wide logger,
+	// which would add lines to hermes's one-line errors; the same failures
+	// reach hermes as returned errors, so its logger stays silent.
+	redis.SetLogger(silentRedisLog{})
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type silentRedisLog struct{}
+
+func (silentRedisLog) Printf(context.Context, string, ...any) {}
 
 // Globals are what every command gets.
 type Globals struct {
