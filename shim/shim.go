@@ -81,6 +81,16 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		return fmt.Errorf("mkfifo: %w", err)
 	}
 	defer os.Remove(ctlPath)
+	// Open the FIFO before replying: a writer that comes right after the
+	// reply must find a reader, or its non-blocking open fails with ENXIO
+	// and the job looks gone. Read-write so that writers coming and going
+	// never make it see end of file.
+	ctl, err := os.OpenFile(ctlPath, os.O_RDWR, 0)
+	if err != nil {
+		reply(local.ShimReply{Error: "control fifo: " + err.Error()})
+		return fmt.Errorf("control fifo: %w", err)
+	}
+	defer ctl.Close()
 
 	opts := cfg.Options
 	opts.Store = cfg.Store
@@ -119,7 +129,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	reply(local.ShimReply{PID: info.PID})
 
 	done := reg.Done(spec.ID)
-	go serveControl(ctx, reg, spec.ID, ctlPath, log)
+	go serveControl(ctx, reg, spec.ID, ctl, log)
 	for {
 		select {
 		case <-done:
@@ -131,16 +141,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 }
 
-// serveControl applies control messages until the FIFO fails. It holds the
-// FIFO open read-write so that writers coming and going never make it see
-// end of file.
-func serveControl(ctx context.Context, reg *runner.Registry, id, path string, log *slog.Logger) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		log.Error("control fifo", "id", id, "err", err)
-		return
-	}
-	defer f.Close()
+// serveControl applies control messages until the FIFO fails or is closed.
+func serveControl(ctx context.Context, reg *runner.Registry, id string, f *os.File, log *slog.Logger) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 8192), 8192)
 	for sc.Scan() {

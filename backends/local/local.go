@@ -54,7 +54,9 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 	if shell == "" {
 		shell = "bash"
 	}
-	cmd := exec.Command(shell, "-c", spec.Command)
+	// "--" keeps a command that starts with "-" from being read as shell
+	// options.
+	cmd := exec.Command(shell, "-c", "--", spec.Command)
 	cmd.Dir = spec.Cwd
 	base := b.BaseEnv
 	if base == nil {

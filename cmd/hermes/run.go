@@ -24,7 +24,7 @@ type RunCmd struct {
 	Timeout    time.Duration `help:"Kill the command after this long (e.g. 30s, 10m); 0 means no limit."`
 	Task       string        `help:"Task id to record on the receipt."`
 	SessionKey string        `help:"Session key to record on the receipt."`
-	Command    []string      `arg:"" passthrough:"" help:"The command, after --. One argument is a shell command line; several are quoted and joined."`
+	Command    []string      `arg:"" passthrough:"partial" help:"The command, after --. One argument is a shell command line; several are quoted and joined."`
 }
 
 // Run implements the command.

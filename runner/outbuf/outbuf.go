@@ -32,7 +32,8 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.written += int64(len(p))
-	if len(p) >= b.maxBytes {
+	if len(p) > b.maxBytes {
+		b.grow(b.maxBytes)
 		b.buf = append(b.buf[:0], p[len(p)-b.maxBytes:]...)
 		b.dropped = true
 		return len(p), nil
@@ -42,8 +43,20 @@ func (b *Buffer) Write(p []byte) (int, error) {
 		b.buf = append(b.buf[:0], keep...)
 		b.dropped = true
 	}
+	b.grow(len(b.buf) + len(p))
 	b.buf = append(b.buf, p...)
 	return len(p), nil
+}
+
+// grow makes room for need bytes without letting append's growth policy
+// push the backing array past the 2×maxBytes that Write ever fills.
+func (b *Buffer) grow(need int) {
+	if need <= cap(b.buf) {
+		return
+	}
+	nb := make([]byte, len(b.buf), min(max(need, 2*cap(b.buf)), 2*b.maxBytes))
+	copy(nb, b.buf)
+	b.buf = nb
 }
 
 // String returns the kept tail, at most Max characters, and whether anything

@@ -1,0 +1,632 @@
+package runner_test
+
+// Registry tests against the real attached local backend and the embedded
+// file stores: real bash children, real receipt files.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// home is one profile: stores under a temporary $HERMES_HOME.
+type home struct {
+	dir      string
+	store    *receipts.FileStore
+	sessions *sessions.FileStore
+}
+
+func newHome(t *testing.T) *home {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := receipts.NewFileStore(filepath.Join(dir, "logs", "process-results"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := sessions.NewFileStore(filepath.Join(dir, "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &home{dir: dir, store: st, sessions: ss}
+}
+
+// registry returns a registry of h on the attached local backend (or b),
+// killing whatever it still runs when the test ends.
+func (h *home) registry(t *testing.T, mod func(*runner.Options)) *runner.Registry {
+	t.Helper()
+	opts := runner.Options{
+		Store: h.store, Sessions: h.sessions, Backends: []runner.Backend{local.New()},
+		Profile: h.dir, SpillDir: filepath.Join(h.dir, "logs", "processes"),
+		KillGrace: 500 * time.Millisecond,
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	r, err := runner.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, owner := range []string{"", "a", "b", "owner", "other"} {
+			for _, id := range r.OwnedRunning(owner, false) {
+				_, _ = r.Kill(sessions.WithCurrent(ctx, owner), id)
+			}
+		}
+	})
+	return r
+}
+
+func as(session string) context.Context {
+	return sessions.WithCurrent(context.Background(), session)
+}
+
+func start(t *testing.T, r *runner.Registry, ctx context.Context, req runner.StartRequest) *runner.Info {
+	t.Helper()
+	info, err := r.Start(ctx, req)
+	if err != nil {
+		t.Fatalf("Start(%q): %v", req.Command, err)
+	}
+	return info
+}
+
+// done waits for id to end in r.
+func done(t *testing.T, r *runner.Registry, id string) {
+	t.Helper()
+	ch := r.Done(id)
+	if ch == nil {
+		t.Fatalf("Done(%s) = nil", id)
+	}
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not finish", id)
+	}
+}
+
+func waitCtx(t *testing.T, session string) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(as(session), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRegistryLifecycle(t *testing.T) {
+	h := newHome(t)
+	r := h.registry(t, nil)
+	ctx := as("")
+	info := start(t, r, ctx, runner.StartRequest{
+		Command: "echo hello; echo oops >&2; read x; echo got $x; exit 5",
+		Stdin:   true, TaskID: "task-1", SessionKey: "key-1",
+	})
+	if !receipts.IsID(info.SessionID) || info.Status != receipts.StatusRunning || info.PID <= 0 ||
+		info.Backend != "local" || info.ExitCode != nil || info.TaskID != "task-1" {
+		t.Fatalf("start info = %+v", info)
+	}
+	id := info.SessionID
+
+	// Poll until the first lines are there: it reports without consuming.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := r.Poll(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status != receipts.StatusRunning || p.ExitCode != nil {
+			t.Fatalf("poll of a running process = %+v", p)
+		}
+		if p.OutputTail == "hello\noops\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("poll output tail = %q", p.OutputTail)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, o := range []runner.ListOptions{{}, {TaskID: "task-1"}, {SessionKey: "key-1"}} {
+		list, err := r.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 || list[0].SessionID != id || list[0].Status != receipts.StatusRunning {
+			t.Fatalf("List(%+v) = %v", o, list)
+		}
+	}
+	if list, _ := r.List(ctx, runner.ListOptions{TaskID: "other"}); len(list) != 0 {
+		t.Fatalf("List(other task) = %v", list)
+	}
+	// A unique prefix finds it; so does the full id.
+	if g, err := r.Get(ctx, id[:11]); err != nil || g.SessionID != id {
+		t.Fatalf("Get(prefix) = %+v, %v", g, err)
+	}
+	if err := r.Write(ctx, id, []byte("abc\n")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Wait(waitCtx(t, ""), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != receipts.StatusExited || res.ExitCode == nil || *res.ExitCode != 5 ||
+		res.Output != "hello\noops\ngot abc\n" || res.TotalLines != 3 {
+		t.Fatalf("Wait = %+v", res)
+	}
+	// Log windows.
+	if l, _ := r.Log(ctx, id, 1, 1); l.Output != "oops\n" || l.TotalLines != 3 {
+		t.Fatalf("Log(1,1) = %+v", l)
+	}
+	if l, _ := r.Log(ctx, id, -1, 0); l.Output != "got abc\n" {
+		t.Fatalf("Log(-1) = %+v", l)
+	}
+	// The receipt is on disk with the bookkeeping.
+	rec, err := h.store.Get(context.Background(), id, receipts.Anonymous())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != receipts.StatusExited || rec.ExitCode != 5 || rec.Output != "hello\noops\ngot abc\n" ||
+		rec.TaskID != "task-1" || rec.SessionKey != "key-1" || rec.PID != info.PID || rec.Backend != "local" ||
+		rec.FinishedAt.Before(rec.StartedAt) || rec.StartedAt.IsZero() {
+		t.Fatalf("receipt = %+v", rec)
+	}
+	// The full output was spilled too.
+	if b, err := os.ReadFile(filepath.Join(h.dir, "logs", "processes", id+".log")); err != nil || string(b) != rec.Output {
+		t.Fatalf("spill log = %q, %v", b, err)
+	}
+	// A finished process takes no more input.
+	if err := r.Write(ctx, id, []byte("late\n")); err == nil {
+		t.Fatal("Write to a finished process succeeded")
+	}
+	if in, err := r.Kill(ctx, id); err != nil || in.Status != receipts.StatusExited {
+		t.Fatalf("Kill of a finished process = %+v, %v", in, err)
+	}
+
+	// A fresh registry (a new hermes process) reads the receipt.
+	fresh := h.registry(t, nil)
+	if g, err := fresh.Get(ctx, id); err != nil || g.Status != receipts.StatusExited || *g.ExitCode != 5 || !g.Retained {
+		t.Fatalf("fresh Get = %+v, %v", g, err)
+	}
+	if l, err := fresh.Log(ctx, id, 0, 0); err != nil || l.Output != rec.Output {
+		t.Fatalf("fresh Log = %+v, %v", l, err)
+	}
+	if list, _ := fresh.List(ctx, runner.ListOptions{}); len(list) != 0 {
+		t.Fatalf("fresh List without retained = %v, want nothing live", list)
+	}
+	if list, _ := fresh.List(ctx, runner.ListOptions{Retained: true}); len(list) != 1 || list[0].SessionID != id {
+		t.Fatalf("fresh List(retained) = %v", list)
+	}
+}
+
+func TestRegistryLookupErrors(t *testing.T) {
+	r := newHome(t).registry(t, nil)
+	ctx := as("")
+	for _, bad := range []string{"", "nope", "proc_12", "proc_XYZW", "PROC_1234", "proc_0123456789abc"} {
+		if _, err := r.Get(ctx, bad); !errors.Is(err, receipts.ErrInvalidID) {
+			t.Errorf("Get(%q) error = %v, want ErrInvalidID", bad, err)
+		}
+	}
+	unknown := "proc_000000000000"
+	if _, err := r.Get(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Get(unknown) = %v", err)
+	}
+	if p, err := r.Poll(ctx, unknown); err != nil || p.Status != receipts.StatusNotFound {
+		t.Errorf("Poll(unknown) = %+v, %v", p, err)
+	}
+	if l, err := r.Log(ctx, unknown, 0, 0); err != nil || l.Status != receipts.StatusNotFound {
+		t.Errorf("Log(unknown) = %+v, %v", l, err)
+	}
+	if l, err := r.Wait(ctx, unknown); err != nil || l.Status != receipts.StatusNotFound {
+		t.Errorf("Wait(unknown) = %+v, %v", l, err)
+	}
+	if _, err := r.Kill(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Kill(unknown) = %v", err)
+	}
+	if err := r.Write(ctx, unknown, []byte("x")); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Write(unknown) = %v", err)
+	}
+	if _, err := r.Start(ctx, runner.StartRequest{Command: "  "}); err == nil {
+		t.Error("Start of an empty command succeeded")
+	}
+	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", Backend: "nope"}); err == nil {
+		t.Error("Start on an unknown backend succeeded")
+	}
+	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", ID: "proc_1"}); !errors.Is(err, receipts.ErrInvalidID) {
+		t.Errorf("Start with a bad id = %v", err)
+	}
+	if _, err := runner.New(runner.Options{Backends: []runner.Backend{local.New()}}); err == nil {
+		t.Error("New without a store succeeded")
+	}
+}
+
+// pgroupAlive lists the non-zombie processes in process group pgid.
+func pgroupAlive(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestRegistryKill(t *testing.T) {
+	cases := []struct {
+		name, cmd string
+		code      int
+	}{
+		{"group of sleepers", "sleep 300 & sleep 300 & wait", 128 + int(syscall.SIGTERM)},
+		{"ignores SIGTERM", "trap '' TERM; sleep 300 & sleep 300; wait", 128 + int(syscall.SIGKILL)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newHome(t).registry(t, nil)
+			ctx := as("")
+			info := start(t, r, ctx, runner.StartRequest{Command: tc.cmd})
+			deadline := time.Now().Add(10 * time.Second)
+			for len(pgroupAlive(info.PID)) < 3 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			killed, err := r.Kill(waitCtx(t, ""), info.SessionID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if killed.Status != receipts.StatusKilled || killed.ExitCode == nil || *killed.ExitCode != tc.code {
+				t.Fatalf("Kill = status %s exit %v, want killed with %d", killed.Status, killed.ExitCode, tc.code)
+			}
+			if left := pgroupAlive(info.PID); len(left) > 0 {
+				t.Fatalf("process group %d still has %v", info.PID, left)
+			}
+		})
+	}
+}
+
+func TestRegistryTimeout(t *testing.T) {
+	h := newHome(t)
+	r := h.registry(t, nil)
+	ctx := as("")
+	begin := time.Now()
+	info := start(t, r, ctx, runner.StartRequest{Command: "echo started; sleep 300", Timeout: 300 * time.Millisecond})
+	res, err := r.Wait(waitCtx(t, ""), info.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != receipts.StatusTimeout || res.ExitCode == nil || *res.ExitCode == 0 || res.Output != "started\n" {
+		t.Fatalf("Wait = %+v (exit %v)", res, res.ExitCode)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("timeout of 300ms took %v to end the process", took)
+	}
+	rec, err := h.store.Get(context.Background(), info.SessionID, receipts.Anonymous())
+	if err != nil || rec.Status != receipts.StatusTimeout || rec.ExitCode == 0 {
+		t.Fatalf("receipt = %+v, %v", rec, err)
+	}
+	if left := pgroupAlive(info.PID); len(left) > 0 {
+		t.Fatalf("process group %d still has %v", info.PID, left)
+	}
+}
+
+func TestRegistryFailedToStart(t *testing.T) {
+	h := newHome(t)
+	r := h.registry(t, func(o *runner.Options) {
+		o.Backends = []runner.Backend{&local.Backend{Shell: "/nonexistent/hermes-bash"}}
+	})
+	ctx := as("owner")
+	info, err := r.Start(ctx, runner.StartRequest{Command: "echo never", Notify: true})
+	if err == nil {
+		t.Fatal("Start with a missing shell succeeded")
+	}
+	if info == nil || info.Status != receipts.StatusFailedToStart || info.ExitCode == nil || *info.ExitCode == 0 {
+		t.Fatalf("info = %+v", info)
+	}
+	rec, err := h.store.Get(context.Background(), info.SessionID, receipts.Scope{Owners: []string{"owner"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != receipts.StatusFailedToStart || rec.ExitCode == 0 || rec.Error == "" || rec.Command != "echo never" {
+		t.Fatalf("receipt = %+v", rec)
+	}
+	if p, err := r.Poll(ctx, info.SessionID); err != nil || p.Status != receipts.StatusFailedToStart {
+		t.Fatalf("Poll = %+v, %v", p, err)
+	}
+}
+
+func TestRegistrySessionScoping(t *testing.T) {
+	h := newHome(t)
+	r := h.registry(t, nil)
+	info := start(t, r, as("a"), runner.StartRequest{Command: "echo mine"})
+	id := info.SessionID
+	if info.ParentSessionID != "a" {
+		t.Fatalf("owner = %q, want the context's session", info.ParentSessionID)
+	}
+	done(t, r, id)
+	for _, reader := range []string{"b", ""} {
+		if p, err := r.Poll(as(reader), id); err != nil || p.Status != receipts.StatusNotFound {
+			t.Errorf("Poll as %q = %+v, %v; want not_found", reader, p, err)
+		}
+		if list, _ := r.List(as(reader), runner.ListOptions{Retained: true}); len(list) != 0 {
+			t.Errorf("List as %q = %v", reader, list)
+		}
+		if _, err := r.Kill(as(reader), id); !errors.Is(err, runner.ErrNotFound) {
+			t.Errorf("Kill as %q = %v", reader, err)
+		}
+	}
+	if p, err := r.Poll(as("a"), id); err != nil || p.Status != receipts.StatusExited {
+		t.Fatalf("Poll as owner = %+v, %v", p, err)
+	}
+	// A compressed continuation of a reads it; a subagent of a does not.
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(h.sessions.Create(ctx, "a", sessions.SourceCLI, ""))
+	must(h.sessions.End(ctx, "a", sessions.ReasonCompression))
+	must(h.sessions.Create(ctx, "a2", sessions.SourceCLI, "a"))
+	must(h.sessions.Create(ctx, "a-sub", sessions.SourceSubagent, "a2"))
+	fresh := h.registry(t, nil)
+	if p, _ := fresh.Poll(as("a2"), id); p.Status != receipts.StatusExited {
+		t.Errorf("Poll by compression tip = %+v", p)
+	}
+	if p, _ := fresh.Poll(as("a-sub"), id); p.Status != receipts.StatusNotFound {
+		t.Errorf("Poll by subagent = %+v", p)
+	}
+}
+
+func TestRegistryAmbiguousPrefix(t *testing.T) {
+	r := newHome(t).registry(t, nil)
+	ctx := as("")
+	a := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000001", Command: "true"})
+	b := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000002", Command: "true"})
+	done(t, r, a.SessionID)
+	done(t, r, b.SessionID)
+	if p, _ := r.Poll(ctx, "proc_abcd"); p.Status != receipts.StatusNotFound {
+		t.Fatalf("ambiguous prefix resolved: %+v", p)
+	}
+	if p, _ := r.Poll(ctx, "proc_abcd00000002"); p.Status != receipts.StatusExited {
+		t.Fatalf("full id = %+v", p)
+	}
+	if p, _ := newHome(t).registry(t, nil).Poll(ctx, "proc_abcd00000002"); p.Status != receipts.StatusNotFound {
+		t.Fatalf("another profile sees %+v", p)
+	}
+}
+
+// TestCompletionQueue: a notify completion is queued once and taken once by
+// its owner, unless the owner already read the final log or waited; a poll
+// does not count as reading it.
+func TestCompletionQueue(t *testing.T) {
+	r := newHome(t).registry(t, nil)
+	owner, other := as("owner"), as("other")
+	ctx := waitCtx(t, "owner")
+
+	waited := start(t, r, owner, runner.StartRequest{Command: "echo w; exit 1", Notify: true})
+	logged := start(t, r, owner, runner.StartRequest{Command: "echo l", Notify: true})
+	polled := start(t, r, owner, runner.StartRequest{Command: "echo p; exit 2", Notify: true})
+	quiet := start(t, r, owner, runner.StartRequest{Command: "echo q"}) // no notify
+	theirs := start(t, r, other, runner.StartRequest{Command: "echo t", Notify: true})
+	for _, in := range []*runner.Info{waited, logged, polled, quiet, theirs} {
+		done(t, r, in.SessionID)
+	}
+	if n := r.PendingCompletions(); n != 4 {
+		t.Fatalf("PendingCompletions = %d, want the 4 notify processes", n)
+	}
+	select {
+	case <-r.CompletionReady():
+	default:
+		t.Fatal("CompletionReady not signalled")
+	}
+	if res, err := r.Wait(ctx, waited.SessionID); err != nil || res.Status != receipts.StatusExited {
+		t.Fatalf("Wait = %+v, %v", res, err)
+	}
+	if res, err := r.Log(owner, logged.SessionID, 0, 0); err != nil || res.Output != "l\n" {
+		t.Fatalf("Log = %+v, %v", res, err)
+	}
+	for range 3 {
+		if p, err := r.Poll(owner, polled.SessionID); err != nil || p.Status != receipts.StatusExited {
+			t.Fatalf("Poll = %+v, %v", p, err)
+		}
+	}
+
+	got := r.TakeCompletions("owner")
+	if len(got) != 1 || got[0].ID != polled.SessionID {
+		t.Fatalf("TakeCompletions(owner) = %+v, want only the polled process", got)
+	}
+	c := got[0]
+	if c.Status != receipts.StatusExited || c.ExitCode != 2 || c.OutputTail != "p\n" || c.Command != "echo p; exit 2" || c.Owner != "owner" {
+		t.Fatalf("completion = %+v", c)
+	}
+	if again := r.TakeCompletions("owner"); len(again) != 0 {
+		t.Fatalf("second TakeCompletions(owner) = %+v", again)
+	}
+	if got := r.TakeCompletions(""); len(got) != 0 {
+		t.Fatalf("TakeCompletions(no session) = %+v", got)
+	}
+	theirsGot := r.TakeCompletions("other")
+	if len(theirsGot) != 1 || theirsGot[0].ID != theirs.SessionID {
+		t.Fatalf("TakeCompletions(other) = %+v", theirsGot)
+	}
+	if n := r.PendingCompletions(); n != 0 {
+		t.Fatalf("PendingCompletions = %d after all were taken or seen", n)
+	}
+	// A process still running is owned; finished ones are not.
+	run := start(t, r, owner, runner.StartRequest{Command: "sleep 300", Notify: true})
+	if ids := r.OwnedRunning("owner", true); !slices.Equal(ids, []string{run.SessionID}) {
+		t.Fatalf("OwnedRunning = %v", ids)
+	}
+	if _, err := r.Kill(ctx, run.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	killed := r.TakeCompletions("owner")
+	if len(killed) != 1 || killed[0].Status != receipts.StatusKilled || killed[0].ExitCode == 0 {
+		t.Fatalf("completion of the killed process = %+v", killed)
+	}
+	_ = other
+}
+
+func TestRegistryRedaction(t *testing.T) {
+	secret := "sk-" + "proj" + strings.Repeat("Ab3Xy9", 8)
+	for _, live := range []bool{false, true} {
+		t.Run(fmt.Sprintf("RedactLive=%v", live), func(t *testing.T) {
+			h := newHome(t)
+			r := h.registry(t, func(o *runner.Options) { o.RedactLive = live })
+			ctx := as("")
+			release := filepath.Join(t.TempDir(), "release")
+			info := start(t, r, ctx, runner.StartRequest{
+				Command: fmt.Sprintf("echo key=%s; while [ ! -e %s ]; do sleep 0.02; done", secret, release),
+			})
+			deadline := time.Now().Add(10 * time.Second)
+			var tail string
+			for time.Now().Before(deadline) {
+				p, err := r.Poll(ctx, info.SessionID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tail = p.OutputTail; tail != "" {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if strings.Contains(tail, secret) == live {
+				t.Errorf("live output %q with RedactLive=%v", tail, live)
+			}
+			if err := os.WriteFile(release, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done(t, r, info.SessionID)
+			b, err := os.ReadFile(h.store.Path(info.SessionID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), secret) {
+				t.Fatalf("receipt holds the secret: %s", b)
+			}
+		})
+	}
+}
+
+// TestProfilesPerGoroutine: two registries on two homes, driven at once
+// from two goroutines, each keep their receipts in their own profile.
+func TestProfilesPerGoroutine(t *testing.T) {
+	homes := []*home{newHome(t), newHome(t)}
+	regs := []*runner.Registry{homes[0].registry(t, nil), homes[1].registry(t, nil)}
+	ids := make([][]string, 2)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := as("a")
+			for n := range 5 {
+				info, err := regs[i].Start(ctx, runner.StartRequest{Command: fmt.Sprintf("echo profile%d-%d", i, n)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] = append(ids[i], info.SessionID)
+				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				res, err := regs[i].Wait(wctx, info.SessionID)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if want := fmt.Sprintf("profile%d-%d\n", i, n); res.Output != want {
+					errs <- fmt.Errorf("profile %d output %q, want %q", i, res.Output, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	scope := receipts.Scope{Owners: []string{"a"}}
+	for i := range 2 {
+		mine, other := homes[i], homes[1-i]
+		recs, err := mine.store.List(context.Background(), scope, receipts.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 5 {
+			t.Fatalf("profile %d holds %d receipts, want its own 5", i, len(recs))
+		}
+		for _, id := range ids[i] {
+			if _, err := other.store.Get(context.Background(), id, scope); !errors.Is(err, receipts.ErrNotFound) {
+				t.Fatalf("profile %d's %s is visible in profile %d: %v", i, id, 1-i, err)
+			}
+			if p, _ := regs[1-i].Poll(as("a"), id); p.Status != receipts.StatusNotFound {
+				t.Fatalf("registry %d polls %s as %+v", 1-i, id, p)
+			}
+		}
+	}
+}
+
+// TestRegistryTee: a foreground start streams output as it arrives.
+func TestRegistryTee(t *testing.T) {
+	r := newHome(t).registry(t, nil)
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	tee := writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	})
+	release := filepath.Join(t.TempDir(), "release")
+	info := start(t, r, as(""), runner.StartRequest{
+		Command: fmt.Sprintf("echo first; while [ ! -e %s ]; do sleep 0.02; done; echo second", release),
+		Tee:     tee,
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		s := buf.String()
+		mu.Unlock()
+		if s == "first\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tee holds %q while the process runs", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done(t, r, info.SessionID)
+	if buf.String() != "first\nsecond\n" {
+		t.Fatalf("tee = %q", buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

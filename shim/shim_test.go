@@ -1,0 +1,340 @@
+package shim_test
+
+// The shim runs in-process here: Run is handed a request on a reader and
+// answers on a pipe, exactly as it does on its stdin and stdout when hermes
+// starts it as `hermes shim`. The job itself is a real bash child.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/shim"
+)
+
+type fixture struct {
+	paths *local.Detached
+	store *receipts.FileStore
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	home := t.TempDir()
+	st, err := receipts.NewFileStore(filepath.Join(home, "logs", "process-results"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{
+		paths: &local.Detached{RunDir: filepath.Join(home, "run"), LogDir: filepath.Join(home, "logs", "processes")},
+		store: st,
+	}
+}
+
+// running is a shim supervising one job.
+type running struct {
+	reply  local.ShimReply
+	result chan error
+}
+
+// run starts shim.Run with request (raw JSON) and returns once it replied.
+func (f *fixture) run(t *testing.T, request []byte) *running {
+	t.Helper()
+	pr, pw := io.Pipe()
+	r := &running{result: make(chan error, 1)}
+	go func() {
+		err := shim.Run(context.Background(), bytes.NewReader(request), pw, shim.Config{
+			Paths: f.paths, Store: f.store, Options: runner.Options{KillGrace: 300 * time.Millisecond},
+		})
+		pw.Close()
+		r.result <- err
+	}()
+	line, err := bufio.NewReader(pr).ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("no reply line from the shim: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if err := json.Unmarshal(line, &r.reply); err != nil {
+		t.Fatalf("reply %q: %v", line, err)
+	}
+	return r
+}
+
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.result:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the shim did not return")
+		return nil
+	}
+}
+
+func request(t *testing.T, spec runner.Spec) []byte {
+	t.Helper()
+	if spec.Meta.StartedAt.IsZero() {
+		spec.Meta.StartedAt = time.Now().UTC()
+	}
+	b, err := json.Marshal(local.ShimRequest{Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (f *fixture) receipt(t *testing.T, id, owner string) *receipts.Receipt {
+	t.Helper()
+	rec, err := f.store.Get(context.Background(), id, receipts.Scope{Owners: []string{owner}})
+	if err != nil {
+		t.Fatalf("receipt of %s: %v", id, err)
+	}
+	return rec
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func TestBadRequests(t *testing.T) {
+	cases := []struct {
+		name    string
+		request []byte
+		want    string
+	}{
+		{"not json", []byte("{nope"), "bad shim request"},
+		{"empty", nil, "bad shim request"},
+		{"bad id", request(t, runner.Spec{ID: "proc_1", Command: "true"}), "bad process id"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			r := f.run(t, tc.request)
+			if !strings.Contains(r.reply.Error, tc.want) || r.reply.PID != 0 {
+				t.Fatalf("reply = %+v, want an error mentioning %q", r.reply, tc.want)
+			}
+			if err := r.wait(t); err == nil {
+				t.Fatal("Run returned nil for a bad request")
+			}
+		})
+	}
+}
+
+func TestFailedToStart(t *testing.T) {
+	f := newFixture(t)
+	id := runner.NewID()
+	r := f.run(t, request(t, runner.Spec{ID: id, Command: "true", Cwd: "/nonexistent/hermes-cwd"}))
+	if r.reply.Error == "" {
+		t.Fatalf("reply = %+v, want an error", r.reply)
+	}
+	if err := r.wait(t); err == nil {
+		t.Fatal("Run returned nil")
+	}
+	rec := f.receipt(t, id, "")
+	if rec.Status != receipts.StatusFailedToStart || rec.ExitCode == 0 {
+		t.Fatalf("receipt = %+v", rec)
+	}
+	if exists(f.paths.StatePath(id)) || exists(f.paths.CtlPath(id)) {
+		t.Fatal("state or control file left behind")
+	}
+}
+
+// TestSuperviseJob drives a job through the shim's files the way another
+// hermes process does: find it, write to it, read its output, and read the
+// receipt once it is gone.
+func TestSuperviseJob(t *testing.T) {
+	f := newFixture(t)
+	id := runner.NewID()
+	started := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	spec := runner.Spec{
+		ID: id, Command: "echo ready; read x; echo got $x; echo err >&2; exit 6",
+		Env: []string{"HERMES_SHIM_TEST=1"},
+		Meta: runner.Meta{
+			ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1",
+			TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8), StartedAt: started,
+		},
+	}
+	r := f.run(t, request(t, spec))
+	if r.reply.Error != "" || r.reply.PID <= 0 {
+		t.Fatalf("reply = %+v", r.reply)
+	}
+	pid := r.reply.PID
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+
+	var st local.ShimState
+	b, err := os.ReadFile(f.paths.StatePath(id))
+	if err != nil {
+		t.Fatalf("live state: %v", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.ID != id || st.PID != pid || st.ShimPID != os.Getpid() || st.ShimStart == 0 || st.Meta.ParentSessionID != "owner" {
+		t.Fatalf("state = %+v", st)
+	}
+	if fi, err := os.Stat(f.paths.CtlPath(id)); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Fatalf("control fifo: %v, %v", fi, err)
+	}
+
+	live, err := f.paths.List(context.Background())
+	if err != nil || len(live) != 1 || live[0].ID != id || live[0].Lost || live[0].Meta.TaskID != "t1" {
+		t.Fatalf("List = %+v, %v", live, err)
+	}
+	h, l, err := f.paths.Attach(context.Background(), id)
+	if err != nil || l.ID != id {
+		t.Fatalf("Attach = %+v, %v", l, err)
+	}
+	sup, ok := h.(runner.Supervised)
+	if !ok || !sup.Supervised() || h.Output() != nil || h.PID() != pid {
+		t.Fatalf("attached handle %T is not a supervised handle on pid %d", h, pid)
+	}
+	waitFor(t, func() bool {
+		out, _, err := sup.Snapshot(context.Background())
+		return err == nil && out == "ready\n"
+	})
+	if err := h.Write(context.Background(), []byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.wait(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if exit, err := h.Wait(context.Background()); err != nil {
+		t.Fatalf("attached Wait = %+v, %v (want a clean end)", exit, err)
+	}
+	rec := f.receipt(t, id, "owner")
+	want := receipts.Receipt{
+		SessionID: id, Command: spec.Command, Backend: "local", Status: receipts.StatusExited, ExitCode: 6,
+		Output: "ready\ngot hello\nerr\n", ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1",
+		SessionKey: "k1", TraceID: spec.Meta.TraceID, SpanID: spec.Meta.SpanID, PID: pid,
+	}
+	got := *rec
+	if !got.StartedAt.Equal(started) || got.FinishedAt.Before(started) {
+		t.Errorf("started %v finished %v, want the launcher's start %v", got.StartedAt, got.FinishedAt, started)
+	}
+	got.StartedAt, got.FinishedAt = time.Time{}, time.Time{}
+	if got != want {
+		t.Fatalf("receipt\n got %+v\nwant %+v", got, want)
+	}
+	if exists(f.paths.StatePath(id)) || exists(f.paths.CtlPath(id)) {
+		t.Fatal("state or control file left behind")
+	}
+	if b, err := os.ReadFile(f.paths.LogPath(id)); err != nil || string(b) != want.Output {
+		t.Fatalf("spill log = %q, %v", b, err)
+	}
+	if live, _ := f.paths.List(context.Background()); len(live) != 0 {
+		t.Fatalf("List after the end = %+v", live)
+	}
+	if err := h.Write(context.Background(), []byte("late")); err == nil {
+		t.Fatal("Write after the end succeeded")
+	}
+}
+
+func TestControlKillAndClose(t *testing.T) {
+	t.Run("kill ends the group", func(t *testing.T) {
+		f := newFixture(t)
+		id := runner.NewID()
+		r := f.run(t, request(t, runner.Spec{ID: id, Command: "trap '' TERM; sleep 300 & sleep 300 & wait"}))
+		pid := r.reply.PID
+		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		h, _, err := f.paths.Attach(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return len(pgroup(pid)) >= 3 })
+		if err := h.(runner.Supervised).Kill(context.Background(), 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.receipt(t, id, "")
+		if rec.Status != receipts.StatusKilled || rec.ExitCode == 0 {
+			t.Fatalf("receipt = %+v", rec)
+		}
+		if left := pgroup(pid); len(left) > 0 {
+			t.Fatalf("process group %d still has %v", pid, left)
+		}
+	})
+	t.Run("close gives EOF", func(t *testing.T) {
+		f := newFixture(t)
+		id := runner.NewID()
+		r := f.run(t, request(t, runner.Spec{ID: id, Command: "wc -c"}))
+		pid := r.reply.PID
+		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+		h, _, err := f.paths.Attach(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// More than one control message's worth: the write is chunked.
+		if err := h.Write(context.Background(), bytes.Repeat([]byte("z"), 10000)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.CloseStdin(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.receipt(t, id, ""); rec.Status != receipts.StatusExited || strings.TrimSpace(rec.Output) != "10000" {
+			t.Fatalf("receipt = %+v", rec)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		f := newFixture(t)
+		id := runner.NewID()
+		r := f.run(t, request(t, runner.Spec{ID: id, Command: "sleep 300", Timeout: 200 * time.Millisecond}))
+		t.Cleanup(func() { _ = syscall.Kill(-r.reply.PID, syscall.SIGKILL) })
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.receipt(t, id, ""); rec.Status != receipts.StatusTimeout || rec.ExitCode == 0 {
+			t.Fatalf("receipt = %+v", rec)
+		}
+	})
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pgroup lists the non-zombie processes of process group pgid.
+func pgroup(pgid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
