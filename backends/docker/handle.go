@@ -1,0 +1,303 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+// Handle is one container, started by this process or attached to. Besides
+// runner.Handle it offers Kill (graceful stop), Cleanup (remove after the
+// receipt is safe) and ContainerID.
+type Handle struct {
+	b     *Backend
+	cid   string // engine container id
+	id    string // hermes process id
+	stdin bool   // the container was created with an open stdin
+
+	// ctx bounds the handle's background work (the log follower); Cleanup
+	// cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	outMu sync.Mutex
+	out   *io.PipeReader
+
+	pidMu sync.Mutex
+	pid   int
+
+	mu          sync.Mutex
+	exit        *runner.Exit
+	attach      *types.HijackedResponse
+	stdinClosed bool
+}
+
+var _ runner.Handle = (*Handle)(nil)
+
+func (b *Backend) newHandle(cid, id string, stdin bool) *Handle {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Handle{b: b, cid: cid, id: id, stdin: stdin, ctx: ctx, cancel: cancel}
+}
+
+// ContainerID is the engine's id of the container.
+func (h *Handle) ContainerID() string { return h.cid }
+
+// Ref names the container to the engine.
+func (h *Handle) Ref() string { return h.cid }
+
+// PID is the host pid of the container's first process while it runs, or 0
+// (also when the engine is reached over the network: its pids are not this
+// host's). The first call asks the engine, bounded to a few seconds, and
+// caches the answer.
+func (h *Handle) PID() int {
+	h.pidMu.Lock()
+	defer h.pidMu.Unlock()
+	if h.pid != 0 || !strings.HasPrefix(h.b.cli.DaemonHost(), "unix://") {
+		return h.pid
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	defer cancel()
+	info, err := h.b.cli.ContainerInspect(ctx, h.cid)
+	if err != nil || info.State == nil || !info.State.Running {
+		return 0
+	}
+	h.pid = info.State.Pid
+	return h.pid
+}
+
+// Output is the container's stdout and stderr, merged in the order the
+// engine logged them, from the very start (also for an attached handle)
+// until the container stops. Reading it ends with io.EOF, or with an error
+// wrapping runner.ErrLost if the container vanished.
+func (h *Handle) Output() io.Reader {
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	if h.out == nil {
+		pr, pw := io.Pipe()
+		h.out = pr
+		go h.followLogs(pw)
+	}
+	return h.out
+}
+
+func (h *Handle) followLogs(pw *io.PipeWriter) {
+	// CloseWithError(nil) is a plain close: the reader sees io.EOF.
+	pw.CloseWithError(h.streamLogs(pw))
+}
+
+// lostOr wraps err; a container that no longer exists becomes runner.ErrLost
+// so that the registry records the process as lost.
+func (h *Handle) lostOr(op string, err error) error {
+	if cerrdefs.IsNotFound(err) {
+		return h.removedErr(op)
+	}
+	return h.b.engineErr(op+" "+h.id, err)
+}
+
+func (h *Handle) removedErr(op string) error {
+	return fmt.Errorf("docker %s %s: container %s was removed: %w", op, h.id, shortID(h.cid), runner.ErrLost)
+}
+
+// Wait blocks until the container stops and reports its exit. A container
+// removed before its end could be read yields an error wrapping
+// runner.ErrLost; so does one that was created but never started within
+// Options.StartGrace (its starter died in between).
+func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
+	h.mu.Lock()
+	if h.exit != nil {
+		e := *h.exit
+		h.mu.Unlock()
+		return e, nil
+	}
+	h.mu.Unlock()
+
+	if err := h.awaitStarted(ctx); err != nil {
+		return runner.Exit{}, err
+	}
+	info, err := h.waitStopped(ctx, "wait")
+	if err != nil {
+		return runner.Exit{}, err
+	}
+	st := info.State
+	exit := runner.Exit{Code: st.ExitCode, FinishedAt: time.Now()}
+	if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && t.Year() > 1 {
+		exit.FinishedAt = t
+	}
+	exit.Signal = signalOf(exit.Code, st.OOMKilled)
+	if exit.Signal != 0 && exit.Code == 0 {
+		exit.Code = 128 + int(exit.Signal)
+	}
+
+	h.mu.Lock()
+	h.exit = &exit
+	h.mu.Unlock()
+	return exit, nil
+}
+
+// awaitStarted returns once the container has left the "created" state. A
+// container still created after StartGrace will never run: lost.
+func (h *Handle) awaitStarted(ctx context.Context) error {
+	for {
+		info, err := h.b.cli.ContainerInspect(ctx, h.cid)
+		if err != nil {
+			return h.lostOr("inspect", err)
+		}
+		if info.State == nil || info.State.Status != container.StateCreated {
+			return nil
+		}
+		created, _ := time.Parse(time.RFC3339Nano, info.Created)
+		if time.Since(created) > h.b.opts.StartGrace {
+			return fmt.Errorf("docker wait %s: container was created but never started: %w", h.id, runner.ErrLost)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("docker wait %s: %w", h.id, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// signalOf infers the signal that ended a container. The engine reports
+// 128+n both when its first process died of signal n and when a shell saw
+// its child die so; either way the process did not exit on its own.
+func signalOf(code int, oomKilled bool) syscall.Signal {
+	if oomKilled {
+		return syscall.SIGKILL
+	}
+	if code > 128 && code < 128+32 {
+		return syscall.Signal(code - 128)
+	}
+	return 0
+}
+
+// Signal sends sig to the container (its init forwards it to the command).
+// A container that has already stopped yields an error wrapping
+// os.ErrProcessDone.
+func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	if err := h.b.cli.ContainerKill(ctx, h.cid, signalArg(int(sig))); err != nil {
+		if cerrdefs.IsConflict(err) {
+			return fmt.Errorf("docker signal %s: %w", h.id, os.ErrProcessDone)
+		}
+		return h.lostOr("signal", err)
+	}
+	return nil
+}
+
+// Kill stops the container: SIGTERM, then SIGKILL once grace has passed
+// (rounded up to whole seconds, the engine's unit). It returns when the
+// container has stopped. Stopping a stopped container is not an error.
+func (h *Handle) Kill(ctx context.Context, grace time.Duration) error {
+	timeout := stopTimeout(grace)
+	if err := h.b.cli.ContainerStop(ctx, h.cid, container.StopOptions{Timeout: &timeout}); err != nil {
+		return h.lostOr("stop", err)
+	}
+	return nil
+}
+
+// Write sends p to the container's stdin. The stdin connection is opened on
+// first use and, because the engine ties a container's stdin to its first
+// attacher, closing it — CloseStdin, or the end of this hermes process —
+// is the process's EOF.
+func (h *Handle) Write(ctx context.Context, p []byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	conn, err := h.stdinConn(ctx)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Conn.SetWriteDeadline(time.Now()) })
+	defer stop()
+	if _, err := conn.Conn.Write(p); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return fmt.Errorf("docker write %s: %w", h.id, ctxErr)
+		}
+		return fmt.Errorf("docker write %s: %w", h.id, err)
+	}
+	return nil
+}
+
+// CloseStdin ends the container's stdin (EOF).
+func (h *Handle) CloseStdin(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stdinClosed {
+		return nil
+	}
+	conn, err := h.stdinConn(ctx)
+	if err != nil {
+		return err
+	}
+	h.stdinClosed = true
+	if err := conn.CloseWrite(); err != nil {
+		return fmt.Errorf("docker close stdin %s: %w", h.id, err)
+	}
+	return nil
+}
+
+// stdinConn returns the attached stdin stream, attaching on first use.
+// h.mu must be held.
+func (h *Handle) stdinConn(ctx context.Context) (*types.HijackedResponse, error) {
+	if !h.stdin {
+		return nil, fmt.Errorf("docker stdin %s: the process was started without stdin", h.id)
+	}
+	if h.stdinClosed {
+		return nil, fmt.Errorf("docker stdin %s: stdin already closed", h.id)
+	}
+	if h.attach != nil {
+		return h.attach, nil
+	}
+	resp, err := h.b.cli.ContainerAttach(ctx, h.cid, container.AttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		return nil, h.lostOr("attach stdin", err)
+	}
+	h.attach = &resp
+	return h.attach, nil
+}
+
+// Cleanup is called once the process's receipt is safely stored: it stops
+// the handle's background work and removes the container, unless the
+// backend keeps containers. Removing one that is already gone is not an
+// error, so several observers may all call it.
+func (h *Handle) Cleanup(ctx context.Context) error {
+	h.cancel()
+	h.mu.Lock()
+	if h.attach != nil {
+		h.attach.Close()
+		h.attach = nil
+		h.stdinClosed = true
+	}
+	h.mu.Unlock()
+	h.outMu.Lock()
+	if h.out != nil {
+		h.out.CloseWithError(errors.New("docker handle cleaned up"))
+	}
+	h.outMu.Unlock()
+	if h.b.opts.Keep {
+		return nil
+	}
+	err := h.b.cli.ContainerRemove(ctx, h.cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return h.b.engineErr("remove container "+h.id, err)
+	}
+	h.b.log.Debug("container removed", "id", h.id, "container", shortID(h.cid))
+	return nil
+}
+
+func shortID(cid string) string {
+	if len(cid) > 12 {
+		return cid[:12]
+	}
+	return cid
+}
