@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -292,10 +293,20 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	return nil
 }
 
+// maxStdinCopy bounds what `hermes write` copies from its own stdin.
+const maxStdinCopy = 16 << 20
+
+// isTerminal reports whether f is a character device (a terminal), which
+// `hermes write` must not block reading.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err != nil || st.Mode()&os.ModeCharDevice != 0
+}
+
 // WriteCmd writes to stdin.
 type WriteCmd struct {
 	ID     string `arg:"" help:"Process id or unique prefix."`
-	Data   string `arg:"" optional:"" help:"Data to write; omit to copy hermes's own stdin."`
+	Data   string `arg:"" optional:"" help:"Data to write; omit it to copy hermes's own stdin when that is a pipe or file (up to 16 MiB)."`
 	Submit bool   `help:"Append a newline (like pressing Enter)."`
 	EOF    bool   `name:"eof" help:"Close the process's stdin afterwards."`
 }
@@ -311,6 +322,14 @@ func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	defer done()
 	data := []byte(c.Data)
+	if c.Data == "" && !isTerminal(os.Stdin) {
+		if data, err = io.ReadAll(io.LimitReader(os.Stdin, maxStdinCopy+1)); err != nil {
+			return fmt.Errorf("read stdin: %w", err)
+		}
+		if len(data) > maxStdinCopy {
+			return badInput("stdin holds more than %d bytes; write it in parts", maxStdinCopy)
+		}
+	}
 	if c.Submit {
 		data = append(data, '\n')
 	}
