@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/hermesrun/hermes/agent"
+	"github.com/hermesrun/hermes/agent/agenttrace"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/config"
@@ -100,10 +101,17 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 		}
 	}()
 
+	// One trace per conversation: hermes chat > agent.session > each
+	// agent.turn > tool.* > process. The span ends before e.Close flushes.
+	tracer := agenttrace.New(e.Tracing, model)
+	ctx, endSpan := tracer.StartSession(ctx, sess.ID)
+	defer func() { endSpan(err) }()
+
 	quiet := c.Quiet || g.JSON
 	ag, err := agent.New(agent.Options{
 		Client: client, Model: model, Tools: toolset, Notifier: reg, SessionID: sess.ID,
 		MaxTurns: c.MaxTurns, Stream: !c.NoStream, Observer: newChatPrinter(g, quiet), Logger: e.Logger,
+		Tracer: tracer,
 	})
 	if err != nil {
 		return err
