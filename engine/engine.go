@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner"
@@ -48,6 +49,7 @@ type Engine struct {
 	getenv  func(string) string
 	exe     string
 	closers []io.Closer
+	docker  *docker.Backend
 }
 
 // Open loads the profile named by the environment and opens its stores.
@@ -154,6 +156,17 @@ func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry,
 		localB = local.New()
 	}
 	backends := append([]runner.Backend{localB}, extra...)
+	if e.dockerWanted() {
+		d, err := e.Docker()
+		if err != nil {
+			return nil, err
+		}
+		if mode == Background {
+			backends = append(backends, watchedDocker{Backend: d, e: e})
+		} else {
+			backends = append(backends, d)
+		}
+	}
 	if mode == Foreground {
 		// Live shim jobs stay visible to lookups; attaching needs no name.
 		backends = append(backends, attacherOnly{e.Detached()})

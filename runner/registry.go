@@ -563,6 +563,39 @@ func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
 	return nil, ErrNoProcess
 }
 
+// Adopt starts supervising the live process id (an exact id) found by an
+// Attacher backend, whoever owns it, and returns a channel closed once its
+// end is recorded. It is for supervisors acting on the owner's behalf
+// (hermes watch), so it applies no session scope.
+func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error) {
+	if !receipts.IsID(id) {
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
+	}
+	if done := r.Done(id); done != nil {
+		return done, nil
+	}
+	for _, b := range r.opts.Backends {
+		a, ok := b.(Attacher)
+		if !ok {
+			continue
+		}
+		list, err := a.List(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s processes: %w", b.Name(), err)
+		}
+		for _, l := range list {
+			if l.ID == id {
+				p, err := r.attach(ctx, l)
+				if err != nil {
+					return nil, err
+				}
+				return p.done, nil
+			}
+		}
+	}
+	return nil, ErrNotFound
+}
+
 // Get returns what is known of one process, live or retained.
 func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
 	f, err := r.lookup(ctx, id)
@@ -626,7 +659,9 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 		}
 		list, err := a.List(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %s processes: %w", b.Name(), err)
+			// One unreachable engine must not hide every other process.
+			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
+			continue
 		}
 		for _, l := range list {
 			if seen[l.ID] || !match(l.Meta) {

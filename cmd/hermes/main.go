@@ -40,6 +40,7 @@ type CLI struct {
 	Chat  ChatCmd  `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
 	Trace TraceCmd `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
 	Shim  ShimCmd  `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
+	Watch WatchCmd `cmd:"" hidden:"" help:"Supervise one detached container job (internal)."`
 	Serve ServeCmd `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 }
 

@@ -368,3 +368,20 @@ func (c *ShimCmd) Run(g *Globals) error {
 	defer e.Close()
 	return e.RunShim(ctx, os.Stdin, os.Stdout)
 }
+
+// WatchCmd supervises one detached container job until it ends.
+type WatchCmd struct {
+	ID string `arg:"" help:"Process id of the container job."`
+}
+
+// Run implements the command. Like the shim, the watcher lives as long as
+// its job and is not bound to any terminal.
+func (c *WatchCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	return e.RunWatch(ctx, c.ID)
+}

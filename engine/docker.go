@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	units "github.com/docker/go-units"
+
+	"github.com/hermesrun/hermes/backends/docker"
+	"github.com/hermesrun/hermes/runner"
+)
+
+// dockerWanted reports whether this profile may have docker jobs: it is
+// configured for them, or an engine is announced (DOCKER_HOST) or present
+// (the default socket). Lookups then include containers.
+func (e *Engine) dockerWanted() bool {
+	if e.Profile.Config.Terminal.Env == "docker" || e.getenv("DOCKER_HOST") != "" {
+		return true
+	}
+	_, err := os.Stat("/var/run/docker.sock")
+	return err == nil
+}
+
+// Docker returns the profile's docker backend, created on first use.
+func (e *Engine) Docker() (*docker.Backend, error) {
+	if e.docker != nil {
+		return e.docker, nil
+	}
+	c := e.Profile.Config.Terminal.Docker
+	opts := docker.Options{
+		Profile: e.Profile.Home, DefaultImage: e.Profile.Config.Terminal.DockerImage,
+		PidsLimit: c.PidsLimit, NetworkMode: c.Network, CapAdd: c.CapAdd,
+		Keep: c.Keep, MountWorkdir: c.MountWorkdir, Logger: e.Logger,
+	}
+	if c.Memory != "" {
+		mem, err := units.RAMInBytes(c.Memory)
+		if err != nil {
+			return nil, fmt.Errorf("terminal.docker.memory %q: %w", c.Memory, err)
+		}
+		opts.Memory = mem
+	}
+	if c.CPUs > 0 {
+		opts.NanoCPUs = int64(c.CPUs * 1e9)
+	}
+	b, err := docker.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	e.docker = b
+	e.closers = append(e.closers, b)
+	return b, nil
+}
+
+// watchedDocker starts containers and then a detached `hermes watch`
+// process for each, so that a container started by a short-lived command
+// still gets its timeout enforced, its receipt written and its removal
+// done when it ends, whoever else is or is not watching. Receipts are
+// written if-absent, so the watcher and any other observer write one.
+type watchedDocker struct {
+	*docker.Backend
+	e *Engine
+}
+
+func (w watchedDocker) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+	h, err := w.Backend.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.e.spawnWatcher(spec.ID); err != nil {
+		w.e.Logger.Warn("no watcher for container; a later hermes command will record it", "id", spec.ID, "err", err)
+	}
+	return h, nil
+}
+
+func (e *Engine) spawnWatcher(id string) error {
+	cmd := exec.Command(e.exe, "watch", id)
+	cmd.Env = append(os.Environ(), "HERMES_HOME="+e.Profile.Home)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// Reap it if we live long enough; otherwise init does.
+	go func() { _ = cmd.Wait() }()
+	return nil
+}
+
+// RunWatch supervises the container job id until it ends and its receipt
+// is written (`hermes watch`). It ignores session scope: a supervisor acts
+// for the job's owner.
+func (e *Engine) RunWatch(ctx context.Context, id string) error {
+	b, err := e.Docker()
+	if err != nil {
+		return err
+	}
+	reg, err := runner.New(runner.Options{
+		Store: e.Store, Sessions: e.Sessions, Backends: []runner.Backend{b},
+		Profile: e.Profile.Home, Logger: e.Logger, Tracing: e.Tracing,
+	})
+	if err != nil {
+		return err
+	}
+	done, err := reg.Adopt(ctx, id)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
