@@ -14,8 +14,12 @@ import (
 const (
 	maxBatch      = 64
 	maxBatchBytes = 1 << 20
-	// writers is how many batches may be in flight at once.
-	writers = 4
+	// writers is how many write batches may be in flight at once. One is
+	// best: while it runs, the next batch fills up, and Redis spends its
+	// time on receipts rather than on starting scripts.
+	writers = 1
+	// readers is how many read batches may be in flight at once.
+	readers = 2
 	// batchTimeout bounds a batch whose callers have all gone.
 	batchTimeout = 30 * time.Second
 )

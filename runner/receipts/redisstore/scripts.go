@@ -6,20 +6,53 @@ import "github.com/redis/go-redis/v9"
 // all keys of a profile stay in one hash slot when the prefix carries a hash
 // tag ("hermes:{profile}:"). Each runs atomically on the server: a reader
 // never sees a receipt without its index entries or the reverse.
+//
+// Inside a script each redis.call costs about as much server time as a whole
+// SET from a client, so the scripts touch every structure once per batch
+// with variadic commands, not once per receipt.
 
-// luaHelpers is shared by the scripts. drop removes a receipt and every index
-// entry that names it; now_ms reads the server clock so that index deadlines
-// and key TTLs come from the same clock whatever the clients' clocks say.
+// luaHelpers is shared by the scripts.
+//
+// bulk runs a variadic command over a long argument list in chunks, below
+// Lua's limit on unpack. drop removes receipts with every index entry that
+// names them. now_ms reads the server clock, so that index times and key
+// TTLs come from one clock whatever the clients' clocks say.
 const luaHelpers = `
-local function drop(p, id)
-  local o = redis.call('HGET', p .. 'owners', id)
-  if o then
-    redis.call('ZREM', p .. 's:' .. o, id)
-    redis.call('ZREM', p .. 'sl:' .. o, id)
+local function bulk(cmd, key, args)
+  for i = 1, #args, 4000 do
+    redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
   end
-  redis.call('ZREM', p .. 'idx', id)
-  redis.call('HDEL', p .. 'owners', id)
-  redis.call('DEL', p .. 'r:' .. id)
+end
+local function drop(p, ids)
+  if #ids == 0 then
+    return
+  end
+  local owners = p .. 'owners'
+  local by = {}
+  for i = 1, #ids, 4000 do
+    local chunk = {unpack(ids, i, math.min(i + 3999, #ids))}
+    local got = redis.call('HMGET', owners, unpack(chunk))
+    for j, id in ipairs(chunk) do
+      local o = got[j]
+      if o then
+        by[o] = by[o] or {}
+        table.insert(by[o], id)
+      end
+    end
+  end
+  for o, list in pairs(by) do
+    bulk('ZREM', p .. 's:' .. o, list)
+    bulk('ZREM', p .. 'sl:' .. o, list)
+  end
+  local keys = {}
+  for i, id in ipairs(ids) do
+    keys[i] = p .. 'r:' .. id
+  end
+  bulk('ZREM', p .. 'idx', ids)
+  bulk('HDEL', owners, ids)
+  for i = 1, #keys, 4000 do
+    redis.call('DEL', unpack(keys, i, math.min(i + 3999, #keys)))
+  end
 end
 local function now_ms()
   local t = redis.call('TIME')
@@ -34,40 +67,77 @@ end
 // ARGV: prefix, max retained, then per receipt seven values: id, owner,
 // json, finish ms, ttl ms, mode ("put" or "create"), written ms ("0" for the
 // server's now). Returns per receipt 1 when written, 0 when mode is create
-// and the receipt exists.
+// and the receipt exists (already, or from earlier in the batch).
 var writeScript = redis.NewScript(luaHelpers + `
 local p, max = ARGV[1], tonumber(ARGV[2])
 local owners = p .. 'owners'
 local now = now_ms()
-local out = {}
+local ids = {}
+for i = 3, #ARGV, 7 do
+  ids[#ids + 1] = ARGV[i]
+end
+local stored = redis.call('HMGET', owners, unpack(ids))
+local before = {}
+for j, id in ipairs(ids) do
+  before[id] = stored[j]
+end
+local out, final, order = {}, {}, {}
 for i = 3, #ARGV, 7 do
   local id, owner, body, score, ttl, mode, wrote = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5], ARGV[i+6]
-  local rk = p .. 'r:' .. id
-  if mode == 'create' and redis.call('EXISTS', rk) == 1 then
-    out[#out + 1] = 0
+  local ok
+  if mode == 'create' then
+    ok = redis.call('SET', p .. 'r:' .. id, body, 'PX', ttl, 'NX')
   else
-    local old = redis.call('HGET', owners, id)
+    ok = redis.call('SET', p .. 'r:' .. id, body, 'PX', ttl)
+  end
+  if ok then
+    if wrote == '0' then
+      wrote = now
+    end
+    if not final[id] then
+      order[#order + 1] = id
+    end
+    final[id] = {owner, score, wrote}
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+if #order > 0 then
+  local s, sl, hs, ix = {}, {}, {}, {}
+  for _, id in ipairs(order) do
+    local owner, score, wrote = final[id][1], final[id][2], final[id][3]
+    local old = before[id]
     if old ~= owner then
       if old then
         redis.call('ZREM', p .. 's:' .. old, id)
         redis.call('ZREM', p .. 'sl:' .. old, id)
       end
-      redis.call('HSET', owners, id, owner)
-      redis.call('ZADD', p .. 'sl:' .. owner, 0, id)
+      hs[#hs + 1] = id
+      hs[#hs + 1] = owner
+      sl[owner] = sl[owner] or {}
+      table.insert(sl[owner], 0)
+      table.insert(sl[owner], id)
     end
-    redis.call('SET', rk, body, 'PX', ttl)
-    redis.call('ZADD', p .. 's:' .. owner, score, id)
-    if wrote == '0' then
-      wrote = now
-    end
-    redis.call('ZADD', p .. 'idx', wrote, id)
-    out[#out + 1] = 1
+    s[owner] = s[owner] or {}
+    table.insert(s[owner], score)
+    table.insert(s[owner], id)
+    ix[#ix + 1] = wrote
+    ix[#ix + 1] = id
   end
-end
-local n = redis.call('ZCARD', p .. 'idx')
-if n > max then
-  for _, v in ipairs(redis.call('ZRANGE', p .. 'idx', 0, n - max - 1)) do
-    drop(p, v)
+  for o, list in pairs(s) do
+    bulk('ZADD', p .. 's:' .. o, list)
+  end
+  for o, list in pairs(sl) do
+    bulk('ZADD', p .. 'sl:' .. o, list)
+  end
+  if #hs > 0 then
+    bulk('HSET', owners, hs)
+  end
+  bulk('ZADD', p .. 'idx', ix)
+  local n = redis.call('ZCARD', p .. 'idx')
+  if n > max then
+    drop(p, redis.call('ZRANGE', p .. 'idx', 0, n - max - 1))
   end
 end
 return out
@@ -82,22 +152,26 @@ return out
 // exactly one, {id1, false, id2} when ambiguous.
 var resolveScript = redis.NewScript(luaHelpers + `
 local p, pre = ARGV[1], ARGV[2]
-local found = nil
+local found, gone = nil, {}
 for i = 3, #ARGV do
   local o = ARGV[i]
   for _, id in ipairs(redis.call('ZRANGEBYLEX', p .. 'sl:' .. o, '[' .. pre, '[' .. pre .. '\255')) do
     if redis.call('EXISTS', p .. 'r:' .. id) == 1 then
       if found and found ~= id then
+        drop(p, gone)
         return {found, false, id}
       end
       found = id
     else
-      redis.call('ZREM', p .. 's:' .. o, id)
+      -- Remove from this owner's indices by name too, so that even an
+      -- entry the owners hash lost cannot linger.
       redis.call('ZREM', p .. 'sl:' .. o, id)
-      drop(p, id)
+      redis.call('ZREM', p .. 's:' .. o, id)
+      gone[#gone + 1] = id
     end
   end
 end
+drop(p, gone)
 if not found then
   return {}
 end
@@ -109,14 +183,14 @@ return {found, redis.call('GET', p .. 'r:' .. found)}
 //
 // ARGV: prefix, id... Returns the number removed.
 var cleanScript = redis.NewScript(luaHelpers + `
-local p, n = ARGV[1], 0
+local p, gone = ARGV[1], {}
 for i = 2, #ARGV do
   if redis.call('EXISTS', p .. 'r:' .. ARGV[i]) == 0 then
-    drop(p, ARGV[i])
-    n = n + 1
+    gone[#gone + 1] = ARGV[i]
   end
 end
-return n
+drop(p, gone)
+return #gone
 `)
 
 // sweepScript removes up to a batch of index entries of receipts written
@@ -128,12 +202,12 @@ return n
 var sweepScript = redis.NewScript(luaHelpers + `
 local p, retention, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', p .. 'idx', '-inf', now_ms() - retention, 'LIMIT', 0, batch)
-local removed = 0
+local gone = {}
 for _, id in ipairs(ids) do
   if redis.call('EXISTS', p .. 'r:' .. id) == 0 then
-    drop(p, id)
-    removed = removed + 1
+    gone[#gone + 1] = id
   end
 end
-return {#ids, removed}
+drop(p, gone)
+return {#ids, #gone}
 `)

@@ -130,10 +130,17 @@ type Store struct {
 	// down is set when a write failed and cleared when a flush succeeds;
 	// meanwhile writes go straight to the spool instead of waiting for
 	// Redis to time out again.
-	down  atomic.Bool
-	kick  chan struct{}
-	queue chan *writeReq
-	reads chan *readReq
+	down atomic.Bool
+	// spooled is set when the spool may hold receipts: by every spooled
+	// write and at start, cleared by a flush that finds the spool empty.
+	// While it is clear, writes and reads skip the spool's directory: a
+	// stat per call is a real cost at tens of thousands of calls a second.
+	// Another process's spooled receipts are noticed at the next idle poll.
+	spooled atomic.Bool
+	spoolMu sync.Mutex // orders spooled writes against clearing spooled
+	kick    chan struct{}
+	queue   chan *writeReq
+	reads   chan *readReq
 
 	bg        context.Context
 	stop      context.CancelFunc
@@ -198,11 +205,15 @@ func newStore(rdb *redis.Client, opts receipts.Options, prefix string, c *config
 			return nil, fmt.Errorf("receipt store: %w", err)
 		}
 		s.spool = sp
+		s.spooled.Store(true) // until the first flush has looked
 	}
 	s.bg, s.stop = context.WithCancel(context.Background())
 	for range writers {
-		s.wg.Add(2)
+		s.wg.Add(1)
 		go s.writer()
+	}
+	for range readers {
+		s.wg.Add(1)
 		go s.reader()
 	}
 	if s.spool != nil {
@@ -248,7 +259,7 @@ func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) err
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, r.SessionID)
 	}
 	c := receipts.Sanitize(r)
-	if s.spool != nil && (s.down.Load() || s.spool.has(c.SessionID)) {
+	if s.spool != nil && (s.down.Load() || s.spooled.Load() && s.spool.has(c.SessionID)) {
 		return s.spoolWrite(c, mode)
 	}
 	b, err := json.Marshal(c)
@@ -276,7 +287,12 @@ func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) err
 }
 
 func (s *Store) spoolWrite(c *receipts.Receipt, mode string) error {
+	s.spoolMu.Lock()
 	err := s.spool.write(&spoolEntry{Mode: mode, WrittenAt: time.Now().UTC(), Receipt: c}, s.opts.Retention)
+	if err == nil {
+		s.spooled.Store(true)
+	}
+	s.spoolMu.Unlock()
 	if err == nil {
 		s.wake()
 	}
@@ -295,7 +311,7 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 	if receipts.IsID(idOrPrefix) {
 		return s.getID(ctx, idOrPrefix, scope)
 	}
-	spooled, err := s.spooled(idOrPrefix)
+	spooled, err := s.spooledMatching(idOrPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +368,7 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 
 // getID reads one receipt by its full id.
 func (s *Store) getID(ctx context.Context, id string, scope receipts.Scope) (*receipts.Receipt, error) {
-	if s.spool != nil {
+	if s.spool != nil && s.spooled.Load() {
 		if e, err := s.spool.load(id); err == nil && !e.expired(s.opts.Retention, time.Now()) {
 			if scope.Allows(e.Receipt.ParentSessionID) {
 				return e.Receipt, nil
@@ -381,7 +397,7 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	spooled, err := s.spooled("")
+	spooled, err := s.spooledMatching("")
 	if err != nil {
 		return nil, err
 	}
@@ -458,9 +474,9 @@ func (s *Store) mget(ctx context.Context, ids []string) ([]any, error) {
 	return out, nil
 }
 
-// spooled returns the live spooled receipts whose id starts with prefix.
-func (s *Store) spooled(prefix string) (map[string]*spoolEntry, error) {
-	if s.spool == nil {
+// spooledMatching returns the live spooled receipts whose id starts with prefix.
+func (s *Store) spooledMatching(prefix string) (map[string]*spoolEntry, error) {
+	if s.spool == nil || !s.spooled.Load() {
 		return nil, nil
 	}
 	all, err := s.spool.entries(s.opts.Retention)
@@ -565,10 +581,12 @@ func (s *Store) flusher(minDelay, maxDelay time.Duration) {
 			backoff = min(2*backoff, maxDelay)
 			continue
 		}
+		backoff = minDelay
 		if n > 0 {
 			s.log.Info("flushed spooled receipts to redis", "count", n)
+			timer.Reset(0) // look again at once: an empty spool clears the flag
+			continue
 		}
-		backoff = minDelay
 		timer.Reset(idlePoll)
 	}
 }
@@ -581,7 +599,12 @@ func (s *Store) Flush(ctx context.Context) (int, error) {
 	if s.spool == nil {
 		return 0, nil
 	}
+	s.spoolMu.Lock()
 	ids, err := s.spool.ids()
+	if err == nil && len(ids) == 0 {
+		s.spooled.Store(false)
+	}
+	s.spoolMu.Unlock()
 	if err != nil {
 		return 0, err
 	}
