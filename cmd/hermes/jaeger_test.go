@@ -125,15 +125,14 @@ func startPrivateJaeger(t *testing.T, bin string) jaeger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config=file:"+cfg)
+	// jaeger_query traces its own requests to the default OTLP endpoint,
+	// which may be another Jaeger: not here.
+	cmd := exec.Command(bin, "--config=file:"+cfg, "--set=extensions.jaeger_query.enable_tracing=false")
 	cmd.Dir = t.TempDir()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(),
 		"JAEGER_QUERY_HTTP_PORT="+ports[0], "JAEGER_QUERY_GRPC_PORT="+ports[1], "JAEGER_HEALTH_PORT="+ports[2],
 		"JAEGER_OTLP_GRPC_PORT="+ports[3], "JAEGER_OTLP_HTTP_PORT="+ports[4],
-		// Jaeger's own spans would go to the default OTLP endpoint,
-		// which may be another test's Jaeger.
-		"OTEL_TRACES_EXPORTER=none", "OTEL_SDK_DISABLED=true",
 	)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
