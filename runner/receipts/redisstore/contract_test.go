@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
-	"github.com/hermesrun/hermes/runner/receipts/redisstore/redistest"
 	"github.com/hermesrun/hermes/runner/receipts/storetest"
 )
 
@@ -21,7 +21,7 @@ func nonce(t testing.TB) string {
 }
 
 func TestContract(t *testing.T) {
-	srv := redistest.Start(t)
+	url := testenv.Redis(t) // the shared server: keys are unique to this run
 	run := nonce(t)
 	for _, variant := range []struct {
 		name  string
@@ -35,7 +35,7 @@ func TestContract(t *testing.T) {
 					if variant.spool {
 						o = append(o, redisstore.WithSpool(filepath.Join(root, profile)))
 					}
-					s, err := redisstore.New(context.Background(), srv.URL(), opts,
+					s, err := redisstore.New(context.Background(), url, opts,
 						redisstore.ProfilePrefix(run+"-"+variant.name+"-"+profile), o...)
 					if err != nil {
 						t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore/redistest"
@@ -61,6 +62,20 @@ func spooled(t *testing.T, dir string) []string {
 	return m
 }
 
+func stop(t *testing.T, srv *testenv.RedisProc) {
+	t.Helper()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func start(t *testing.T, srv *testenv.RedisProc) {
+	t.Helper()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // eventually polls cond for up to 20s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -74,8 +89,8 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestNewRedisDown(t *testing.T) {
-	srv := redistest.Start(t)
-	srv.Stop()
+	srv := testenv.RedisServer(t)
+	stop(t, srv)
 	url := "redis://hermes:hunter2secret@" + srv.Addr() + "/0"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -238,7 +253,7 @@ func makeCerts(t *testing.T, dir string) (pool *x509.CertPool, certFile, keyFile
 // TestOutageRestart loses Redis mid-run and brings back an empty one (no
 // persistence): every receipt written during the outage is there after.
 func TestOutageRestart(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := testenv.RedisServer(t)
 	ctx := context.Background()
 	spool := t.TempDir()
 	prefix := redisstore.ProfilePrefix("outage")
@@ -248,7 +263,7 @@ func TestOutageRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.Stop()
+	stop(t, srv)
 	const n = 50
 	var want []string
 	for i := range n {
@@ -275,7 +290,7 @@ func TestOutageRestart(t *testing.T) {
 		t.Errorf("Get of a spooled receipt during the outage = %v, %v", r, err)
 	}
 
-	srv.Start()
+	start(t, srv)
 	eventually(t, "the spool to drain", func() bool { return len(spooled(t, spool)) == 0 })
 
 	// A fresh store without a spool reads from Redis alone.
@@ -369,12 +384,12 @@ func TestOutagePartition(t *testing.T) {
 // TestSpoolReplayedByNextProcess: receipts spooled by a store that closed
 // before Redis came back are flushed by the next store on the directory.
 func TestSpoolReplayedByNextProcess(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := testenv.RedisServer(t)
 	ctx := context.Background()
 	spool := t.TempDir()
 	prefix := redisstore.ProfilePrefix("replay")
 	s := open(t, srv.URL()+fast, prefix, spool)
-	srv.Stop()
+	stop(t, srv)
 	if err := s.Create(ctx, receipt("proc_e00000000001", "")); err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +397,7 @@ func TestSpoolReplayedByNextProcess(t *testing.T) {
 	if len(spooled(t, spool)) != 1 {
 		t.Fatal("nothing spooled")
 	}
-	srv.Start()
+	start(t, srv)
 	next := open(t, srv.URL(), prefix, spool)
 	eventually(t, "the spool to drain", func() bool { return len(spooled(t, spool)) == 0 })
 	if _, err := next.Get(ctx, "proc_e000", receipts.Anonymous()); err != nil {
@@ -394,7 +409,7 @@ func TestSpoolReplayedByNextProcess(t *testing.T) {
 // and index entries together, Sweep and readers clean up after expiry, and
 // no lookup scans the keyspace.
 func TestIndices(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := testenv.RedisServer(t) // private: the test reads the server's command statistics
 	ctx := context.Background()
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer raw.Close()

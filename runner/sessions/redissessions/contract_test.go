@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
-	"github.com/hermesrun/hermes/runner/receipts/redisstore/redistest"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/runner/sessions/redissessions"
 	"github.com/hermesrun/hermes/runner/sessions/sessiontest"
 )
 
 func TestContract(t *testing.T) {
-	srv := redistest.Start(t)
+	url := testenv.Redis(t) // the shared server: keys are unique to this run
 	b := make([]byte, 4)
 	rand.Read(b)
 	run := hex.EncodeToString(b)
@@ -24,7 +24,7 @@ func TestContract(t *testing.T) {
 		t.Run("ttl="+ttl.String(), func(t *testing.T) {
 			sessiontest.Run(t, sessiontest.Harness{
 				Open: func(t *testing.T, profile string) sessions.Store {
-					s, err := redissessions.Open(context.Background(), srv.URL(),
+					s, err := redissessions.Open(context.Background(), url,
 						redisstore.ProfilePrefix(run+"-"+ttl.String()+"-"+profile), ttl)
 					if err != nil {
 						t.Fatal(err)
@@ -40,9 +40,11 @@ func TestContract(t *testing.T) {
 // TestTTL checks that a session expires ttl after its last write, so that
 // abandoned sessions do not pile up in a shared Redis.
 func TestTTL(t *testing.T) {
-	srv := redistest.Start(t)
+	url := testenv.Redis(t)
 	ctx := context.Background()
-	s, err := redissessions.Open(ctx, srv.URL(), redisstore.ProfilePrefix("ttl"), 300*time.Millisecond)
+	b := make([]byte, 4)
+	rand.Read(b)
+	s, err := redissessions.Open(ctx, url, redisstore.ProfilePrefix("ttl-"+hex.EncodeToString(b)), 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +67,11 @@ func TestTTL(t *testing.T) {
 }
 
 func TestOpenDown(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := testenv.RedisServer(t)
 	url := srv.URL()
-	srv.Stop()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := redissessions.Open(ctx, url, "p:", 0); err == nil {
