@@ -36,8 +36,9 @@ func WithTLSConfig(c *tls.Config) DialOption {
 // go-redis tuning as query parameters (dial_timeout, read_timeout, ...).
 //
 // Unless the URL sets max_retries, the client does not retry commands on its
-// own: a retried script could apply twice and turn a successful Create into
-// ErrExists. The store's spool does the retrying instead.
+// own, nor dials more than once per command: a retried script could apply
+// twice and turn a successful Create into ErrExists, and the store's spool
+// does the retrying anyway.
 //
 // Errors name the URL with its password masked.
 func Dial(ctx context.Context, rawURL string, dopts ...DialOption) (*redis.Client, error) {
@@ -58,6 +59,10 @@ func Dial(ctx context.Context, rawURL string, dopts ...DialOption) (*redis.Clien
 	if !u.Query().Has("max_retries") {
 		o.MaxRetries = -1
 	}
+	// One dial per attempt, not go-redis's five: against an unreachable
+	// host each costs a dial timeout, and a read during an outage should
+	// fail after one.
+	o.DialerRetries = 1
 	for _, f := range dopts {
 		f(o)
 	}
