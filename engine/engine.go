@@ -34,6 +34,10 @@ type Options struct {
 	// Logger for operational logs; default discards below warnings to
 	// the profile's log file.
 	Logger *slog.Logger
+	// LongLived marks a process that runs for a long time (hermes serve):
+	// its span exporter retries. Short commands give up at once instead,
+	// so a collector that is down never delays their exit.
+	LongLived bool
 }
 
 // Engine is an opened profile.
@@ -73,7 +77,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("locate hermes binary: %w", err)
 		}
 	}
-	if e.Tracing, err = tracing.Setup(ctx, tracing.Options{Getenv: opts.Getenv}); err != nil {
+	if e.Tracing, err = tracing.Setup(ctx, tracing.Options{Getenv: opts.Getenv, NoRetry: !opts.LongLived}); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("tracing: %w", err)
 	}

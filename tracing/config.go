@@ -49,6 +49,7 @@ type settings struct {
 	endpointURL string
 	sampler     sdktrace.Sampler
 	serviceName string
+	noRetry     bool
 }
 
 // envLookup returns a getenv that trims values, defaulting to os.Getenv.

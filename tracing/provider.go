@@ -43,6 +43,10 @@ type Options struct {
 	// it over. Exporter headers, timeouts and TLS always come from the
 	// process environment.
 	Getenv func(string) string
+	// NoRetry turns off the exporters' retries, for short-lived commands:
+	// an unreachable collector then costs a failed export, not seconds of
+	// backoff while the command tries to exit.
+	NoRetry bool
 }
 
 // Provider is hermes' handle on tracing: either a real SDK provider with an
@@ -71,6 +75,7 @@ func Setup(ctx context.Context, opts Options) (*Provider, error) {
 	if st.protocol == "" {
 		return Noop(), nil
 	}
+	st.noRetry = opts.NoRetry
 	exp, err := newExporter(ctx, st)
 	if err != nil {
 		return nil, err
@@ -85,6 +90,9 @@ func newExporter(ctx context.Context, st settings) (sdktrace.SpanExporter, error
 	switch st.protocol {
 	case ProtocolGRPC:
 		var o []otlptracegrpc.Option
+		if st.noRetry {
+			o = append(o, otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}))
+		}
 		if st.endpointURL != "" {
 			o = append(o, otlptracegrpc.WithEndpointURL(st.endpointURL))
 		}
@@ -95,6 +103,9 @@ func newExporter(ctx context.Context, st settings) (sdktrace.SpanExporter, error
 		return exp, nil
 	case ProtocolHTTPProtobuf:
 		var o []otlptracehttp.Option
+		if st.noRetry {
+			o = append(o, otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		}
 		if st.endpointURL != "" {
 			o = append(o, otlptracehttp.WithEndpointURL(st.endpointURL))
 		}

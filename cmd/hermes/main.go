@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 )
 
 // version is stamped by the build (-ldflags "-X main.version=…"); a plain
@@ -55,6 +56,10 @@ func main() {
 	// which would add lines to hermes's one-line errors; the same failures
 	// reach hermes as returned errors, so its logger stays silent.
 	redis.SetLogger(silentRedisLog{})
+	// Likewise the OpenTelemetry SDK reports failed exports through a
+	// process-wide handler that prints to stderr; an unreachable collector
+	// must not garble command output. Spans are best effort.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
