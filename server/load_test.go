@@ -19,10 +19,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/client"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
+
+// storeConfigs are the receipt stores the load and fault tests run on: the
+// embedded file store, and Redis (the shared test server; keys are under
+// the test's own profile path, so nothing collides).
+var storeConfigs = []struct {
+	name   string
+	config func(t *testing.T) string
+}{
+	{"file", func(*testing.T) string { return "" }},
+	{"redis", func(t *testing.T) string {
+		return "store:\n  redis_url: " + testenv.Redis(t) + "\n  result_retention: 2h\n"
+	}},
+}
 
 // TestAPILoad starts 500 background jobs through the API from 20
 // concurrent clients, then checks that every one left a correct receipt.
@@ -30,9 +45,15 @@ func TestAPILoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load test skipped in -short mode")
 	}
+	for _, sc := range storeConfigs {
+		t.Run(sc.name, func(t *testing.T) { loadTest(t, sc.name, sc.config(t)) })
+	}
+}
+
+func loadTest(t *testing.T, store, config string) {
 	const token = "load-test-token-0123456789"
 	const jobs, clients = 500, 20
-	ts := startServer(t, serverConfig{tokens: token + " load\n"})
+	ts := startServer(t, serverConfig{tokens: token + " load\n", config: config})
 	ctx := context.Background()
 
 	ids := make([]string, jobs)
@@ -108,8 +129,8 @@ func TestAPILoad(t *testing.T) {
 		t.Error(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(ts.TenantsDir, "load", "logs", "process-results", "proc_*.json"))
-	if len(files) != jobs {
-		t.Errorf("%d receipt files, want %d", len(files), jobs)
+	if want := map[string]int{"file": jobs, "redis": 0}[store]; len(files) != want {
+		t.Errorf("%d receipt files, want %d", len(files), want)
 	}
 	// The server watched every job to its end.
 	deadline := time.Now().Add(10 * time.Second)
@@ -124,8 +145,8 @@ func TestAPILoad(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("%d jobs from %d clients: all started in %s (%.0f starts/s); all receipts checked after %s (%.0f jobs/s end to end)",
-		jobs, clients, started.Round(time.Millisecond), float64(jobs)/started.Seconds(), total.Round(time.Millisecond), float64(jobs)/total.Seconds())
+	t.Logf("%s store: %d jobs from %d clients: all started in %s (%.0f starts/s); all receipts checked after %s (%.0f jobs/s end to end)",
+		store, jobs, clients, started.Round(time.Millisecond), float64(jobs)/started.Seconds(), total.Round(time.Millisecond), float64(jobs)/total.Seconds())
 }
 
 // metricSum adds up every sample of a metric in a Prometheus text page.
@@ -219,8 +240,15 @@ func TestServeKillRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill-restart test skipped in -short mode")
 	}
+	for _, sc := range storeConfigs {
+		t.Run(sc.name, func(t *testing.T) { killRestart(t, sc.config(t)) })
+	}
+}
+
+func killRestart(t *testing.T, config string) {
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
+	writeConfig(t, home, config)
 	tokens := filepath.Join(root, "tokens")
 	tok := map[string]string{"red": "kill-restart-red-0123456789", "blue": "kill-restart-blue-012345678"}
 	if err := os.WriteFile(tokens, []byte(tok["red"]+" red\n"+tok["blue"]+" blue\n"), 0o600); err != nil {
@@ -380,6 +408,20 @@ func TestServeKillRestart(t *testing.T) {
 	t.Logf("%d started jobs, %d lost receipts", len(known), lost)
 }
 
+// writeConfig writes the server profile's config.yaml, if any.
+func writeConfig(t *testing.T, home, config string) {
+	t.Helper()
+	if config == "" {
+		return
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func get(t *testing.T, url string) []byte {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -389,4 +431,181 @@ func get(t *testing.T, url string) []byte {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return b
+}
+
+// TestServeKillRestartDocker SIGKILLs a `hermes serve` running container
+// jobs (receipts in Redis), restarts it, and checks that the containers
+// still running were reattached (listed as running, watched, killable
+// through the new server) and that every started job has its receipt.
+func TestServeKillRestartDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kill-restart test skipped in -short mode")
+	}
+	image := testenv.Docker(t)
+	config := storeConfigs[1].config(t)
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	writeConfig(t, home, config)
+	tokens := filepath.Join(root, "tokens")
+	const tok = "kill-restart-docker-0123456789"
+	if err := os.WriteFile(tokens, []byte(tok+" dock\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tenantHome := filepath.Join(home, "tenants", "dock")
+	t.Cleanup(func() { killContainers(t, tenantHome) })
+	first := startServe(t, home, tokens)
+
+	type job struct {
+		n, code int
+		long    bool
+		id      string
+	}
+	const total, clients, killAt = 16, 4, 8
+	jobs := make([]*job, total)
+	for n := range total {
+		jobs[n] = &job{n: n, code: n % 5, long: n%2 == 0}
+	}
+	work := make(chan *job)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answered := 0
+	for range clients {
+		c, _ := client.New(first.url, client.Options{Token: tok, Timeout: 30 * time.Second})
+		wg.Go(func() {
+			for j := range work {
+				cmd := fmt.Sprintf("echo job-%d; exit %d", j.n, j.code)
+				if j.long {
+					cmd = fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 5+j.n%3, j.n, j.code)
+				}
+				info, err := c.Start(context.Background(), runner.StartRequest{Command: cmd, Backend: "docker", Image: image, Cwd: "/"})
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				j.id = info.SessionID
+				if answered++; answered == killAt {
+					_ = first.cmd.Process.Signal(syscall.SIGKILL)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	<-first.done
+	if answered < killAt {
+		t.Fatalf("only %d docker starts answered:\n%s", answered, first.log())
+	}
+	var known []*job
+	for _, j := range jobs {
+		if j.id != "" {
+			known = append(known, j)
+		}
+	}
+
+	second := startServe(t, home, tokens)
+	c, _ := client.New(second.url, client.Options{Token: tok})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	running, err := c.List(ctx, runner.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reattached []string
+	for _, in := range running {
+		if in.Backend == "docker" && in.Status == receipts.StatusRunning && in.ContainerID != "" {
+			reattached = append(reattached, in.SessionID)
+		}
+	}
+	watched := metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
+	t.Logf("%d of %d docker starts answered before SIGKILL; %d containers running after restart, %v watched",
+		len(known), total, len(reattached), watched)
+	if len(reattached) == 0 {
+		t.Fatalf("no running container after the restart: nothing was reattached\n%s", second.log())
+	}
+	if watched < float64(len(reattached)) {
+		t.Errorf("new server watches %v jobs, but %d containers run", watched, len(reattached))
+	}
+	// The new server controls what it reattached.
+	victim := reattached[0]
+	k, err := c.Kill(ctx, victim)
+	if err != nil || k.Status != receipts.StatusKilled {
+		t.Fatalf("kill reattached container job: %+v %v", k, err)
+	}
+	for _, j := range known {
+		if _, err := c.Wait(ctx, j.id); err != nil {
+			t.Errorf("wait job %d: %v", j.n, err)
+			continue
+		}
+		rec, err := c.Receipt(ctx, j.id)
+		if err != nil {
+			t.Errorf("job %d (%s) has no receipt: %v", j.n, j.id, err)
+			continue
+		}
+		want := fmt.Sprintf("job-%d\n", j.n)
+		if j.long {
+			want = fmt.Sprintf("start-%d\nend-%d\n", j.n, j.n)
+		}
+		switch {
+		case rec.Backend != "docker" || rec.ContainerID == "":
+			t.Errorf("job %d: receipt backend %q container %q", j.n, rec.Backend, rec.ContainerID)
+		case j.id == victim:
+			if rec.Status != receipts.StatusKilled {
+				t.Errorf("killed job %d: receipt %s", j.n, rec.Status)
+			}
+		case rec.Status != receipts.StatusExited || rec.ExitCode != j.code || rec.Output != want:
+			t.Errorf("job %d: receipt %s exit %d output %q, want exited %d %q", j.n, rec.Status, rec.ExitCode, rec.Output, j.code, want)
+		}
+	}
+	// No container of the profile is left running.
+	b, err := docker.New(docker.Options{Profile: tenantHome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		live, err := b.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left := 0
+		for _, l := range live {
+			if !l.Lost {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d containers still running", left)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// killContainers kills whatever containers of profile still run, so that a
+// failed test leaves nothing behind.
+func killContainers(t *testing.T, profile string) {
+	b, err := docker.New(docker.Options{Profile: profile})
+	if err != nil {
+		return
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, err := b.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, l := range live {
+		if h, _, err := b.Attach(ctx, l.ID); err == nil {
+			_ = h.Signal(ctx, syscall.SIGKILL)
+		}
+	}
 }

@@ -87,6 +87,8 @@ type testServer struct {
 type serverConfig struct {
 	// tokens is the tokens file content; empty means single-tenant.
 	tokens string
+	// config is the server profile's config.yaml, which tenants share.
+	config string
 	opts   func(*server.Options)
 }
 
@@ -97,6 +99,14 @@ func startServer(t testing.TB, cfg serverConfig) *testServer {
 	opts := server.Options{
 		Listen: "127.0.0.1:0", Getenv: envOf(map[string]string{"HERMES_HOME": ts.Home}),
 		Exe: hermesBin, Logger: testLogger(t), TenantsDir: ts.TenantsDir, WorkDir: root,
+	}
+	if cfg.config != "" {
+		if err := os.MkdirAll(ts.Home, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ts.Home, "config.yaml"), []byte(cfg.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if cfg.tokens != "" {
 		path := filepath.Join(root, "tokens")

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
@@ -35,15 +36,28 @@ type Tenant struct {
 // backends that find its jobs again after a restart.
 type RegistryFunc func(e *engine.Engine) (*runner.Registry, []runner.Attacher, error)
 
-// DefaultRegistry runs local jobs behind detached shims, which survive the
-// server; they are found again through the profile's run directory.
+// DefaultRegistry is the profile's background registry: local jobs run
+// behind detached shims and containers under detached watchers, so both
+// survive the server. Local jobs are found again through the profile's run
+// directory, containers through their labels when a Docker engine answers.
 func DefaultRegistry(e *engine.Engine) (*runner.Registry, []runner.Attacher, error) {
 	reg, err := e.Registry(engine.Background)
 	if err != nil {
 		return nil, nil, err
 	}
-	return reg, []runner.Attacher{e.Detached()}, nil
+	attachers := []runner.Attacher{e.Detached()}
+	if d, err := e.Docker(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), dockerPingTimeout)
+		if d.Ping(ctx) == nil {
+			attachers = append(attachers, d)
+		}
+		cancel()
+	}
+	return reg, attachers, nil
 }
+
+// dockerPingTimeout bounds the check for a Docker engine when a tenant opens.
+const dockerPingTimeout = 3 * time.Second
 
 // tenants opens tenant profiles on first use and keeps them open.
 type tenants struct {
