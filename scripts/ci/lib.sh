@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # Shared helpers for the scripts in scripts/ci. Source it; do not run it.
 #
-# Every script here is idempotent: it checks whether its service or artefact is
-# already there and answering, and only then does the work, so .ci/run can be
-# rerun on a machine where a previous run left things running.
+# Every script here is idempotent: it does its work only when its service or
+# artefact is not already there and answering, so .ci/run can be rerun on a
+# machine where a previous run left things running.
 
 # Root of the repository, whatever the caller's working directory.
 HERMES_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
