@@ -250,13 +250,9 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 		w := io.Writer(p.buf)
 		writers := []io.Writer{p.buf}
 		if r.opts.SpillDir != "" {
-			spill, err := outbuf.NewSpill(filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), r.opts.SpillBytes)
-			if err != nil {
-				r.log.Warn("no spill log", "id", p.spec.ID, "err", err)
-			} else {
-				defer spill.Close()
-				writers = append(writers, spill)
-			}
+			spill := &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
+			defer spill.Close()
+			writers = append(writers, spill)
 		}
 		if tee != nil {
 			writers = append(writers, tee)

@@ -12,8 +12,17 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
+
+// sweepEvery bounds how often one FileStore stats every receipt file (to
+// delete expired ones and learn their ages). Between sweeps a write lists
+// the directory's names and, only when they number more than MaxRetained,
+// stats the files it has not seen yet: statting every file on every write
+// made a write cost O(retained). Expired files left until the next sweep
+// are never served, since load checks expiry.
+const sweepEvery = time.Minute
 
 // FileStore is the embedded default Store: one JSON file per receipt,
 // <dir>/<id>.json, written atomically (temporary file, then rename or link).
@@ -25,6 +34,13 @@ type FileStore struct {
 	opts Options
 	now  func() time.Time
 	log  *slog.Logger
+
+	mu        sync.Mutex
+	lastSweep time.Time
+	// ages holds the mtime of each receipt file seen since the last sweep
+	// (nil before the first). It is a hint: a file missing from it is
+	// statted, and a file is statted again before it is removed.
+	ages map[string]time.Time
 }
 
 // NewFileStore returns a store keeping receipts in dir (normally
@@ -49,7 +65,7 @@ func (s *FileStore) Put(_ context.Context, r *Receipt) error {
 	if err := os.Rename(tmp, s.Path(r.SessionID)); err != nil {
 		return fmt.Errorf("receipt %s: %w", r.SessionID, err)
 	}
-	s.trim()
+	s.trim(r.SessionID)
 	return nil
 }
 
@@ -72,12 +88,12 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 			if err := os.Rename(tmp, final); err != nil {
 				return fmt.Errorf("receipt %s: %w", r.SessionID, err)
 			}
-			s.trim()
+			s.trim(r.SessionID)
 			return nil
 		}
 		return fmt.Errorf("receipt %s: %w", r.SessionID, err)
 	}
-	s.trim()
+	s.trim(r.SessionID)
 	return nil
 }
 
@@ -194,54 +210,87 @@ func (s *FileStore) expired(st fs.FileInfo) bool {
 	return s.now().Sub(st.ModTime()) > s.opts.Retention
 }
 
-// ids lists the receipt ids present in dir, expired or not.
+// ids lists the receipt ids present in dir, expired or not, in no
+// particular order. Names only: no sorting, no per-entry objects, which
+// matters with many thousands of receipts.
 func (s *FileStore) ids() ([]string, error) {
-	entries, err := os.ReadDir(s.dir)
+	d, err := os.Open(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("receipt store: %w", err)
 	}
-	ids := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && IsID(id) {
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("receipt store: %w", err)
+	}
+	ids := names[:0]
+	for _, name := range names {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && IsID(id) {
 			ids = append(ids, id)
 		}
 	}
 	return ids, nil
 }
 
-// trim drops expired receipts and then the oldest beyond MaxRetained. It is
-// best effort: a concurrent trim in another process may remove the same
-// files first.
-func (s *FileStore) trim() {
+// trim drops expired receipts and then the oldest beyond MaxRetained,
+// after this store wrote the receipt wrote. It is best effort: a
+// concurrent trim in another process may remove the same files first.
+func (s *FileStore) trim(wrote string) {
 	ids, err := s.ids()
 	if err != nil {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	sweep := s.ages == nil || now.Sub(s.lastSweep) >= sweepEvery
+	if sweep {
+		s.ages, s.lastSweep = nil, now
+	} else {
+		delete(s.ages, wrote) // rewritten: its age changed
+		if len(ids) <= s.opts.MaxRetained {
+			return
+		}
+	}
 	type entry struct {
-		path string
-		mod  time.Time
+		id  string
+		mod time.Time
 	}
 	live := make([]entry, 0, len(ids))
+	ages := make(map[string]time.Time, len(ids))
 	for _, id := range ids {
-		p := s.Path(id)
-		st, err := os.Stat(p)
-		if err != nil {
-			continue
+		mod, known := s.ages[id]
+		if !known || now.Sub(mod) > s.opts.Retention {
+			st, err := os.Stat(s.Path(id))
+			if err != nil {
+				continue
+			}
+			if s.expired(st) {
+				s.remove(s.Path(id))
+				continue
+			}
+			mod = st.ModTime()
 		}
-		if s.expired(st) {
-			s.remove(p)
-			continue
-		}
-		live = append(live, entry{p, st.ModTime()})
+		ages[id] = mod
+		live = append(live, entry{id, mod})
 	}
+	s.ages = ages // forgets files that are gone
 	if len(live) <= s.opts.MaxRetained {
 		return
 	}
 	slices.SortFunc(live, func(a, b entry) int {
-		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.path, b.path))
+		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.id, b.id))
 	})
 	for _, e := range live[:len(live)-s.opts.MaxRetained] {
-		s.remove(e.path)
+		// Another process may have rewritten it since its age was
+		// cached: a file that is not what the cache says stays until
+		// the next trim sees it correctly.
+		if st, err := os.Stat(s.Path(e.id)); err == nil && !st.ModTime().Equal(e.mod) {
+			s.ages[e.id] = st.ModTime()
+			continue
+		}
+		s.remove(s.Path(e.id))
+		delete(s.ages, e.id)
 	}
 }
 

@@ -6,8 +6,8 @@ package receipts
 import (
 	"context"
 	"errors"
-	"regexp"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -110,18 +110,30 @@ func TailChars(s string, n int) string {
 	return s[i:]
 }
 
-var (
-	fullID   = regexp.MustCompile(`^proc_[0-9a-f]{12}$`)
-	prefixID = regexp.MustCompile(`^proc_[0-9a-f]{4,12}$`)
-)
-
 // IsID reports whether s is a complete process id: proc_ and 12 lowercase
 // hex digits.
-func IsID(s string) bool { return fullID.MatchString(s) }
+func IsID(s string) bool { return len(s) == len(idPrefix)+12 && IsPrefix(s) }
 
 // IsPrefix reports whether s may be used to look a process up: a complete id
 // or proc_ followed by at least four lowercase hex digits.
-func IsPrefix(s string) bool { return prefixID.MatchString(s) }
+//
+// Both are checked by hand rather than by regexp: stores call IsID on every
+// name in a directory listing, which a regexp made the costliest part of
+// listing 100,000 receipts.
+func IsPrefix(s string) bool {
+	digits, ok := strings.CutPrefix(s, idPrefix)
+	if !ok || len(digits) < 4 || len(digits) > 12 {
+		return false
+	}
+	for i := 0; i < len(digits); i++ {
+		if c := digits[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+const idPrefix = "proc_"
 
 // Scope says whose receipts a caller may read: the owner session ids
 // (parent_session_id values) it is entitled to. The empty string stands for
