@@ -14,9 +14,10 @@
 # that hash holds (a new go.sum or Go release makes a new one).
 #
 # Smoke tests: `hermes --version` in the image; then, once the binary has a
-# `serve` command, `hermes serve` in the image against CI's Redis (read-only
-# root file system, all capabilities dropped, the engine's socket mounted:
-# as the Helm chart runs it): /healthz, /readyz and /metrics answer, a
+# `serve` command, `hermes serve` in the image against CI's Redis, the way
+# the Helm chart runs it (its flags, a read-only root file system, all
+# capabilities dropped, config.yaml mounted into the home, a tokens
+# directory, the engine's socket): /healthz, /readyz and /metrics answer, a
 # request without a token gets 401, a docker job started through the API
 # ends with its exit code, output and receipt, another tenant's token gets
 # 404 on it, and SIGTERM stops the server cleanly (exit status 0).
@@ -171,8 +172,12 @@ serve_smoke() {
 	trap "docker rm -f '$container' >/dev/null 2>&1 || true; rm -rf '$dir'" EXIT
 	# Two tenants; the file must be readable by the image's user.
 	local token_a="ci-smoke-a-$$-$RANDOM$RANDOM" token_b="ci-smoke-b-$$-$RANDOM$RANDOM"
-	printf '%s ci-a\n%s ci-b\n' "$token_a" "$token_b" >"$dir/tokens"
-	chmod 0644 "$dir/tokens"
+	mkdir -p "$dir/tokens"
+	printf '%s ci-a\n%s ci-b\n' "$token_a" "$token_b" >"$dir/tokens/tokens"
+	# config.yaml as the chart mounts it: one file inside the home volume,
+	# shared by the tenants; the job below names no image and gets this one.
+	printf 'terminal:\n  env: docker\n  docker_image: hermes-test-busybox:latest\n' >"$dir/config.yaml"
+	chmod -R a+rX "$dir"
 	# The engine's socket, as the chart's docker.mode=socket mounts it: the
 	# runner's user gets the socket's group.
 	local -a docker_args=()
@@ -183,10 +188,11 @@ serve_smoke() {
 	docker run -d --name "$container" --network host \
 		--read-only --tmpfs /tmp --tmpfs /var/lib/hermes:uid=65532,gid=65532,mode=0700 \
 		--cap-drop ALL --security-opt no-new-privileges \
-		-v "$dir/tokens:/etc/hermes/tokens:ro" "${docker_args[@]}" \
+		-v "$dir/tokens:/etc/hermes/tokens:ro" -v "$dir/config.yaml:/var/lib/hermes/config.yaml:ro" \
+		"${docker_args[@]}" \
 		-e "HERMES_REDIS_URL=redis://127.0.0.1:$redis_port/0" \
-		-e HERMES_TOKENS_FILE=/etc/hermes/tokens \
-		"$image" serve --listen "127.0.0.1:$serve_port" >/dev/null
+		"$image" serve --listen="127.0.0.1:$serve_port" --tokens=/etc/hermes/tokens/tokens \
+		--shutdown-timeout=30s --backends=docker >/dev/null
 
 	if ! wait_for 30 "hermes serve /readyz" curl -fsS --max-time 2 "$base/readyz"; then
 		docker logs "$container" 2>&1 | tail -n 30 >&2
@@ -203,7 +209,7 @@ serve_smoke() {
 		# other tenant's 404 on its id.
 		local auth_a="Authorization: Bearer $token_a" auth_b="Authorization: Bearer $token_b" resp id
 		resp="$(curl -fsS --max-time 30 -H "$auth_a" -H 'Content-Type: application/json' \
-			-d '{"command":"echo hermes-image-smoke; exit 3","backend":"docker","image":"hermes-test-busybox:latest"}' \
+			-d '{"command":"echo hermes-image-smoke; exit 3","backend":"docker"}' \
 			"$base/v1/processes")" || { docker logs "$container" 2>&1 | tail -n 30 >&2; die "POST /v1/processes failed"; }
 		id="$(grep -o '"session_id":"proc_[0-9a-f]*"' <<<"$resp" | head -n1 | cut -d'"' -f4)"
 		[ -n "$id" ] || die "start answered without a process id: $resp"
