@@ -262,9 +262,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 		}
 		go func() {
 			defer close(pumped)
-			// Larger reads than io.Copy's 32 KiB halve the syscalls on
-			// chatty children; the buffer is the same for every job.
-			if _, err := io.CopyBuffer(w, out, make([]byte, 256<<10)); err != nil {
+			if _, err := pump(w, out); err != nil {
 				r.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
 			}
 		}()
