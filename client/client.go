@@ -35,9 +35,12 @@ import (
 // Follow and Kill, which bound themselves.
 const DefaultTimeout = time.Minute
 
-// maxEventLine bounds one server-sent event line: an output event holds at
-// most a receipt's worth of output, JSON-escaped.
-const maxEventLine = 16 << 20
+// maxEventLine bounds one server-sent event line and maxAnswer one JSON
+// answer: either holds at most a receipt's worth of output, JSON-escaped.
+const (
+	maxEventLine = 16 << 20
+	maxAnswer    = 16 << 20
+)
 
 // Options configure a Client.
 type Options struct {
@@ -190,7 +193,7 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, in
 
 // decode reads a JSON answer: out for 2xx, an *Error otherwise.
 func (c *Client) decode(resp *http.Response, out any) error {
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxEventLine))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return fmt.Errorf("read answer of hermes runner at %s: %w", c.base, err)
 	}
