@@ -128,7 +128,7 @@ builder_image() {
 }
 
 build() {
-	local builder version t0 size
+	local builder version t0 size stage_tag="$builder_repo-stage:latest" old new id
 	builder="$(builder_image)"
 	version="${VERSION:-$(git -C "$HERMES_ROOT" describe --always --dirty 2>/dev/null || echo dev)}"
 	t0=$SECONDS
@@ -136,14 +136,23 @@ build() {
 	# The classic builder unless buildx is there: BuildKit needs that plugin.
 	local buildkit=0
 	docker buildx version >/dev/null 2>&1 && buildkit=1
-	if ! DOCKER_BUILDKIT=$buildkit docker build --network none \
-		--build-arg "BUILDER_IMAGE=$builder" \
-		--build-arg BASE_IMAGE=scratch \
-		--build-arg "VERSION=$version" \
-		-t "$image" "$HERMES_ROOT" >"$HERMES_CI_STATE_DIR/docker-build.log" 2>&1; then
+	local -a args=(--network none --build-arg "BUILDER_IMAGE=$builder"
+		--build-arg BASE_IMAGE=scratch --build-arg "VERSION=$version")
+	# The build stage is tagged too (its second build below is all cache):
+	# then the previous run's images are known by id and removed once
+	# replaced, instead of piling up as untagged layers, a few hundred MB
+	# a run, while the current ones stay as the next run's cache.
+	old="$(docker image inspect -f '{{.Id}}' "$image" "$stage_tag" 2>/dev/null || true)"
+	if ! { DOCKER_BUILDKIT=$buildkit docker build "${args[@]}" --target build -t "$stage_tag" "$HERMES_ROOT" &&
+		DOCKER_BUILDKIT=$buildkit docker build "${args[@]}" -t "$image" "$HERMES_ROOT"; } \
+		>"$HERMES_CI_STATE_DIR/docker-build.log" 2>&1; then
 		tail -n 40 "$HERMES_CI_STATE_DIR/docker-build.log" >&2
 		die "docker build failed (log: $HERMES_CI_STATE_DIR/docker-build.log)"
 	fi
+	new="$(docker image inspect -f '{{.Id}}' "$image" "$stage_tag")"
+	for id in $old; do
+		grep -qxF "$id" <<<"$new" || docker rmi "$id" >/dev/null 2>&1 || true
+	done
 	size="$(docker image inspect -f '{{.Size}}' "$image")"
 	log "built $image in $(elapsed "$t0"): $((size / 1024)) KiB ($(awk -v s="$size" 'BEGIN{printf "%.1f MB", s/1e6}'))"
 
