@@ -59,13 +59,17 @@ func (h *Handle) Ref() string { return h.cid }
 
 // PID is the host pid of the container's first process while it runs, or 0
 // (also when the engine is reached over the network: its pids are not this
-// host's). The first call asks the engine, bounded to a few seconds, and
-// caches the answer.
+// host's). The first call reads the container's cgroup, or failing that
+// asks the engine, bounded to a few seconds, and caches the answer.
 func (h *Handle) PID() int {
 	h.pidMu.Lock()
 	defer h.pidMu.Unlock()
 	if h.pid != 0 || !strings.HasPrefix(h.b.cli.DaemonHost(), "unix://") {
 		return h.pid
+	}
+	if pid, found := cgroupPID(h.cid); found {
+		h.pid = pid
+		return pid
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
