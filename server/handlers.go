@@ -158,7 +158,13 @@ func (s *Server) startRequest(t *Tenant, req wire.StartRequest) (runner.StartReq
 		return out, errors.New("command contains a NUL byte")
 	}
 	backend := req.Backend
-	if backend == "" {
+	switch {
+	case backend != "":
+	case t.Engine.Profile.Config.Terminal.Env != "":
+		backend = t.Engine.Profile.Config.Terminal.Env
+	case len(s.opts.Backends) == 1:
+		backend = s.opts.Backends[0]
+	default:
 		backend = "local"
 	}
 	if len(s.opts.Backends) > 0 && !slices.Contains(s.opts.Backends, backend) {
@@ -193,7 +199,7 @@ func (s *Server) startRequest(t *Tenant, req wire.StartRequest) (runner.StartReq
 		}
 	}
 	return runner.StartRequest{
-		Command: req.Command, Backend: req.Backend, Image: image, Cwd: cwd, Env: req.Env,
+		Command: req.Command, Backend: backend, Image: image, Cwd: cwd, Env: req.Env,
 		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
 		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
 	}, nil

@@ -153,7 +153,7 @@ func (p *tenants) open(ctx context.Context, name string) (*Tenant, error) {
 		log = log.With("tenant", name)
 	}
 	// The engine outlives this request: it must not inherit its deadline.
-	e, err := engine.Open(context.WithoutCancel(ctx), engine.Options{Getenv: getenv, Exe: p.exe, Logger: log})
+	e, err := engine.Open(context.WithoutCancel(ctx), engine.Options{Getenv: getenv, Exe: p.exe, Logger: log, LongLived: true})
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -17,7 +18,7 @@ import (
 type RunCmd struct {
 	Background bool          `short:"b" help:"Start the command detached and print its start receipt; it keeps running after hermes exits."`
 	Notify     bool          `help:"Queue a completion for the owning agent session when the command finishes."`
-	Backend    string        `enum:"local,docker" default:"local" help:"Where to run: local (bash child) or docker (detached container)."`
+	Backend    string        `placeholder:"local|docker" help:"Where to run: local (bash child) or docker (detached container). Default: terminal.env in config.yaml (or the runner's), else local."`
 	Image      string        `help:"Container image for --backend docker (default: terminal.docker_image in config.yaml)."`
 	Cwd        string        `help:"Working directory (default: the current one)." type:"path"`
 	Env        []string      `short:"e" help:"Extra environment variable KEY=VALUE (repeatable)."`
@@ -29,6 +30,22 @@ type RunCmd struct {
 
 // Run implements the command.
 func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
+	if c.Backend != "" && c.Backend != "local" && c.Backend != "docker" {
+		return badInput("--backend %q: want local or docker", c.Backend)
+	}
+	if c.Backend == "" && g.RunnerURL == "" {
+		prof, err := config.Load(g.Getenv)
+		if err != nil {
+			return err
+		}
+		c.Backend = prof.Config.Terminal.Env
+		if c.Backend == "" {
+			c.Backend = "local"
+		}
+		if c.Backend != "local" && c.Backend != "docker" {
+			return badInput("terminal.env %q in config.yaml: want local or docker", c.Backend)
+		}
+	}
 	req, err := c.request(g)
 	if err != nil {
 		return err
