@@ -316,6 +316,23 @@ func TestDockerForeground(t *testing.T) {
 			t.Fatalf("log = %+v", st)
 		}
 	})
+	t.Run("backend and image from config.yaml", func(t *testing.T) {
+		t.Parallel()
+		p, image := newDockerProfile(t)
+		cfg := "terminal:\n  env: docker\n  docker_image: " + image + "\n"
+		if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res := p.hermes("--json", "run", "--", "echo configured")
+		if rec := jsonOf[storedReceipt](t, res); res.code != 0 || rec.Backend != "docker" || rec.Image != image || rec.Output != "configured\n" {
+			t.Fatalf("run with terminal.env docker = %s", res)
+		}
+		// --backend local still overrides it.
+		res = p.hermes("--json", "run", "--backend", "local", "--", "echo here")
+		if rec := jsonOf[storedReceipt](t, res); res.code != 0 || rec.Backend != "local" {
+			t.Fatalf("run --backend local = %s", res)
+		}
+	})
 	t.Run("timeout", func(t *testing.T) {
 		t.Parallel()
 		p, image := newDockerProfile(t)
