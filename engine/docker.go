@@ -34,6 +34,7 @@ func (e *Engine) Docker() (*docker.Backend, error) {
 		Profile: e.Profile.Home, DefaultImage: e.Profile.Config.Terminal.DockerImage,
 		PidsLimit: c.PidsLimit, NetworkMode: c.Network, CapAdd: c.CapAdd,
 		Keep: c.Keep, MountWorkdir: c.MountWorkdir, Logger: e.Logger,
+		Host: e.getenv("DOCKER_HOST"),
 	}
 	if c.Memory != "" {
 		mem, err := units.RAMInBytes(c.Memory)

@@ -129,6 +129,15 @@ type Attacher interface {
 	Attach(ctx context.Context, id string) (Handle, Live, error)
 }
 
+// Peeker is implemented by Attachers that can describe one live process by
+// its exact id without listing them all or attaching to it: lookups by id
+// then cost one read, and a caller outside the owner's scope never gets a
+// handle.
+type Peeker interface {
+	// Peek returns the live process id, or ErrNoProcess.
+	Peek(ctx context.Context, id string) (Live, error)
+}
+
 // ErrNoProcess is returned by Attach when no live process has the id.
 var ErrNoProcess = errors.New("no such live process")
 

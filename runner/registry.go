@@ -36,7 +36,14 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	DefaultKillGrace  = 5 * time.Second
+	DefaultKillGrace = 5 * time.Second
+	// DefaultForgetAfter bounds the memory of a long-lived registry (a
+	// shared runner, a long agent session).
+	DefaultForgetAfter = 30 * time.Minute
+	// maxQueued caps the completion queue: a registry whose owners never
+	// take their completions (a runner without agents) cannot grow it
+	// without end; the oldest go first.
+	maxQueued         = 10_000
 	DefaultTailChars  = 2000
 	completionTailLen = 4000
 	// RedactMargin is how many characters beyond the output bound are
@@ -47,6 +54,10 @@ const (
 
 // ErrNotFound is returned when no process visible to the caller matches.
 var ErrNotFound = errors.New("process not found")
+
+// ErrFinished is returned by Write, CloseStdin and Signal for a process
+// that has already ended.
+var ErrFinished = errors.New("has already finished")
 
 // Options configure a Registry. Store and at least one Backend are required.
 type Options struct {
@@ -71,6 +82,10 @@ type Options struct {
 	// RedactLive masks secrets in output served from memory too. Receipts
 	// are redacted whatever this says.
 	RedactLive bool
+	// ForgetAfter is how long a finished process stays in memory (in
+	// listings without --retained, and for its completion) before only its
+	// receipt remains. Default DefaultForgetAfter; negative keeps forever.
+	ForgetAfter time.Duration
 	// Tracing records each process span; nil means no tracing. Process
 	// span ids are allocated either way so that receipts and children
 	// carry them.
@@ -104,6 +119,9 @@ func New(opts Options) (*Registry, error) {
 	}
 	if opts.KillGrace <= 0 {
 		opts.KillGrace = DefaultKillGrace
+	}
+	if opts.ForgetAfter == 0 {
+		opts.ForgetAfter = DefaultForgetAfter
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -311,7 +329,9 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	if exit.FinishedAt.IsZero() {
 		exit.FinishedAt = time.Now()
 	}
-	rec := p.receiptFor(exit, waitErr)
+	// Sanitized now, not only in the store: the in-memory copy feeds
+	// listings and the completion an agent sends to its model.
+	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
 	owner := receipts.Scope{Owners: []string{p.spec.Meta.ParentSessionID}}
 	if p.supervised != nil && waitErr == nil {
 		// The shim wrote the receipt before it exited; read it back.
@@ -351,6 +371,20 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 		r.enqueue(p, rec)
 	}
 	close(p.done)
+	if r.opts.ForgetAfter > 0 {
+		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
+	}
+}
+
+// forget drops a finished process and any completion of it still queued;
+// its receipt stays in the store.
+func (r *Registry) forget(p *Process) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.procs[p.spec.ID] == p {
+		delete(r.procs, p.spec.ID)
+	}
+	r.queue = slices.DeleteFunc(r.queue, func(c Completion) bool { return c.ID == p.spec.ID })
 }
 
 // Completion is a finished process whose owner asked to be notified.
@@ -367,6 +401,9 @@ type Completion struct {
 
 func (r *Registry) enqueue(p *Process, rec *receipts.Receipt) {
 	r.mu.Lock()
+	if len(r.queue) >= maxQueued {
+		r.queue = slices.Delete(r.queue, 0, len(r.queue)-maxQueued+1)
+	}
 	r.queue = append(r.queue, Completion{
 		ID: rec.SessionID, Command: rec.Command, Status: rec.Status, ExitCode: rec.ExitCode,
 		OutputTail: receipts.TailChars(rec.Output, completionTailLen), Owner: rec.ParentSessionID,
@@ -456,6 +493,11 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 	if err != nil {
 		return found{}, err
 	}
+	if receipts.IsID(idOrPrefix) {
+		if f, ok, err := r.lookupID(ctx, idOrPrefix, scope); ok || err != nil {
+			return f, err
+		}
+	}
 	var procs []*Process
 	r.mu.Lock()
 	for id, p := range r.procs {
@@ -519,6 +561,57 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 		return found{proc: p}, nil
 	}
 	return found{receipt: rec}, nil
+}
+
+// lookupID resolves a complete id without listing every live process:
+// memory, then each backend's Peek, then the store. ok is false when a
+// backend cannot peek, and the caller falls back to listing.
+func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope) (found, bool, error) {
+	r.mu.Lock()
+	p := r.procs[id]
+	r.mu.Unlock()
+	if p != nil {
+		if !scope.Allows(p.spec.Meta.ParentSessionID) {
+			return found{}, true, ErrNotFound
+		}
+		return found{proc: p}, true, nil
+	}
+	for _, b := range r.opts.Backends {
+		if _, ok := b.(Attacher); !ok {
+			continue
+		}
+		pk, ok := b.(Peeker)
+		if !ok {
+			return found{}, false, nil
+		}
+		l, err := pk.Peek(ctx, id)
+		if errors.Is(err, ErrNoProcess) {
+			continue
+		}
+		if err != nil {
+			r.log.Warn("peek live process", "backend", b.Name(), "err", err)
+			continue
+		}
+		if !scope.Allows(l.Meta.ParentSessionID) {
+			return found{}, true, ErrNotFound
+		}
+		p, err := r.attach(ctx, l)
+		if err == nil {
+			return found{proc: p}, true, nil
+		}
+		if !errors.Is(err, ErrNoProcess) {
+			return found{}, true, err
+		}
+		break // it ended meanwhile: the store has it
+	}
+	rec, err := r.opts.Store.Get(ctx, id, scope)
+	if errors.Is(err, receipts.ErrNotFound) {
+		return found{}, true, ErrNotFound
+	}
+	if err != nil {
+		return found{}, true, err
+	}
+	return found{receipt: rec}, true, nil
 }
 
 // attach adopts a process running outside this registry.
@@ -863,7 +956,7 @@ func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
 		return nil, err
 	}
 	if f.proc == nil || f.proc.isDone() {
-		return nil, fmt.Errorf("%s has already finished", id)
+		return nil, fmt.Errorf("%s: %w", id, ErrFinished)
 	}
 	return f.proc, nil
 }

@@ -66,6 +66,18 @@ func (b *Backend) Attach(ctx context.Context, id string) (runner.Handle, runner.
 	return b.newHandle(c.ID, id, c.Labels[LabelStdin] == "true"), live, nil
 }
 
+// Peek implements runner.Peeker.
+func (b *Backend) Peek(ctx context.Context, id string) (runner.Live, error) {
+	found, err := b.find(ctx, id)
+	if err != nil {
+		return runner.Live{}, err
+	}
+	if id == "" || len(found) == 0 {
+		return runner.Live{}, fmt.Errorf("docker peek %s: %w", id, runner.ErrNoProcess)
+	}
+	return b.live(found[len(found)-1]), nil
+}
+
 // find lists the profile's containers, all states, optionally only those of
 // one process id.
 func (b *Backend) find(ctx context.Context, id string) ([]container.Summary, error) {

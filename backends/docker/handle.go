@@ -140,6 +140,11 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 		exit.FinishedAt = t
 	}
 	exit.Signal = signalOf(exit.Code, st.OOMKilled)
+	if exit.Signal == 0 && strings.HasSuffix(info.Name, killedSuffix) {
+		// Asked to die and complied by exiting (a TERM trap): still a kill,
+		// whoever is the observer that records it.
+		exit.Signal = syscall.SIGTERM
+	}
 	if exit.Signal != 0 && exit.Code == 0 {
 		exit.Code = 128 + int(exit.Signal)
 	}
@@ -186,10 +191,26 @@ func signalOf(code int, oomKilled bool) syscall.Signal {
 	return 0
 }
 
+// killedSuffix marks, in a container's name, a kill that hermes asked for.
+// Only the process that asks knows of the kill, yet any observer may record
+// the end (the watcher often does): the name carries the intent to them all.
+const killedSuffix = "-killed"
+
+// markKilled renames the container before it is stopped. Best effort: a
+// container already renamed, or gone, keeps what it has.
+func (h *Handle) markKilled(ctx context.Context) {
+	if err := h.b.cli.ContainerRename(ctx, h.cid, "hermes-"+h.id+killedSuffix); err != nil {
+		h.b.log.Debug("mark killed", "id", h.id, "err", err)
+	}
+}
+
 // Signal sends sig to the container (its init forwards it to the command).
 // A container that has already stopped yields an error wrapping
 // os.ErrProcessDone.
 func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
+		h.markKilled(ctx)
+	}
 	if err := h.b.cli.ContainerKill(ctx, h.cid, signalArg(int(sig))); err != nil {
 		if cerrdefs.IsConflict(err) {
 			return fmt.Errorf("docker signal %s: %w", h.id, os.ErrProcessDone)
@@ -204,6 +225,7 @@ func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
 // container has stopped. Stopping a stopped container is not an error.
 func (h *Handle) Kill(ctx context.Context, grace time.Duration) error {
 	timeout := stopTimeout(grace)
+	h.markKilled(ctx)
 	if err := h.b.cli.ContainerStop(ctx, h.cid, container.StopOptions{Timeout: &timeout}); err != nil {
 		return h.lostOr("stop", err)
 	}

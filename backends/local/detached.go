@@ -205,6 +205,18 @@ func (d *Detached) live(st *ShimState) runner.Live {
 	}
 }
 
+// Peek implements runner.Peeker.
+func (d *Detached) Peek(_ context.Context, id string) (runner.Live, error) {
+	if !receipts.IsID(id) {
+		return runner.Live{}, runner.ErrNoProcess
+	}
+	st, err := d.readState(id)
+	if err != nil {
+		return runner.Live{}, runner.ErrNoProcess
+	}
+	return d.live(st), nil
+}
+
 // Attach implements runner.Attacher.
 func (d *Detached) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
 	st, err := d.readState(id)

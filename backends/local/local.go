@@ -14,7 +14,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,7 +64,7 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 	if base == nil {
 		base = os.Environ()
 	}
-	cmd.Env = append(append([]string(nil), base...), spec.Env...)
+	cmd.Env = append(withoutSecrets(base), spec.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	r, w, err := os.Pipe()
@@ -189,4 +191,20 @@ func (d deadlineEOF) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	return n, err
+}
+
+// hermesSecrets are variables that configure hermes itself with
+// credentials. Jobs never need them, and a job run for an untrusted agent
+// must not read the runner's store password or API tokens.
+var hermesSecrets = []string{"HERMES_REDIS_URL=", "HERMES_RUNNER_TOKEN=", "HERMES_TOKENS_FILE="}
+
+// withoutSecrets returns a copy of env without hermesSecrets.
+func withoutSecrets(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !slices.ContainsFunc(hermesSecrets, func(p string) bool { return strings.HasPrefix(kv, p) }) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

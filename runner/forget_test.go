@@ -1,0 +1,55 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// TestFinishedProcessesAreForgotten checks that a long-lived registry does
+// not grow without bound: a finished process leaves memory (and its queued
+// completion with it) after ForgetAfter, while its receipt stays readable.
+func TestFinishedProcessesAreForgotten(t *testing.T) {
+	st, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "r"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := New(Options{Store: st, Backends: []Backend{shellBackend{}}, ForgetAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := sessions.WithCurrent(context.Background(), "owner")
+	info, err := reg.Start(ctx, StartRequest{Command: "echo bye", Notify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-reg.Done(info.SessionID)
+	if n := reg.PendingCompletions(); n != 1 {
+		t.Fatalf("queued completions = %d, want 1", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for reg.Done(info.SessionID) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("finished process never left memory")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := reg.PendingCompletions(); n != 0 {
+		t.Errorf("forgotten process left %d completions queued", n)
+	}
+	if list, _ := reg.List(ctx, ListOptions{}); len(list) != 0 {
+		t.Errorf("live listing still shows %v", list)
+	}
+	res, err := reg.Log(ctx, info.SessionID, 0, 0)
+	if err != nil || res.Status != receipts.StatusExited || res.Output != "bye\n" {
+		t.Errorf("receipt after forgetting = %+v, %v", res, err)
+	}
+	if err := reg.Write(ctx, info.SessionID, []byte("x")); !errors.Is(err, ErrFinished) {
+		t.Errorf("write to a finished process: %v, want ErrFinished", err)
+	}
+}
