@@ -1,0 +1,516 @@
+// Command scale measures hermes with many processes and many receipts. Each
+// part runs in its own process (bench/run calls it once per part), so that
+// one part's heap does not flatter or burden the next.
+//
+//	-part exec    baseline: os/exec starts J `bash -c 'sleep 60'` children
+//	              (own process group, output pipe, as the local backend
+//	              does), holds them, kills and reaps them
+//	-part live    runner.Registry, attached local backend, FileStore: J
+//	              background `sleep 60` jobs; memory per job (RSS delta / J),
+//	              List and Poll latency while they run; then Kill all
+//	-part file    FileStore with R retained receipts: Get by full id and by
+//	              prefix, and Put, latency
+//	-part redis   the Redis store with R retained receipts under a private
+//	              prefix on -redis (removed afterwards): the same lookups
+//
+// Usage: scale -part live [-jobs 2000] [-receipts 100000]
+// [-redis redis://127.0.0.1:6390/0] [-dir DIR]
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/receipts/redisstore"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+const owner = "bench-scale-owner"
+
+func main() {
+	part := flag.String("part", "", "exec, live, file or redis")
+	jobs := flag.Int("jobs", 2000, "concurrent jobs (exec, live)")
+	nrec := flag.Int("receipts", 100_000, "retained receipts (file, redis)")
+	redisURL := flag.String("redis", "redis://127.0.0.1:6390/0", "Redis for -part redis")
+	dir := flag.String("dir", "", "parent of the temporary directory (default $TMPDIR)")
+	flag.Parse()
+
+	base := *dir
+	if base == "" {
+		base = os.TempDir()
+	}
+	tmp, err := os.MkdirTemp(base, "hermes-scale-")
+	if err != nil {
+		fail(err)
+	}
+	defer removeAll(tmp)
+	ctx := context.Background()
+	switch *part {
+	case "exec":
+		err = execPart(*jobs)
+	case "live":
+		err = livePart(ctx, tmp, *jobs)
+	case "file":
+		err = filePart(ctx, tmp, *nrec)
+	case "redis":
+		err = redisPart(ctx, tmp, *redisURL, *nrec)
+	default:
+		err = fmt.Errorf("unknown -part %q", *part)
+	}
+	if err != nil {
+		removeAll(tmp)
+		fail(err)
+	}
+}
+
+// execPart is the baseline for the live part: the same children through
+// bare os/exec.
+func execPart(jobs int) error {
+	before := settle()
+	cmds := make([]*exec.Cmd, 0, jobs)
+	pipes := make([]*os.File, 0, jobs)
+	starts := make([]time.Duration, 0, jobs)
+	defer func() {
+		for _, c := range cmds {
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			_ = c.Wait()
+		}
+	}()
+	t0 := time.Now()
+	for range jobs {
+		t := time.Now()
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		c := exec.Command("bash", "-c", "--", "sleep 60")
+		c.Stdout, c.Stderr = w, w
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			return err
+		}
+		w.Close()
+		starts = append(starts, time.Since(t))
+		cmds = append(cmds, c)
+		pipes = append(pipes, r)
+	}
+	startAll := time.Since(t0)
+	time.Sleep(time.Second)
+	after := settle()
+	fmt.Printf("exec: %d children started in %.0f ms (%.3f ms each; Start p50 %.3f ms, p99 %.3f ms)\n",
+		jobs, ms(startAll), ms(startAll)/float64(jobs), ms(pct(starts, .5)), ms(pct(starts, .99)))
+	fmt.Printf("exec: held: RSS %.1f -> %.1f MiB: %.1f KiB per child; Go heap in use %.1f -> %.1f MiB; threads %d -> %d\n",
+		mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs), mib(before.heap), mib(after.heap),
+		before.threads, after.threads)
+	// A supervisor must notice each end: one goroutine per child in Wait,
+	// as os/exec offers it (each blocks a thread in waitid).
+	var wg sync.WaitGroup
+	for _, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Wait()
+		}()
+	}
+	time.Sleep(time.Second)
+	waiting := settle()
+	fmt.Printf("exec: with a Wait goroutine each: RSS %.1f MiB: %.1f KiB per child; threads %d\n",
+		mib(waiting.rss), float64(waiting.rss-before.rss)/1024/float64(jobs), waiting.threads)
+	t1 := time.Now()
+	for _, c := range cmds {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	}
+	wg.Wait()
+	for _, p := range pipes {
+		p.Close()
+	}
+	fmt.Printf("exec: killed and reaped all in %.0f ms\n", ms(time.Since(t1)))
+	cmds = nil // reaped: nothing left for the deferred cleanup
+	return nil
+}
+
+func livePart(ctx context.Context, tmp string, jobs int) error {
+	st, err := receipts.NewFileStore(filepath.Join(tmp, "process-results"), receipts.Options{MaxRetained: max(2*jobs, receipts.DefaultMaxRetained)})
+	if err != nil {
+		return err
+	}
+	reg, err := runner.New(runner.Options{
+		Store: st, Backends: []runner.Backend{local.New()}, Profile: tmp,
+		SpillDir: filepath.Join(tmp, "processes"), RedactLive: true,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return err
+	}
+	ctx = sessions.WithCurrent(ctx, owner)
+	cwd, _ := os.Getwd()
+	before := settle()
+	g0 := runtime.NumGoroutine()
+	ids := make([]string, 0, jobs)
+	starts := make([]time.Duration, 0, jobs)
+	killAll := func() time.Duration {
+		t := time.Now()
+		var wg sync.WaitGroup
+		next := atomic.Int64{}
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1)) - 1; i < len(ids); i = int(next.Add(1)) - 1 {
+					if _, err := reg.Kill(ctx, ids[i]); err != nil {
+						fmt.Fprintln(os.Stderr, "kill:", err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(t)
+	}
+	t0 := time.Now()
+	for range jobs {
+		t := time.Now()
+		info, err := reg.Start(ctx, runner.StartRequest{Command: "sleep 60", Cwd: cwd, ParentSessionID: owner, Notify: true})
+		if err != nil {
+			killAll()
+			return err
+		}
+		starts = append(starts, time.Since(t))
+		ids = append(ids, info.SessionID)
+	}
+	startAll := time.Since(t0)
+	time.Sleep(time.Second)
+	after := settle()
+	fmt.Printf("live: %d jobs started in %.0f ms (%.3f ms each; Start p50 %.3f ms, p99 %.3f ms)\n",
+		jobs, ms(startAll), ms(startAll)/float64(jobs), ms(pct(starts, .5)), ms(pct(starts, .99)))
+	fmt.Printf("live: RSS %.1f -> %.1f MiB: %.1f KiB per job; Go heap in use %.1f -> %.1f MiB (%.1f KiB per job); goroutines %d -> %d; threads %d -> %d\n",
+		mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs),
+		mib(before.heap), mib(after.heap), float64(after.heap-before.heap)/1024/float64(jobs), g0, runtime.NumGoroutine(),
+		before.threads, after.threads)
+
+	var lists []time.Duration
+	for range 200 {
+		t := time.Now()
+		l, err := reg.List(ctx, runner.ListOptions{})
+		lists = append(lists, time.Since(t))
+		if err != nil {
+			killAll()
+			return err
+		}
+		if len(l) != jobs {
+			killAll()
+			return fmt.Errorf("List returned %d, want %d", len(l), jobs)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	lookup := func(n int, key func(string) string) ([]time.Duration, error) {
+		var lat []time.Duration
+		for range n {
+			id := ids[r.IntN(len(ids))]
+			t := time.Now()
+			p, err := reg.Poll(ctx, key(id))
+			lat = append(lat, time.Since(t))
+			if err != nil {
+				return nil, err
+			}
+			if p.Status != receipts.StatusRunning {
+				return nil, fmt.Errorf("poll %s: %s", id, p.Status)
+			}
+		}
+		return lat, nil
+	}
+	polls, err := lookup(2000, func(id string) string { return id })
+	if err != nil {
+		killAll()
+		return err
+	}
+	prefixPolls, err := lookup(2000, func(id string) string { return id[:13] })
+	if err != nil {
+		killAll()
+		return err
+	}
+	fmt.Printf("live: List (%d running) p50 %.3f ms p99 %.3f ms; Poll by id p50 %.3f ms p99 %.3f ms; Poll by prefix p50 %.3f ms p99 %.3f ms\n",
+		jobs, ms(pct(lists, .5)), ms(pct(lists, .99)), ms(pct(polls, .5)), ms(pct(polls, .99)),
+		ms(pct(prefixPolls, .5)), ms(pct(prefixPolls, .99)))
+	took := killAll()
+	killed := 0
+	for _, id := range ids {
+		if in, err := reg.Get(ctx, id); err == nil && in.Status == receipts.StatusKilled {
+			killed++
+		}
+	}
+	fmt.Printf("live: Kill of all %d (64 at a time, SIGTERM to each group, receipt written) took %.0f ms; %d recorded killed\n",
+		jobs, ms(took), killed)
+	if killed != jobs {
+		return fmt.Errorf("%d of %d recorded killed", killed, jobs)
+	}
+	return nil
+}
+
+// receipt is a typical small receipt, as the Redis store benchmark uses.
+func receipt(id string, n int) *receipts.Receipt {
+	at := time.Now().Add(-time.Duration(n) * time.Millisecond).UTC()
+	return &receipts.Receipt{
+		SessionID: id, Command: "go test ./...", Backend: "local", Status: receipts.StatusExited,
+		StartedAt: at.Add(-time.Second), FinishedAt: at,
+		Output: "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
+		TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main",
+		ParentSessionID: owner, NotifyOnComplete: true, Cwd: "/work",
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", PID: 4242,
+	}
+}
+
+// newIDs returns n distinct process ids.
+func newIDs(n int) []string {
+	seen := make(map[string]bool, n)
+	ids := make([]string, 0, n)
+	for len(ids) < n {
+		if id := runner.NewID(); !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// parallel runs f(i) for i in [0, n) on workers goroutines.
+func parallel(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+// lookups times Get by full id and by prefix (proc_ and 8 hex digits).
+func lookups(ctx context.Context, s receipts.Store, ids []string, byID, byPrefix int) (idLat, prefixLat []time.Duration, err error) {
+	scope := receipts.Scope{Owners: []string{owner}}
+	r := rand.New(rand.NewPCG(1, 1))
+	for range byID {
+		id := ids[r.IntN(len(ids))]
+		t := time.Now()
+		rec, err := s.Get(ctx, id, scope)
+		idLat = append(idLat, time.Since(t))
+		if err != nil || rec.SessionID != id {
+			return nil, nil, fmt.Errorf("Get %s: %v", id, err)
+		}
+	}
+	for range byPrefix {
+		id := ids[r.IntN(len(ids))]
+		t := time.Now()
+		rec, err := s.Get(ctx, id[:13], scope)
+		prefixLat = append(prefixLat, time.Since(t))
+		if err != nil || rec.SessionID != id {
+			return nil, nil, fmt.Errorf("Get %s: %v", id[:13], err)
+		}
+	}
+	return idLat, prefixLat, nil
+}
+
+func filePart(ctx context.Context, tmp string, n int) error {
+	dir := filepath.Join(tmp, "process-results")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	ids := newIDs(n)
+	// Writing through Put would list the directory on every write (that is
+	// its trim), so the files are written directly, each exactly as Put
+	// writes it: the sanitized receipt as JSON in <dir>/<id>.json.
+	t0 := time.Now()
+	err := parallel(n, 32, func(i int) error {
+		b, err := json.Marshal(receipts.Sanitize(receipt(ids[i], i)))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, ids[i]+".json"), b, 0o600)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("file: %d receipt files written in %.1f s (32 writers)\n", n, time.Since(t0).Seconds())
+	st, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: 2 * n})
+	if err != nil {
+		return err
+	}
+	byID, byPrefix, err := lookups(ctx, st, ids, 2000, 50)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("file: %d retained: Get by id p50 %.3f ms p99 %.3f ms; Get by prefix p50 %.1f ms p99 %.1f ms (%d samples)\n",
+		n, ms(pct(byID, .5)), ms(pct(byID, .99)), ms(pct(byPrefix, .5)), ms(pct(byPrefix, .99)), len(byPrefix))
+	var puts []time.Duration
+	for i, id := range newIDs(21) {
+		t := time.Now()
+		if err := st.Put(ctx, receipt(id, i)); err != nil {
+			return err
+		}
+		puts = append(puts, time.Since(t))
+	}
+	fmt.Printf("file: %d retained: first Put of a store (full sweep: stats every file) %.0f ms; next 20 Puts p50 %.1f ms max %.1f ms\n",
+		n, ms(puts[0]), ms(pct(puts[1:], .5)), ms(pct(puts[1:], 1)))
+	return nil
+}
+
+func redisPart(ctx context.Context, tmp, url string, n int) error {
+	prefix := redisstore.ProfilePrefix(fmt.Sprintf("bench-scale-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis %s: %w", url, err)
+	}
+	defer func() {
+		t := time.Now()
+		removed := 0
+		iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var batch []string
+		flush := func() {
+			if len(batch) > 0 {
+				removed += len(batch)
+				_ = rdb.Unlink(ctx, batch...).Err()
+				batch = batch[:0]
+			}
+		}
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+			if len(batch) == 1000 {
+				flush()
+			}
+		}
+		flush()
+		fmt.Printf("redis: removed %d keys under %s in %.1f s\n", removed, prefix, time.Since(t).Seconds())
+	}()
+	st, err := redisstore.New(ctx, url, receipts.Options{MaxRetained: 2 * n}, prefix,
+		redisstore.WithSpool(filepath.Join(tmp, "spool")), redisstore.WithSweepInterval(0))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ids := newIDs(n)
+	t0 := time.Now()
+	if err := parallel(n, 64, func(i int) error { return st.Put(ctx, receipt(ids[i], i)) }); err != nil {
+		return err
+	}
+	fill := time.Since(t0)
+	fmt.Printf("redis: %d receipts Put in %.1f s (64 writers, %.0f receipts/s)\n", n, fill.Seconds(), float64(n)/fill.Seconds())
+	byID, byPrefix, err := lookups(ctx, st, ids, 2000, 2000)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("redis: %d retained: Get by id p50 %.3f ms p99 %.3f ms; Get by prefix p50 %.3f ms p99 %.3f ms\n",
+		n, ms(pct(byID, .5)), ms(pct(byID, .99)), ms(pct(byPrefix, .5)), ms(pct(byPrefix, .99)))
+	var puts []time.Duration
+	for i, id := range newIDs(200) {
+		t := time.Now()
+		if err := st.Put(ctx, receipt(id, i)); err != nil {
+			return err
+		}
+		puts = append(puts, time.Since(t))
+	}
+	fmt.Printf("redis: %d retained: Put (one at a time) p50 %.3f ms p99 %.3f ms\n", n, ms(pct(puts, .5)), ms(pct(puts, .99)))
+	return nil
+}
+
+type mem struct{ rss, heap, threads uint64 }
+
+// settle collects garbage and returns the process's resident set and the
+// Go heap in use, in bytes.
+func settle() mem {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return mem{rss: status("VmRSS") * 1024, heap: ms.HeapInuse, threads: status("Threads")}
+}
+
+// status returns the number in field key of /proc/self/status (kB for
+// sizes).
+func status(key string) uint64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
+			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// removeAll deletes dir, its many files in parallel.
+func removeAll(dir string) {
+	sub := filepath.Join(dir, "process-results")
+	if d, err := os.Open(sub); err == nil {
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		_ = parallel(len(names), 32, func(i int) error {
+			_ = os.Remove(filepath.Join(sub, names[i]))
+			return nil
+		})
+	}
+	_ = os.RemoveAll(dir)
+}
+
+// pct returns the q quantile (nearest rank) of v.
+func pct(v []time.Duration, q float64) time.Duration {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scale:", err)
+	os.Exit(1)
+}
