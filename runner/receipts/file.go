@@ -16,13 +16,25 @@ import (
 	"time"
 )
 
-// sweepEvery bounds how often one FileStore stats every receipt file (to
-// delete expired ones and learn their ages). Between sweeps a write lists
-// the directory's names and, only when they number more than MaxRetained,
-// stats the files it has not seen yet: statting every file on every write
-// made a write cost O(retained). Expired files left until the next sweep
-// are never served, since load checks expiry.
-const sweepEvery = time.Minute
+// Trim pacing. Statting every receipt file on every write made a write cost
+// O(retained), and even listing the directory's names was, on ext4, 40% of
+// the cost of writing a receipt. So:
+//
+//   - A full sweep (stat every file: delete expired ones, learn all ages)
+//     runs on a store's first write and then at most every sweepEvery.
+//     Expired files left until then are never served: load checks expiry.
+//   - Between sweeps a write lists the names, and stats only files it has
+//     not seen, when it may have pushed the count over MaxRetained: after
+//     a listing showed room for h more, the next h/listFraction writes of
+//     this store skip listing, for at most listEvery. Writes of other
+//     processes are not counted, so with more than listFraction writers
+//     busy at once the cap can be passed briefly, until the next listing;
+//     near the cap (h < listFraction) every write lists.
+const (
+	sweepEvery   = time.Minute
+	listEvery    = time.Second
+	listFraction = 8
+)
 
 // FileStore is the embedded default Store: one JSON file per receipt,
 // <dir>/<id>.json, written atomically (temporary file, then rename or link).
@@ -37,6 +49,9 @@ type FileStore struct {
 
 	mu        sync.Mutex
 	lastSweep time.Time
+	lastList  time.Time // when ids were last listed by trim
+	unlisted  int       // writes since then that skipped listing
+	room      int       // MaxRetained less the count that listing found
 	// ages holds the mtime of each receipt file seen since the last sweep
 	// (nil before the first). It is a hint: a file missing from it is
 	// statted, and a file is statted again before it is removed.
@@ -236,14 +251,26 @@ func (s *FileStore) ids() ([]string, error) {
 // after this store wrote the receipt wrote. It is best effort: a
 // concurrent trim in another process may remove the same files first.
 func (s *FileStore) trim(wrote string) {
+	s.mu.Lock()
+	now := s.now()
+	sweep := s.ages == nil || now.Sub(s.lastSweep) >= sweepEvery
+	if !sweep && s.unlisted+1 <= s.room/listFraction && now.Sub(s.lastList) < listEvery {
+		s.unlisted++
+		delete(s.ages, wrote) // rewritten: its age changed
+		s.mu.Unlock()
+		return
+	}
+	// Writes counted so far are in the listing; those counted while it
+	// runs may not be, so they stay counted.
+	counted := s.unlisted
+	s.mu.Unlock()
 	ids, err := s.ids()
 	if err != nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	sweep := s.ages == nil || now.Sub(s.lastSweep) >= sweepEvery
+	s.lastList, s.unlisted, s.room = now, max(s.unlisted-counted, 0), s.opts.MaxRetained-len(ids)
 	if sweep {
 		s.ages, s.lastSweep = nil, now
 	} else {

@@ -102,3 +102,24 @@ func TestFileStoreRewriteElsewhereKeepsReceipt(t *testing.T) {
 		t.Errorf("kept %v; want %v (the receipt rewritten elsewhere is among the newest)", got, want)
 	}
 }
+
+// TestFileStoreCapOneWriter writes far past the cap through one store,
+// which counts its own writes between listings: the cap holds exactly
+// after every write.
+func TestFileStoreCapOneWriter(t *testing.T) {
+	const max = 20
+	dir := t.TempDir()
+	s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 3 * max {
+		id := fmt.Sprintf("proc_%012x", n)
+		if err := s.Put(context.Background(), &receipts.Receipt{SessionID: id, Status: receipts.StatusExited}); err != nil {
+			t.Fatal(err)
+		}
+		if got := receiptFiles(t, dir); len(got) > max {
+			t.Fatalf("after write %d: %d files on disk, cap %d", n, len(got), max)
+		}
+	}
+}
