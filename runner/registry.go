@@ -37,6 +37,10 @@ import (
 // Defaults for Options fields left zero.
 const (
 	DefaultKillGrace = 5 * time.Second
+	// outputDrainAfterExit and outputDrainAfterLoss bound how long the
+	// output may still flow once a process has ended, or was found lost.
+	outputDrainAfterExit = 30 * time.Second
+	outputDrainAfterLoss = 2 * time.Second
 	// DefaultForgetAfter bounds the memory of a long-lived registry (a
 	// shared runner, a long agent session).
 	DefaultForgetAfter = 30 * time.Minute
@@ -298,7 +302,18 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 		defer t.Stop()
 	}
 	exit, err := p.handle.Wait(ctx)
-	<-pumped
+	// The output normally ends with the process; a stream that does not
+	// (a container that never started, an engine gone mid-stream) must not
+	// hold the receipt back.
+	grace := outputDrainAfterExit
+	if err != nil {
+		grace = outputDrainAfterLoss
+	}
+	select {
+	case <-pumped:
+	case <-time.After(grace):
+		r.log.Warn("output still open after the end; recording without the rest", "id", p.spec.ID)
+	}
 	r.finish(ctx, p, exit, err)
 }
 

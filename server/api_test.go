@@ -158,19 +158,31 @@ func TestAPIEndpoints(t *testing.T) {
 		t.Fatalf("receipt after kill: %+v", rec)
 	}
 
-	// Metrics saw all of it.
-	a = ts.do(t, call{method: "GET", path: "/metrics"})
-	for _, want := range []string{
+	// Metrics saw all of it. The gauge and the receipt counter follow each
+	// end asynchronously (a watcher per process), so allow them a moment.
+	wants := []string{
 		"hermes_processes_running 0",
 		`hermes_receipts_written_total{backend="local",status="exited"} 2`,
 		`hermes_receipts_written_total{backend="local",status="killed"} 1`,
 		`hermes_process_start_duration_seconds_count{backend="local"} 3`,
 		`hermes_http_requests_total{code="201",method="POST",route="POST /v1/processes"} 3`,
 		"hermes_http_request_duration_seconds_bucket",
-	} {
-		if !bytes.Contains(a.body, []byte(want)) {
-			t.Errorf("metrics lack %q", want)
+	}
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		a = ts.do(t, call{method: "GET", path: "/metrics"})
+		missing = missing[:0]
+		for _, want := range wants {
+			if !bytes.Contains(a.body, []byte(want)) {
+				missing = append(missing, want)
+			}
 		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range missing {
+		t.Errorf("metrics lack %q", want)
 	}
 	if a := ts.do(t, call{method: "GET", path: "/healthz"}); a.status != 200 {
 		t.Errorf("healthz: %d", a.status)
