@@ -4,7 +4,8 @@
 //
 //	-part exec    baseline: os/exec starts J `bash -c 'sleep 60'` children
 //	              (own process group, output pipe, as the local backend
-//	              does), holds them, kills and reaps them
+//	              does) with a goroutine in Wait for each (-waiters=false:
+//	              none until the end), kills and reaps them
 //	-part live    runner.Registry, attached local backend, FileStore: J
 //	              background `sleep 60` jobs; memory per job (RSS delta / J),
 //	              List and Poll latency while they run; then Kill all
@@ -55,6 +56,7 @@ func main() {
 	jobs := flag.Int("jobs", 2000, "concurrent jobs (exec, live)")
 	nrec := flag.Int("receipts", 100_000, "retained receipts (file, redis)")
 	redisURL := flag.String("redis", "redis://127.0.0.1:6390/0", "Redis for -part redis")
+	waiters := flag.Bool("waiters", true, "exec: give each child a goroutine in Wait from its start")
 	dir := flag.String("dir", "", "parent of the temporary directory (default $TMPDIR)")
 	flag.Parse()
 
@@ -70,7 +72,7 @@ func main() {
 	ctx := context.Background()
 	switch *part {
 	case "exec":
-		err = execPart(*jobs)
+		err = execPart(*jobs, *waiters)
 	case "live":
 		err = livePart(ctx, tmp, *jobs)
 	case "file":
@@ -87,17 +89,33 @@ func main() {
 }
 
 // execPart is the baseline for the live part: the same children through
-// bare os/exec.
-func execPart(jobs int) error {
+// bare os/exec. With waiters, each child gets a goroutine in Wait as soon
+// as it has started, as any supervisor needs to notice its end (os/exec's
+// Wait blocks a thread in waitid); without, the children are only held
+// until they are killed.
+func execPart(jobs int, waiters bool) error {
 	before := settle()
 	cmds := make([]*exec.Cmd, 0, jobs)
 	pipes := make([]*os.File, 0, jobs)
 	starts := make([]time.Duration, 0, jobs)
+	var wg sync.WaitGroup
+	wait := func(c *exec.Cmd) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.Wait()
+		}()
+	}
 	defer func() {
 		for _, c := range cmds {
 			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-			_ = c.Wait()
 		}
+		if !waiters {
+			for _, c := range cmds {
+				wait(c)
+			}
+		}
+		wg.Wait()
 	}()
 	t0 := time.Now()
 	for range jobs {
@@ -113,6 +131,9 @@ func execPart(jobs int) error {
 			return err
 		}
 		w.Close()
+		if waiters {
+			wait(c)
+		}
 		starts = append(starts, time.Since(t))
 		cmds = append(cmds, c)
 		pipes = append(pipes, r)
@@ -120,34 +141,29 @@ func execPart(jobs int) error {
 	startAll := time.Since(t0)
 	time.Sleep(time.Second)
 	after := settle()
-	fmt.Printf("exec: %d children started in %.0f ms (%.3f ms each; Start p50 %.3f ms, p99 %.3f ms)\n",
-		jobs, ms(startAll), ms(startAll)/float64(jobs), ms(pct(starts, .5)), ms(pct(starts, .99)))
-	fmt.Printf("exec: held: RSS %.1f -> %.1f MiB: %.1f KiB per child; Go heap in use %.1f -> %.1f MiB; threads %d -> %d\n",
-		mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs), mib(before.heap), mib(after.heap),
-		before.threads, after.threads)
-	// A supervisor must notice each end: one goroutine per child in Wait,
-	// as os/exec offers it (each blocks a thread in waitid).
-	var wg sync.WaitGroup
-	for _, c := range cmds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.Wait()
-		}()
+	how := "held, not waited for"
+	if waiters {
+		how = "a Wait goroutine each"
 	}
-	time.Sleep(time.Second)
-	waiting := settle()
-	fmt.Printf("exec: with a Wait goroutine each: RSS %.1f MiB: %.1f KiB per child; threads %d\n",
-		mib(waiting.rss), float64(waiting.rss-before.rss)/1024/float64(jobs), waiting.threads)
+	fmt.Printf("exec (%s): %d children started in %.0f ms (%.3f ms each; Start p50 %.3f ms, p99 %.3f ms)\n",
+		how, jobs, ms(startAll), ms(startAll)/float64(jobs), ms(pct(starts, .5)), ms(pct(starts, .99)))
+	fmt.Printf("exec (%s): RSS %.1f -> %.1f MiB: %.1f KiB per child; Go heap in use %.1f -> %.1f MiB; threads %d -> %d\n",
+		how, mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs), mib(before.heap), mib(after.heap),
+		before.threads, after.threads)
 	t1 := time.Now()
 	for _, c := range cmds {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	}
+	if !waiters {
+		for _, c := range cmds {
+			wait(c)
+		}
 	}
 	wg.Wait()
 	for _, p := range pipes {
 		p.Close()
 	}
-	fmt.Printf("exec: killed and reaped all in %.0f ms\n", ms(time.Since(t1)))
+	fmt.Printf("exec (%s): killed and reaped all in %.0f ms\n", how, ms(time.Since(t1)))
 	cmds = nil // reaped: nothing left for the deferred cleanup
 	return nil
 }
@@ -251,9 +267,9 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 		killAll()
 		return err
 	}
-	fmt.Printf("live: List (%d running) p50 %.3f ms p99 %.3f ms; Poll by id p50 %.3f ms p99 %.3f ms; Poll by prefix p50 %.3f ms p99 %.3f ms\n",
-		jobs, ms(pct(lists, .5)), ms(pct(lists, .99)), ms(pct(polls, .5)), ms(pct(polls, .99)),
-		ms(pct(prefixPolls, .5)), ms(pct(prefixPolls, .99)))
+	fmt.Printf("live: List (%d running) p50 %.3f ms p99 %.3f ms; Poll by id p50 %.1f µs p99 %.1f µs; Poll by prefix p50 %.1f µs p99 %.1f µs\n",
+		jobs, ms(pct(lists, .5)), ms(pct(lists, .99)), us(pct(polls, .5)), us(pct(polls, .99)),
+		us(pct(prefixPolls, .5)), us(pct(prefixPolls, .99)))
 	took := killAll()
 	killed := 0
 	for _, id := range ids {
@@ -373,18 +389,30 @@ func filePart(ctx context.Context, tmp string, n int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("file: %d retained: Get by id p50 %.3f ms p99 %.3f ms; Get by prefix p50 %.1f ms p99 %.1f ms (%d samples)\n",
-		n, ms(pct(byID, .5)), ms(pct(byID, .99)), ms(pct(byPrefix, .5)), ms(pct(byPrefix, .99)), len(byPrefix))
-	var puts []time.Duration
-	for i, id := range newIDs(21) {
-		t := time.Now()
-		if err := st.Put(ctx, receipt(id, i)); err != nil {
+	fmt.Printf("file: %d retained: Get by id p50 %.1f µs p99 %.1f µs; Get by prefix p50 %.1f ms p99 %.1f ms (%d samples)\n",
+		n, us(pct(byID, .5)), us(pct(byID, .99)), ms(pct(byPrefix, .5)), ms(pct(byPrefix, .99)), len(byPrefix))
+	// Puts by a fresh store (a new process): its first write sweeps. With
+	// room under the cap later writes skip listing; at the cap each write
+	// lists the directory to find what to evict.
+	for _, c := range []struct {
+		what string
+		max  int
+	}{{"room to spare", 2 * n}, {"at the cap", n}} {
+		st, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: c.max})
+		if err != nil {
 			return err
 		}
-		puts = append(puts, time.Since(t))
+		var puts []time.Duration
+		for i, id := range newIDs(11) {
+			t := time.Now()
+			if err := st.Put(ctx, receipt(id, i)); err != nil {
+				return err
+			}
+			puts = append(puts, time.Since(t))
+		}
+		fmt.Printf("file: %d retained, %s (MaxRetained %d): first Put of a store (full sweep) %.0f ms; next 10 Puts p50 %.1f ms max %.1f ms\n",
+			n, c.what, c.max, ms(puts[0]), ms(pct(puts[1:], .5)), ms(pct(puts[1:], 1)))
 	}
-	fmt.Printf("file: %d retained: first Put of a store (full sweep: stats every file) %.0f ms; next 20 Puts p50 %.1f ms max %.1f ms\n",
-		n, ms(puts[0]), ms(pct(puts[1:], .5)), ms(pct(puts[1:], 1)))
 	return nil
 }
 
@@ -437,8 +465,8 @@ func redisPart(ctx context.Context, tmp, url string, n int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("redis: %d retained: Get by id p50 %.3f ms p99 %.3f ms; Get by prefix p50 %.3f ms p99 %.3f ms\n",
-		n, ms(pct(byID, .5)), ms(pct(byID, .99)), ms(pct(byPrefix, .5)), ms(pct(byPrefix, .99)))
+	fmt.Printf("redis: %d retained: Get by id p50 %.1f µs p99 %.1f µs; Get by prefix p50 %.1f µs p99 %.1f µs\n",
+		n, us(pct(byID, .5)), us(pct(byID, .99)), us(pct(byPrefix, .5)), us(pct(byPrefix, .99)))
 	var puts []time.Duration
 	for i, id := range newIDs(200) {
 		t := time.Now()
@@ -447,7 +475,7 @@ func redisPart(ctx context.Context, tmp, url string, n int) error {
 		}
 		puts = append(puts, time.Since(t))
 	}
-	fmt.Printf("redis: %d retained: Put (one at a time) p50 %.3f ms p99 %.3f ms\n", n, ms(pct(puts, .5)), ms(pct(puts, .99)))
+	fmt.Printf("redis: %d retained: Put (one at a time) p50 %.1f µs p99 %.1f µs\n", n, us(pct(puts, .5)), us(pct(puts, .99)))
 	return nil
 }
 
@@ -507,6 +535,8 @@ func pct(v []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
