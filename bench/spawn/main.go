@@ -15,7 +15,10 @@
 //	            then until all N receipt files exist
 //	bash-loop   bash -c 'for ((i=0;i<N;i++)); do true & done; wait'
 //	tsp         task-spooler: N sequential `tsp true` on a private server
-//	            (TS_SOCKET), then until `tsp -l` lists all N finished
+//	            (TS_SOCKET), then until `tsp -l` lists all N finished;
+//	            task-spooler execs `true` itself, with no shell
+//	tsp-bash    the same with `tsp bash -c true`: a shell per job, as
+//	            hermes and the exec rows run
 //
 // For exec-all, lib and detached the time spent in the start calls alone is
 // reported too ("start phase"): the per-job start overhead.
@@ -109,7 +112,12 @@ var modes = []mode{
 	{"detached", runDetached},
 	{"cli", runCLI},
 	{"bash-loop", runBashLoop},
-	{"tsp", runTSP},
+	{"tsp", func(ctx context.Context, b *bench, round int) (result, error) {
+		return runTSP(ctx, b, round, "true")
+	}},
+	{"tsp-bash", func(ctx context.Context, b *bench, round int) (result, error) {
+		return runTSP(ctx, b, round, "bash", "-c", "true")
+	}},
 }
 
 func main() {
@@ -144,10 +152,11 @@ func main() {
 		}
 		*hermes = abs
 	}
-	if slices.ContainsFunc(selected, func(m mode) bool { return m.name == "tsp" }) {
+	isTSP := func(m mode) bool { return strings.HasPrefix(m.name, "tsp") }
+	if slices.ContainsFunc(selected, isTSP) {
 		if _, err := exec.LookPath("tsp"); err != nil {
-			fmt.Fprintln(os.Stderr, "spawn: tsp not installed, skipping the tsp mode (apt-get install task-spooler)")
-			selected = slices.DeleteFunc(selected, func(m mode) bool { return m.name == "tsp" })
+			fmt.Fprintln(os.Stderr, "spawn: tsp not installed, skipping the tsp rows (apt-get install task-spooler)")
+			selected = slices.DeleteFunc(selected, isTSP)
 		}
 	}
 	tmp, err := os.MkdirTemp("", "hermes-spawn-")
@@ -416,8 +425,8 @@ func runBashLoop(ctx context.Context, b *bench, _ int) (result, error) {
 // runTSP queues N `true` jobs on a private task-spooler server and waits
 // until it lists all N as finished. The server is started (and its slots
 // set) before the clock starts and killed after it stops.
-func runTSP(ctx context.Context, b *bench, round int) (result, error) {
-	dir := filepath.Join(b.tmp, fmt.Sprintf("tsp-%d", round))
+func runTSP(ctx context.Context, b *bench, round int, job ...string) (result, error) {
+	dir := filepath.Join(b.tmp, fmt.Sprintf("tsp-%d-%d", round, len(job)))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return result{}, err
 	}
@@ -442,8 +451,8 @@ func runTSP(ctx context.Context, b *bench, round int) (result, error) {
 	}()
 	t0 := time.Now()
 	for range b.n {
-		if _, err := tsp("true"); err != nil {
-			return result{}, fmt.Errorf("tsp true: %w", err)
+		if _, err := tsp(job...); err != nil {
+			return result{}, fmt.Errorf("tsp %s: %w", strings.Join(job, " "), err)
 		}
 	}
 	started := time.Since(t0)
