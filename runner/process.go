@@ -158,6 +158,34 @@ func (p *Process) info() *Info {
 	return in
 }
 
+// StartReceipt is what a background start reports, the same JSON from
+// `hermes run --background`, the agent's terminal tool and the runner API.
+type StartReceipt struct {
+	SessionID        string    `json:"session_id"`
+	Status           string    `json:"status"`
+	NotifyOnComplete bool      `json:"notify_on_complete"`
+	PID              int       `json:"pid"`
+	ContainerID      string    `json:"container_id,omitempty"`
+	Command          string    `json:"command"`
+	Backend          string    `json:"backend"`
+	Cwd              string    `json:"cwd"`
+	StartedAt        time.Time `json:"started_at"`
+	ParentSessionID  string    `json:"parent_session_id"`
+	TaskID           string    `json:"task_id"`
+	TraceID          string    `json:"trace_id"`
+	SpanID           string    `json:"span_id"`
+}
+
+// StartReceipt is the start receipt of a freshly started process.
+func (in *Info) StartReceipt() StartReceipt {
+	return StartReceipt{
+		SessionID: in.SessionID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
+		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
+		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
+		TraceID: in.TraceID, SpanID: in.SpanID,
+	}
+}
+
 func infoFromReceipt(rec *receipts.Receipt) *Info {
 	code := rec.ExitCode
 	fin := rec.FinishedAt

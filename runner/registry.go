@@ -526,21 +526,10 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 		seen[p.spec.ID] = true
 	}
 	var live []Live
-	for _, b := range r.opts.Backends {
-		a, ok := b.(Attacher)
-		if !ok {
-			continue
-		}
-		list, err := a.List(ctx)
-		if err != nil {
-			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
-			continue
-		}
-		for _, l := range list {
-			if strings.HasPrefix(l.ID, idOrPrefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
-				seen[l.ID] = true
-				live = append(live, l)
-			}
+	for _, l := range r.liveElsewhere(ctx) {
+		if strings.HasPrefix(l.ID, idOrPrefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
+			seen[l.ID] = true
+			live = append(live, l)
 		}
 	}
 	if len(procs)+len(live) > 1 {
@@ -676,6 +665,23 @@ func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error
 	if done := r.Done(id); done != nil {
 		return done, nil
 	}
+	for _, l := range r.liveElsewhere(ctx) {
+		if l.ID == id {
+			p, err := r.attach(ctx, l)
+			if err != nil {
+				return nil, err
+			}
+			return p.done, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// liveElsewhere lists the processes that Attacher backends find running
+// outside this registry. A backend that cannot answer is logged and
+// skipped: one unreachable engine must not hide every other process.
+func (r *Registry) liveElsewhere(ctx context.Context) []Live {
+	var out []Live
 	for _, b := range r.opts.Backends {
 		a, ok := b.(Attacher)
 		if !ok {
@@ -683,19 +689,12 @@ func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error
 		}
 		list, err := a.List(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("list %s processes: %w", b.Name(), err)
+			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
+			continue
 		}
-		for _, l := range list {
-			if l.ID == id {
-				p, err := r.attach(ctx, l)
-				if err != nil {
-					return nil, err
-				}
-				return p.done, nil
-			}
-		}
+		out = append(out, list...)
 	}
-	return nil, ErrNotFound
+	return out
 }
 
 // Get returns what is known of one process, live or retained.
@@ -754,30 +753,18 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 		}
 	}
 	r.mu.Unlock()
-	for _, b := range r.opts.Backends {
-		a, ok := b.(Attacher)
-		if !ok {
+	for _, l := range r.liveElsewhere(ctx) {
+		if seen[l.ID] || !match(l.Meta) {
 			continue
 		}
-		list, err := a.List(ctx)
-		if err != nil {
-			// One unreachable engine must not hide every other process.
-			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
+		seen[l.ID] = true
+		if l.Lost {
+			if p, err := r.attach(ctx, l); err == nil {
+				out = append(out, p.info())
+			}
 			continue
 		}
-		for _, l := range list {
-			if seen[l.ID] || !match(l.Meta) {
-				continue
-			}
-			seen[l.ID] = true
-			if l.Lost {
-				if p, err := r.attach(ctx, l); err == nil {
-					out = append(out, p.info())
-				}
-				continue
-			}
-			out = append(out, infoFromLive(l))
-		}
+		out = append(out, infoFromLive(l))
 	}
 	if o.Retained {
 		recs, err := r.opts.Store.List(ctx, scope, f)

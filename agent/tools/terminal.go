@@ -88,34 +88,6 @@ func (t *Terminal) Definition() openai.Tool {
 		terminalParams)
 }
 
-// StartReceipt is the tool result of a background start, the same JSON
-// `hermes run --background` prints.
-type StartReceipt struct {
-	SessionID        string    `json:"session_id"`
-	Status           string    `json:"status"`
-	NotifyOnComplete bool      `json:"notify_on_complete"`
-	PID              int       `json:"pid"`
-	ContainerID      string    `json:"container_id,omitempty"`
-	Command          string    `json:"command"`
-	Backend          string    `json:"backend"`
-	Cwd              string    `json:"cwd"`
-	StartedAt        time.Time `json:"started_at"`
-	ParentSessionID  string    `json:"parent_session_id"`
-	TaskID           string    `json:"task_id"`
-	TraceID          string    `json:"trace_id"`
-	SpanID           string    `json:"span_id"`
-}
-
-// StartReceiptOf is the start receipt of a freshly started process.
-func StartReceiptOf(in *runner.Info) StartReceipt {
-	return StartReceipt{
-		SessionID: in.SessionID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
-		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
-		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
-		TraceID: in.TraceID, SpanID: in.SpanID,
-	}
-}
-
 // ForegroundResult is the tool result of a foreground command.
 type ForegroundResult struct {
 	SessionID string `json:"session_id"`
@@ -167,7 +139,7 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return marshal(StartReceiptOf(info)), nil
+		return marshal(info.StartReceipt()), nil
 	}
 	// notify means nothing in the foreground: the result is the answer.
 	req.Timeout = t.opts.ForegroundTimeout

@@ -131,33 +131,6 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	return req, nil
 }
 
-// startReceipt is what a background start prints.
-type startReceipt struct {
-	SessionID        string    `json:"session_id"`
-	Status           string    `json:"status"`
-	NotifyOnComplete bool      `json:"notify_on_complete"`
-	PID              int       `json:"pid"`
-	ContainerID      string    `json:"container_id,omitempty"`
-	Command          string    `json:"command"`
-	Backend          string    `json:"backend"`
-	Cwd              string    `json:"cwd"`
-	StartedAt        time.Time `json:"started_at"`
-	ParentSessionID  string    `json:"parent_session_id"`
-	TaskID           string    `json:"task_id"`
-	TraceID          string    `json:"trace_id"`
-	SpanID           string    `json:"span_id"`
-}
-
-// StartReceiptOf is the start receipt of a freshly started process.
-func startReceiptOf(in *runner.Info) startReceipt {
-	return startReceipt{
-		SessionID: in.SessionID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
-		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
-		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
-		TraceID: in.TraceID, SpanID: in.SpanID,
-	}
-}
-
 func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service, req runner.StartRequest) error {
 	info, err := svc.Start(ctx, req)
 	if err != nil {
@@ -166,7 +139,7 @@ func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service,
 		}
 		return err
 	}
-	return printJSON(g, startReceiptOf(info))
+	return printJSON(g, info.StartReceipt())
 }
 
 func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registry, req runner.StartRequest) error {
