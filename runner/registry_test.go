@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -252,27 +252,6 @@ func TestRegistryLookupErrors(t *testing.T) {
 	}
 }
 
-// pgroupAlive lists the non-zombie processes in process group pgid.
-func pgroupAlive(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 func TestRegistryKill(t *testing.T) {
 	cases := []struct {
 		name, cmd string
@@ -288,7 +267,7 @@ func TestRegistryKill(t *testing.T) {
 			ctx := as("")
 			info := start(t, r, ctx, runner.StartRequest{Command: tc.cmd})
 			deadline := time.Now().Add(10 * time.Second)
-			for len(pgroupAlive(info.PID)) < 3 && time.Now().Before(deadline) {
+			for len(testenv.ProcessGroup(info.PID)) < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			killed, err := r.Kill(waitCtx(t, ""), info.SessionID)
@@ -298,7 +277,7 @@ func TestRegistryKill(t *testing.T) {
 			if killed.Status != receipts.StatusKilled || killed.ExitCode == nil || *killed.ExitCode != tc.code {
 				t.Fatalf("Kill = status %s exit %v, want killed with %d", killed.Status, killed.ExitCode, tc.code)
 			}
-			if left := pgroupAlive(info.PID); len(left) > 0 {
+			if left := testenv.ProcessGroup(info.PID); len(left) > 0 {
 				t.Fatalf("process group %d still has %v", info.PID, left)
 			}
 		})
@@ -325,7 +304,7 @@ func TestRegistryTimeout(t *testing.T) {
 	if err != nil || rec.Status != receipts.StatusTimeout || rec.ExitCode == 0 {
 		t.Fatalf("receipt = %+v, %v", rec, err)
 	}
-	if left := pgroupAlive(info.PID); len(left) > 0 {
+	if left := testenv.ProcessGroup(info.PID); len(left) > 0 {
 		t.Fatalf("process group %d still has %v", info.PID, left)
 	}
 }

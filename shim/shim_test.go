@@ -14,13 +14,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/shim"
@@ -254,7 +254,7 @@ func TestControlKillAndClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return len(pgroup(pid)) >= 3 })
+		waitFor(t, func() bool { return len(testenv.ProcessGroup(pid)) >= 3 })
 		if err := h.(runner.Supervised).Kill(context.Background(), 300*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +265,7 @@ func TestControlKillAndClose(t *testing.T) {
 		if rec.Status != receipts.StatusKilled || rec.ExitCode == 0 {
 			t.Fatalf("receipt = %+v", rec)
 		}
-		if left := pgroup(pid); len(left) > 0 {
+		if left := testenv.ProcessGroup(pid); len(left) > 0 {
 			t.Fatalf("process group %d still has %v", pid, left)
 		}
 	})
@@ -316,25 +316,4 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// pgroup lists the non-zombie processes of process group pgid.
-func pgroup(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

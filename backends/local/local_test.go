@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -109,38 +110,11 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// pgroupMembers returns the live (non-zombie) processes whose process group
-// is pgid.
-func pgroupMembers(t *testing.T, pgid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		f := strings.Fields(string(b[i+1:])) // f[0] state, f[2] pgrp
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 func waitGroupGone(t *testing.T, pgid int, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		left := pgroupMembers(t, pgid)
+		left := testenv.ProcessGroup(pgid)
 		if len(left) == 0 {
 			return
 		}
@@ -161,7 +135,7 @@ func TestSignalReachesWholeGroup(t *testing.T) {
 			j := start(t, local.New(), runner.Spec{Command: cmd})
 			waitFile(t, ready)
 			pgid := j.h.PID()
-			if n := len(pgroupMembers(t, pgid)); n < 4 {
+			if n := len(testenv.ProcessGroup(pgid)); n < 4 {
 				t.Fatalf("group %d has %d processes, want leader and grandchildren", pgid, n)
 			}
 			if err := j.h.Signal(context.Background(), sig); err != nil {

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 )
 
 // hermesBin is the binary under test, built by TestMain.
@@ -263,32 +265,11 @@ func alive(pid int) bool {
 	return len(f) > 0 && f[0] != "Z"
 }
 
-// pgroup lists the non-zombie processes of process group pgid.
-func pgroup(pgid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 func waitGroupGone(t *testing.T, pgid int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left := pgroup(pgid)
+		left := testenv.ProcessGroup(pgid)
 		if len(left) == 0 {
 			return
 		}
@@ -542,10 +523,10 @@ func TestKillEndsGroup(t *testing.T) {
 	p := newProfile(t)
 	sr := p.background(nil, "sleep 300 & sleep 300")
 	deadline := time.Now().Add(10 * time.Second)
-	for len(pgroup(sr.PID)) < 3 && time.Now().Before(deadline) {
+	for len(testenv.ProcessGroup(sr.PID)) < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := len(pgroup(sr.PID)); n < 3 {
+	if n := len(testenv.ProcessGroup(sr.PID)); n < 3 {
 		t.Fatalf("job group %d has %d processes, want bash and two sleeps", sr.PID, n)
 	}
 	res := p.ok("--json", "kill", sr.SessionID)
@@ -638,7 +619,7 @@ func TestLostShim(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := len(pgroup(sr.PID)); n == 0 {
+	if n := len(testenv.ProcessGroup(sr.PID)); n == 0 {
 		t.Fatal("the job died with its shim: nothing left to detect as lost")
 	}
 	got, res := p.poll(nil, sr.SessionID)
@@ -782,7 +763,7 @@ func TestForegroundInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first line %q", line)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(pgroup(pgid)) < 3; {
+	for deadline := time.Now().Add(10 * time.Second); len(testenv.ProcessGroup(pgid)) < 3; {
 		if time.Now().After(deadline) {
 			t.Fatalf("job group %d never had its two sleeps", pgid)
 		}
