@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hermesrun/hermes/client"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -31,15 +31,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	hermesBin = filepath.Join(dir, "hermes")
-	args := []string{"build", "-o", hermesBin}
-	if ov := os.Getenv("HERMES_TEST_OVERLAY"); ov != "" {
-		args = append(args, "-overlay", ov)
-	}
-	cmd := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes")...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build hermes:", err)
+	if hermesBin, err = testenv.BuildHermes(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

@@ -11,12 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/server"
 )
 
@@ -30,8 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	hermesBin = filepath.Join(dir, "hermes")
-	if err := buildHermes(hermesBin); err != nil {
+	if hermesBin, err = testenv.BuildHermes(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -43,19 +42,6 @@ func TestMain(m *testing.M) {
 
 // buildHermes builds ./cmd/hermes to out. When the tree is mid-rewrite
 // elsewhere, HERMES_TEST_OVERLAY may name a go build -overlay file.
-func buildHermes(out string) error {
-	args := []string{"build", "-o", out}
-	if ov := os.Getenv("HERMES_TEST_OVERLAY"); ov != "" {
-		args = append(args, "-overlay", ov)
-	}
-	cmd := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build hermes: %v\n%s", err, stderr.String())
-	}
-	return nil
-}
 
 // envOf is a Getenv that sees only m: tests never read the real profile.
 func envOf(m map[string]string) func(string) string {

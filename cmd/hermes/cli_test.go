@@ -35,11 +35,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	hermesBin = filepath.Join(dir, "hermes")
-	// GOFLAGS (e.g. -overlay) reaches this build through the environment.
-	build := exec.Command("go", "build", "-o", hermesBin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building hermes: %v\n%s", err, out)
+	if hermesBin, err = testenv.BuildHermes(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,40 +18,6 @@ import (
 	"testing"
 	"time"
 )
-
-var (
-	runnerBinOnce sync.Once
-	runnerBin     string
-	runnerBinErr  error
-)
-
-// runnerTestBinary builds the hermes binary once for these tests.
-func runnerTestBinary(t *testing.T) string {
-	t.Helper()
-	runnerBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "hermes-runner-test-")
-		if err != nil {
-			runnerBinErr = err
-			return
-		}
-		runnerBin = filepath.Join(dir, "hermes")
-		out, err := exec.Command("go", "build", "-o", runnerBin, ".").CombinedOutput()
-		if err != nil {
-			runnerBinErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if runnerBinErr != nil {
-		t.Fatal(runnerBinErr)
-	}
-	return runnerBin
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "build hermes: " + e.err.Error() + "\n" + e.out }
 
 // cliRun is one invocation's outcome.
 type cliRun struct {
@@ -129,7 +94,7 @@ func startRunnerServe(t *testing.T, bin string, env []string) string {
 }
 
 func TestRunnerCLIIdentical(t *testing.T) {
-	bin := runnerTestBinary(t)
+	bin := hermesBin // built once by TestMain
 	home := t.TempDir()
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HERMES_HOME=" + home, "LANG=C.UTF-8", "HERMES_SESSION_ID=agent-7"}
 	url := startRunnerServe(t, bin, env)

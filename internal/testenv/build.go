@@ -1,0 +1,24 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildHermes compiles cmd/hermes into dir and returns the binary's path,
+// for tests that run the real CLI, shims and watchers. GOFLAGS reaches the
+// build through the environment; HERMES_TEST_OVERLAY adds an -overlay file.
+func BuildHermes(dir string) (string, error) {
+	bin := filepath.Join(dir, "hermes")
+	args := []string{"build", "-o", bin}
+	if ov := os.Getenv("HERMES_TEST_OVERLAY"); ov != "" {
+		args = append(args, "-overlay", ov)
+	}
+	out, err := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes")...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build hermes: %v\n%s", err, out)
+	}
+	return bin, nil
+}
