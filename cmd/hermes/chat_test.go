@@ -208,23 +208,7 @@ func TestChatHeadlessResultSurvivesExit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newProfile(t)
-			if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(seedConfig), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			work := t.TempDir()
-			release := filepath.Join(work, "release")
-			script := filepath.Join(work, "review.sh")
-			if err := os.WriteFile(script, []byte(reviewScript), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			prov := &seedProvider{
-				command:  strings.Join([]string{"bash", shellQuote(script), shellQuote(release)}, " "),
-				release:  release,
-				seenTool: map[string]bool{},
-			}
-			url := serveProvider(t, prov)
-			t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o600) }) // never leave the child waiting
+			p, work, prov, url := seedScenario(t)
 			env := []string{"TERMINAL_CWD=" + work, "OPENAI_BASE_URL=" + url, "OPENAI_API_KEY=local-test-only"}
 			args := []string{"chat", "-q", "Run the background review", "--oneshot",
 				"--provider", "custom", "--model", "test-model", "--api-key", "local-test-only",
@@ -233,7 +217,7 @@ func TestChatHeadlessResultSurvivesExit(t *testing.T) {
 				args = append(args, "--quiet")
 			}
 			res := p.run(env, append(args, tc.flags...)...)
-			_ = os.WriteFile(release, nil, 0o600)
+			_ = os.WriteFile(prov.release, nil, 0o600)
 
 			if res.code != 0 {
 				t.Fatalf("hermes chat failed:\n%s", res)
@@ -531,4 +515,30 @@ func TestChatEnvAndConfigFallbacks(t *testing.T) {
 	if len(auth) != 1 || auth[0] != "Bearer sk-envkey" {
 		t.Errorf("Authorization = %q, want the OPENAI_API_KEY bearer token", auth)
 	}
+}
+
+// seedScenario sets up the seed's first test: a profile with the seed's
+// config.yaml, a review script in a work directory that waits for its
+// release file, and a local provider that asks for it in the background and
+// releases it once the start receipt arrives. It returns the provider's URL.
+func seedScenario(t *testing.T) (*profile, string, *seedProvider, string) {
+	t.Helper()
+	p := newProfile(t)
+	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(seedConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	release := filepath.Join(work, "release")
+	script := filepath.Join(work, "review.sh")
+	if err := os.WriteFile(script, []byte(reviewScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	prov := &seedProvider{
+		command:  strings.Join([]string{"bash", shellQuote(script), shellQuote(release)}, " "),
+		release:  release,
+		seenTool: map[string]bool{},
+	}
+	url := serveProvider(t, prov)
+	t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o600) }) // never leave the child waiting
+	return p, work, prov, url
 }

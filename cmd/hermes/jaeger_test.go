@@ -399,23 +399,7 @@ func TestTraceJaegerEndToEnd(t *testing.T) {
 			_, _ = rand.Read(rnd[:])
 			service := "hermes-e2e-" + hex.EncodeToString(rnd[:])
 
-			p := newProfile(t)
-			if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(seedConfig), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			work := t.TempDir()
-			release := filepath.Join(work, "release")
-			script := filepath.Join(work, "review.sh")
-			if err := os.WriteFile(script, []byte(reviewScript), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			prov := &seedProvider{
-				command:  strings.Join([]string{"bash", shellQuote(script), shellQuote(release)}, " "),
-				release:  release,
-				seenTool: map[string]bool{},
-			}
-			url := serveProvider(t, prov)
-			t.Cleanup(func() { _ = os.WriteFile(release, nil, 0o600) })
+			p, work, prov, url := seedScenario(t)
 			env := []string{
 				"TERMINAL_CWD=" + work,
 				"OTEL_EXPORTER_OTLP_ENDPOINT=" + proto.endpoint,
@@ -425,7 +409,7 @@ func TestTraceJaegerEndToEnd(t *testing.T) {
 			res := p.run(env, "chat", "-q", "Run the background review", "--oneshot", "--quiet",
 				"--model", "test-model", "--api-key", "local-test-only", "--base-url", url,
 				"--toolsets", "terminal", "--max-turns", "3")
-			_ = os.WriteFile(release, nil, 0o600)
+			_ = os.WriteFile(prov.release, nil, 0o600)
 			if res.code != 0 || res.stdout != "Coordinator finished.\n" {
 				t.Fatalf("hermes chat:\n%s", res)
 			}
