@@ -79,14 +79,12 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	defer cancelDrain()
 	fctx, cancelTimeout := context.WithTimeout(fctx, timeout)
 	defer cancelTimeout()
-	red := redactor(t)
 	next := offset
 	err = runner.PollFollow(fctx, t.Registry, info.SessionID, offset, wire.FollowInterval, func(ev runner.FollowEvent) error {
 		if ev.Final() {
 			return send(wire.EventEnd, ev)
 		}
 		next = ev.Offset + strings.Count(ev.Output, "\n")
-		ev.Output = red(ev.Output)
 		return send(wire.EventOutput, ev)
 	})
 	switch {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/runner/redact"
 	"github.com/hermesrun/hermes/server/wire"
 )
 
@@ -85,16 +84,6 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
-}
-
-// redactor masks secrets in live output when the tenant's profile says so
-// (security.redact_output, on by default). Receipts are redacted anyway;
-// masking again changes nothing, so local and remote readers agree.
-func redactor(t *Tenant) func(string) string {
-	if t.Engine.Profile.RedactLive() {
-		return redact.String
-	}
-	return func(s string) string { return s }
 }
 
 // finished marks infos of ended processes as read from their receipt, as a
@@ -295,7 +284,6 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		notFound(w, id)
 		return
 	}
-	res.OutputTail = redactor(t)(res.OutputTail)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -345,7 +333,6 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		notFound(w, id)
 		return
 	}
-	res.Output = redactor(t)(res.Output)
 	writeJSON(w, http.StatusOK, res)
 }
 
@@ -413,7 +400,6 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		notFound(w, id)
 		return
 	}
-	res.Output = redactor(t)(res.Output)
 	writeJSON(w, http.StatusOK, wire.WaitResult{LogResult: *res})
 }
 
