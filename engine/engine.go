@@ -38,6 +38,10 @@ type Options struct {
 	// its span exporter retries. Short commands give up at once instead,
 	// so a collector that is down never delays their exit.
 	LongLived bool
+	// Supervisor marks the engine of a job's supervisor (hermes shim,
+	// hermes watch): a Redis store that does not answer is not an error,
+	// since the job must start and its receipt can wait in the spool.
+	Supervisor bool
 }
 
 // Engine is an opened profile.
@@ -50,10 +54,11 @@ type Engine struct {
 	// a free no-op otherwise.
 	Tracing *tracing.Provider
 
-	getenv  func(string) string
-	exe     string
-	closers []io.Closer
-	docker  *docker.Backend
+	getenv     func(string) string
+	exe        string
+	supervisor bool
+	closers    []io.Closer
+	docker     *docker.Backend
 }
 
 // Open loads the profile named by the environment and opens its stores.
@@ -68,7 +73,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(prof.Home, "logs"), 0o700); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
 	}
-	e := &Engine{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger}
+	e := &Engine{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor}
 	if e.Logger == nil {
 		e.Logger = e.fileLogger()
 	}
@@ -110,7 +115,7 @@ func (e *Engine) fileLogger() *slog.Logger {
 
 func (e *Engine) openStores(ctx context.Context) error {
 	if url := e.Profile.Config.Store.RedisURL; url != "" {
-		st, ss, err := openRedis(ctx, url, e.Profile, e.Logger)
+		st, ss, err := openRedis(ctx, url, e.Profile, e.Logger, e.supervisor)
 		if err != nil {
 			return err
 		}
@@ -144,22 +149,21 @@ func (e *Engine) Detached() *local.Detached {
 type Mode int
 
 const (
-	// Background registries start local jobs behind detached shims, so
-	// they outlive the calling command.
+	// Background registries hand docker jobs to a detached watcher, so
+	// that their end is recorded after the calling command exits.
 	Background Mode = iota
-	// Foreground registries run local jobs as direct children (a
-	// foreground `hermes run`, or a shim itself).
+	// Foreground registries watch docker jobs themselves (a foreground
+	// `hermes run`). Local jobs run behind a shim in both modes.
 	Foreground
 )
 
 // Registry returns a registry for this profile. extra backends (docker)
 // come after the local one.
 func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry, error) {
-	var localB runner.Backend = e.Detached()
-	if mode == Foreground {
-		localB = local.New()
-	}
-	backends := append([]runner.Backend{localB}, extra...)
+	// Local jobs always run behind a shim, foreground ones too: the shim
+	// is a subreaper that ends every descendant with the job, and records
+	// the end even when this process is killed.
+	backends := append([]runner.Backend{e.Detached()}, extra...)
 	if e.dockerWanted() {
 		d, err := e.Docker()
 		if err != nil {
@@ -170,10 +174,6 @@ func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry,
 		} else {
 			backends = append(backends, d)
 		}
-	}
-	if mode == Foreground {
-		// Live shim jobs stay visible to lookups; attaching needs no name.
-		backends = append(backends, attacherOnly{e.Detached()})
 	}
 	return runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
@@ -191,15 +191,6 @@ func (e *Engine) Defer(f func()) {
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
-
-// attacherOnly exposes a Detached backend's Attacher side under a name
-// that never collides with the foreground local backend.
-type attacherOnly struct{ *local.Detached }
-
-func (attacherOnly) Name() string { return "local-detached" }
-func (a attacherOnly) Start(context.Context, runner.Spec) (runner.Handle, error) {
-	return nil, errors.New("not a starting backend")
-}
 
 // Close releases the stores.
 func (e *Engine) Close() error {

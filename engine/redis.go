@@ -32,12 +32,16 @@ func (r redisStores) Close() error {
 // store.prefix, or by the profile's absolute path so that two profiles on
 // one Redis stay apart unless they choose to share a prefix (hosts of one
 // shared runner do).
-func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.Logger) (receipts.Store, sessions.Store, error) {
+func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.Logger, lenient bool) (receipts.Store, sessions.Store, error) {
 	prefix := prof.Config.Store.Prefix
 	if prefix == "" {
 		prefix = redisstore.ProfilePrefix(prof.Home)
 	}
 	rdb, err := redisstore.Dial(ctx, url)
+	if err != nil && lenient {
+		log.Warn("redis does not answer; receipts wait in the spool", "err", err)
+		rdb, err = redisstore.Connect(url)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -90,6 +90,13 @@ type Handle interface {
 	CloseStdin(ctx context.Context) error
 }
 
+// ForegroundStarter is implemented by backends that can run a job tied to
+// the calling process: its output also goes to tee as it arrives, and the
+// job is ended (and recorded) if the caller dies first.
+type ForegroundStarter interface {
+	StartForeground(ctx context.Context, spec Spec, tee io.Writer) (Handle, error)
+}
+
 // Supervised is implemented by handles whose process is supervised by
 // someone else (a detached shim): that supervisor captures output, enforces
 // the timeout and writes the receipt; the local registry only observes.

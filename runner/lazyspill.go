@@ -2,6 +2,8 @@ package runner
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/hermesrun/hermes/runner/outbuf"
 )
@@ -10,6 +12,8 @@ import (
 // that prints nothing costs no file: creating a file was, on a busy disk,
 // as expensive as starting the process. A log that cannot be created is
 // reported once and then skipped, as if there were no spill directory.
+// What reaches the file is masked first (redactingWriter): the log is on
+// disk, and nothing unmasked is persisted, whatever the live setting.
 type lazySpill struct {
 	path     string
 	maxBytes int64
@@ -17,6 +21,7 @@ type lazySpill struct {
 	log      *slog.Logger
 
 	spill  *outbuf.Spill
+	red    *redactingWriter
 	failed bool
 }
 
@@ -27,19 +32,41 @@ func (l *lazySpill) Write(p []byte) (int, error) {
 		if err != nil {
 			l.log.Warn("no spill log", "id", l.id, "err", err)
 			l.failed = true
+		} else {
+			l.spill, l.red = s, newRedactingWriter(s)
 		}
-		l.spill = s
 	}
 	if l.spill == nil {
 		return len(p), nil
 	}
-	return l.spill.Write(p)
+	if _, err := l.red.Write(p); err != nil && !l.failed {
+		// A full disk must not stop the job's output from reaching its
+		// buffer and receipt: the log is only a convenience.
+		l.log.Warn("spill log write failed", "id", l.id, "err", err)
+		l.failed = true
+	}
+	return len(p), nil
 }
 
-// Close closes the log if it was created.
+// Close writes on what is held and closes the log if it was created.
 func (l *lazySpill) Close() error {
 	if l.spill == nil {
 		return nil
 	}
-	return l.spill.Close()
+	err := l.red.Close()
+	if cerr := l.spill.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeSpill removes the spill log of a process (both segments) once its
+// receipt holds what any reader needs.
+func removeSpill(dir, id string) {
+	if dir == "" {
+		return
+	}
+	p := filepath.Join(dir, id+".log")
+	_ = os.Remove(p)
+	_ = os.Remove(p + ".1")
 }

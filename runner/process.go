@@ -24,8 +24,14 @@ type Process struct {
 	pid  int
 	ref  string
 	done chan struct{}
+	// recorded is closed once the receipt is in the store.
+	recorded chan struct{}
+	// closeSpill writes on the spill log's held output before the end
+	// is recorded.
+	closeSpill func() error
 
 	mu       sync.Mutex
+	storeErr error
 	killed   bool
 	timedOut bool
 	failed   bool
@@ -35,7 +41,7 @@ type Process struct {
 }
 
 func newProcess(spec Spec, backend string) *Process {
-	return &Process{spec: spec, backend: backend, done: make(chan struct{})}
+	return &Process{spec: spec, backend: backend, done: make(chan struct{}), recorded: make(chan struct{})}
 }
 
 func (p *Process) isDone() bool {
@@ -57,6 +63,24 @@ func (p *Process) isSeen() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.seen
+}
+
+// setStoreErr notes why the end of p could not be read from the store yet.
+func (p *Process) setStoreErr(err error) {
+	p.mu.Lock()
+	p.storeErr = err
+	p.mu.Unlock()
+}
+
+// pendingStoreErr is the store error that keeps p's recorded end from
+// being read, while it lasts.
+func (p *Process) pendingStoreErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.receipt != nil {
+		return nil
+	}
+	return p.storeErr
 }
 
 func (p *Process) finalReceipt() *receipts.Receipt {
@@ -108,7 +132,15 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		rec.Status = receipts.StatusExited
 	}
 	if rec.Status != receipts.StatusExited && rec.ExitCode == 0 {
-		rec.ExitCode = -1 // never report an abnormal end as success
+		// Never report an abnormal end as success. A job that trapped
+		// the kill's SIGTERM and exited 0 ended because of that signal:
+		// 128+SIGTERM, the shell's convention.
+		switch rec.Status {
+		case receipts.StatusKilled, receipts.StatusTimeout:
+			rec.ExitCode = 128 + int(syscall.SIGTERM)
+		default:
+			rec.ExitCode = -1
+		}
 	}
 	return rec
 }

@@ -40,3 +40,20 @@ func pump(w io.Writer, r io.Reader) (int64, error) {
 		}
 	}
 }
+
+// tolerantWriter passes writes on to w until w fails once (a terminal that
+// went away, a launcher that died), then drops them: a tee must never stop
+// the output from reaching the buffer and the receipt.
+type tolerantWriter struct {
+	w      io.Writer
+	failed bool
+}
+
+func (t *tolerantWriter) Write(p []byte) (int, error) {
+	if !t.failed {
+		if _, err := t.w.Write(p); err != nil {
+			t.failed = true
+		}
+	}
+	return len(p), nil
+}

@@ -108,6 +108,9 @@ type Registry struct {
 	procs map[string]*Process
 	queue []Completion
 	ready chan struct{}
+
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // New returns a Registry.
@@ -136,6 +139,7 @@ func New(opts Options) (*Registry, error) {
 		log:      opts.Logger,
 		procs:    make(map[string]*Process),
 		ready:    make(chan struct{}, 1),
+		closed:   make(chan struct{}),
 	}
 	for _, b := range opts.Backends {
 		r.backends[b.Name()] = b
@@ -226,14 +230,22 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		},
 	}
 	p := newProcess(spec, b.Name())
-	h, err := b.Start(ctx, spec)
+	var h Handle
+	tee := req.Tee
+	if fs, ok := b.(ForegroundStarter); ok && tee != nil {
+		// Its supervisor tees the output and ends the job with us.
+		h, err = fs.StartForeground(ctx, spec, tee)
+		tee = nil
+	} else {
+		h, err = b.Start(ctx, spec)
+	}
 	if err != nil {
 		p.errMsg = err.Error()
 		p.failed = true
 		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
 		return p.info(), fmt.Errorf("start %s: %w", req.ID, err)
 	}
-	r.track(p, h, req.Tee)
+	r.track(p, h, tee)
 	return p.info(), nil
 }
 
@@ -273,11 +285,14 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 		writers := []io.Writer{p.buf}
 		if r.opts.SpillDir != "" {
 			spill := &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
+			// Closed (held output written on) before the end is recorded,
+			// so that the log is complete until the receipt replaces it.
 			defer spill.Close()
+			p.closeSpill = spill.Close
 			writers = append(writers, spill)
 		}
 		if tee != nil {
-			writers = append(writers, tee)
+			writers = append(writers, &tolerantWriter{w: tee})
 		}
 		if len(writers) > 1 {
 			w = io.MultiWriter(writers...)
@@ -326,51 +341,68 @@ func (r *Registry) terminate(ctx context.Context, p *Process) {
 		}
 		return
 	}
-	if err := p.handle.Signal(ctx, syscall.SIGTERM); err != nil {
+	if err := p.handle.Signal(ctx, syscall.SIGTERM); err != nil && !errors.Is(err, ErrFinished) {
 		r.log.Warn("SIGTERM", "id", p.spec.ID, "err", err)
 	}
 	select {
 	case <-p.done:
 	case <-time.After(r.opts.KillGrace):
-		if err := p.handle.Signal(ctx, syscall.SIGKILL); err != nil {
+		if err := p.handle.Signal(ctx, syscall.SIGKILL); err != nil && !errors.Is(err, ErrFinished) {
 			r.log.Warn("SIGKILL", "id", p.spec.ID, "err", err)
 		}
 	}
 }
 
 // finish records the end of p: its receipt (written once, whoever observes
-// the end first), its completion, and its in-memory final state.
+// the end first), its completion, and its in-memory final state. What the
+// backend observed is what is recorded: a store that fails is retried, and
+// never turns an exit into another status.
 func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr error) {
 	if exit.FinishedAt.IsZero() {
 		exit.FinishedAt = time.Now()
 	}
+	if p.closeSpill != nil {
+		_ = p.closeSpill()
+	}
 	// Sanitized now, not only in the store: the in-memory copy feeds
 	// listings and the completion an agent sends to its model.
 	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
-	owner := receipts.Scope{Owners: []string{p.spec.Meta.ParentSessionID}}
+	recorded := false
 	if p.supervised != nil && waitErr == nil {
 		// The shim wrote the receipt before it exited; read it back.
-		if stored, err := r.opts.Store.Get(ctx, p.spec.ID, owner); err == nil {
-			rec = stored
+		stored, err := r.readBack(ctx, p)
+		if err == nil {
+			rec, recorded = stored, true
 		} else {
 			rec.Status, rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
+			rec.ExitCode = -1
 			waitErr = ErrLost
 		}
 	}
-	if p.supervised == nil || waitErr != nil {
-		err := r.opts.Store.Create(ctx, rec)
-		if err == nil {
-			// Whoever records the receipt records the span: once.
-			r.recordSpan(ctx, rec)
+	if p.supervised != nil && waitErr != nil {
+		// Keep what the job printed before its supervisor vanished.
+		if out, trunc, err := p.supervised.Snapshot(ctx); err == nil && out != "" {
+			rec.Output, rec.OutputTruncated = out, trunc
+			rec = receipts.Sanitize(rec)
 		}
+	}
+	if !recorded {
+		stored, err := r.record(ctx, rec)
 		switch {
-		case errors.Is(err, receipts.ErrExists):
-			if stored, gerr := r.opts.Store.Get(ctx, p.spec.ID, owner); gerr == nil {
-				rec = stored
-			}
-		case err != nil:
-			r.log.Error("receipt not written", "id", p.spec.ID, "err", err)
+		case err == nil:
+			rec, recorded = stored, true
+		default:
+			// The true end stays in memory (answers from here are right)
+			// and the write is retried until the store takes it.
+			r.log.Error("receipt not written; retrying", "id", p.spec.ID, "err", err)
+			go r.retryRecord(p, rec)
 		}
+	}
+	if recorded {
+		if p.supervised == nil || waitErr != nil {
+			removeSpill(r.opts.SpillDir, p.spec.ID)
+		}
+		close(p.recorded)
 	}
 	if c, ok := p.handle.(interface{ Cleanup(context.Context) error }); ok && p.handle != nil {
 		if err := c.Cleanup(ctx); err != nil {
@@ -389,6 +421,95 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	if r.opts.ForgetAfter > 0 {
 		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
 	}
+}
+
+// record writes rec if no receipt of its process exists yet and returns
+// the receipt that is stored: rec, or the one another observer wrote.
+func (r *Registry) record(ctx context.Context, rec *receipts.Receipt) (*receipts.Receipt, error) {
+	err := r.opts.Store.Create(ctx, rec)
+	if err == nil {
+		// Whoever records the receipt records the span: once.
+		r.recordSpan(ctx, rec)
+		return rec, nil
+	}
+	if !errors.Is(err, receipts.ErrExists) {
+		return nil, err
+	}
+	stored, gerr := r.opts.Store.Get(ctx, rec.SessionID, receipts.Scope{Owners: []string{rec.ParentSessionID}})
+	if gerr != nil {
+		return rec, nil //nolint:nilerr // it is stored; ours is as good a copy
+	}
+	return stored, nil
+}
+
+// Backoff of the store retries.
+const (
+	retryFirst = 50 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// readBack reads the receipt a supervisor wrote. Only "not found" means
+// there is none: any other error is the store's, retried (with backoff, as
+// long as ctx lasts) rather than taken for an answer.
+func (r *Registry) readBack(ctx context.Context, p *Process) (*receipts.Receipt, error) {
+	owner := receipts.Scope{Owners: []string{p.spec.Meta.ParentSessionID}}
+	delay := retryFirst
+	for {
+		stored, err := r.opts.Store.Get(ctx, p.spec.ID, owner)
+		if err == nil || errors.Is(err, receipts.ErrNotFound) {
+			return stored, err
+		}
+		r.log.Warn("receipt not readable; retrying", "id", p.spec.ID, "err", err)
+		p.setStoreErr(err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// retryRecord writes rec until the store takes it (or the registry is
+// closed), then marks p recorded.
+func (r *Registry) retryRecord(p *Process, rec *receipts.Receipt) {
+	delay := retryFirst
+	for {
+		select {
+		case <-r.closed:
+			return
+		case <-time.After(delay):
+		}
+		stored, err := r.record(context.Background(), rec)
+		if err == nil {
+			p.mu.Lock()
+			p.receipt = stored
+			p.mu.Unlock()
+			removeSpill(r.opts.SpillDir, p.spec.ID)
+			close(p.recorded)
+			r.log.Info("receipt written after retries", "id", p.spec.ID)
+			return
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// Recorded returns a channel closed once the receipt of process id (of
+// this registry) is in the store, or nil for an unknown id. A supervisor
+// must not exit before: its receipt is the only record of the end.
+func (r *Registry) Recorded(id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[id]; p != nil {
+		return p.recorded
+	}
+	return nil
+}
+
+// Close stops the registry's background retries. Processes keep running.
+func (r *Registry) Close() error {
+	r.closeOnce.Do(func() { close(r.closed) })
+	return nil
 }
 
 // forget drops a finished process and any completion of it still queued;
@@ -808,11 +929,17 @@ func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 		return nil, err
 	}
 	out, info := r.output(ctx, f)
-	return &PollResult{
+	res := &PollResult{
 		SessionID: info.SessionID, Status: info.Status, ExitCode: info.ExitCode,
 		OutputTail: receipts.TailChars(out, DefaultTailChars), Command: info.Command, PID: info.PID,
 		Error: info.Error,
-	}, nil
+	}
+	if f.proc != nil {
+		if err := f.proc.pendingStoreErr(); err != nil {
+			res.Error = "its end is not readable yet (receipt store: " + err.Error() + ")"
+		}
+	}
+	return res, nil
 }
 
 // LogResult is the answer to log.
@@ -915,6 +1042,7 @@ func (r *Registry) Kill(ctx context.Context, id string) (*Info, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
+		return p.info(), fmt.Errorf("kill %s: its end was not confirmed (supervisor not responding?): %w", p.spec.ID, ctx.Err())
 	}
 	return p.info(), nil
 }

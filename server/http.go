@@ -3,16 +3,15 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/server/wire"
 )
@@ -164,16 +163,9 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 	}
 }
 
-// checkText rejects over-long values and control characters.
-func checkText(name, v string) error {
-	if len(v) > wire.MaxSessionLen {
-		return errors.New(name + " is longer than " + strconv.Itoa(wire.MaxSessionLen) + " bytes")
-	}
-	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
-		return errors.New(name + " contains control characters")
-	}
-	return nil
-}
+// checkText rejects over-long values and control characters: the
+// runner's rule, the same for every front end.
+func checkText(name, v string) error { return runner.CheckLabel(name, v) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

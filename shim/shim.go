@@ -18,9 +18,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -35,6 +37,11 @@ type Config struct {
 	// Registry options beyond store and backends (redaction, hooks).
 	Options runner.Options
 	Logger  *slog.Logger
+	// Subreaper makes this process the subreaper of the job's descendants
+	// and kills those left at the job's end. Only a process that
+	// supervises this one job may set it (hermes shim does): every other
+	// child of the process would be killed too.
+	Subreaper bool
 }
 
 // Run reads a local.ShimRequest from in, starts the job, answers one
@@ -92,9 +99,19 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 	defer ctl.Close()
 
+	// A subreaper gets the job's orphaned descendants (a daemon, a
+	// `setsid cmd &`) instead of init, so they end with the job.
+	job := local.New()
+	if cfg.Subreaper && osproc.SubreaperSupported {
+		if err := osproc.BecomeSubreaper(); err != nil {
+			log.Warn("not a subreaper: escaped descendants may outlive the job", "err", err)
+		} else {
+			job.ReapOrphans = true
+		}
+	}
 	opts := cfg.Options
 	opts.Store = cfg.Store
-	opts.Backends = []runner.Backend{local.New()}
+	opts.Backends = []runner.Backend{job}
 	opts.SpillDir = paths.LogDir
 	opts.Logger = log
 	reg, err := runner.New(opts)
@@ -102,9 +119,17 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
+	defer reg.Close()
+	var tee io.Writer
+	if req.Foreground {
+		// The launcher passed its output pipe as descriptor 3.
+		f := os.NewFile(3, "launcher-output")
+		defer f.Close()
+		tee = f
+	}
 	m := spec.Meta
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
-	info, err := reg.Start(ctx, runner.StartRequest{
+	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee,
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, Timeout: spec.Timeout,
 		Stdin: true, Notify: m.NotifyOnComplete, TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID,
 		SessionKey: m.SessionKey, ParentSessionID: m.ParentSessionID, TraceID: m.TraceID,
@@ -115,30 +140,74 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
-	start, _ := local.ProcStart(os.Getpid())
+	shimStart, _ := osproc.StartTime(os.Getpid())
+	// The job is this process's child and not reaped before its end is
+	// recorded, so its start time is read from the process itself (0 if
+	// it already ended: then nothing will ever signal it by pid).
+	jobStart, _ := osproc.StartTime(info.PID)
 	state := local.ShimState{
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Timeout: spec.Timeout, Meta: m,
-		PID: info.PID, ShimPID: os.Getpid(), ShimStart: start,
+		PID: info.PID, ShimPID: os.Getpid(), ShimStart: shimStart, JobStart: jobStart,
 	}
 	statePath := paths.StatePath(spec.ID)
 	b, _ := json.Marshal(state)
 	if err := atomicfile.Write(statePath, b, 0o600); err != nil {
-		log.Error("live state not written", "id", spec.ID, "err", err)
+		// Without its state no other hermes process can find the job:
+		// it must not run unseen. End it and say so.
+		log.Error("live state not written: ending the job", "id", spec.ID, "err", err)
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, _ = reg.Kill(kctx, spec.ID)
+		cancel()
+		reply(local.ShimReply{Error: "cannot record the job's state: " + err.Error()})
+		return fmt.Errorf("live state: %w", err)
 	}
 	defer os.Remove(statePath)
 	reply(local.ShimReply{PID: info.PID})
 
 	done := reg.Done(spec.ID)
 	go serveControl(ctx, reg, spec.ID, ctl, log)
+	var orphaned <-chan struct{}
+	if req.Foreground {
+		orphaned = watchParent(req.LauncherPID)
+	}
 	for {
 		select {
 		case <-done:
+			// The receipt is the only record of the end: stay (and stay
+			// visible as live) until the store has taken it.
+			select {
+			case <-reg.Recorded(spec.ID):
+			case <-time.After(maxRecordWait):
+				log.Error("receipt still not written; giving up", "id", spec.ID)
+			}
 			return nil
 		case sig := <-sigs:
 			log.Info("shim signalled: ending job", "id", spec.ID, "signal", sig)
 			go func() { _, _ = reg.Kill(ctx, spec.ID) }()
+		case <-orphaned:
+			orphaned = nil
+			log.Info("launcher of a foreground job is gone: ending job", "id", spec.ID)
+			go func() { _, _ = reg.Kill(ctx, spec.ID) }()
 		}
 	}
+}
+
+// maxRecordWait bounds how long a shim keeps retrying its receipt.
+const maxRecordWait = 24 * time.Hour
+
+// watchParent returns a channel closed once this process's parent is no
+// longer launcher (it died and this process was re-parented). Polling the
+// parent pid is portable and, unlike a parent-death signal, not fooled by
+// the launcher's thread that forked this process exiting.
+func watchParent(launcher int) <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		for os.Getppid() == launcher {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return gone
 }
 
 // serveControl applies control messages until the FIFO fails or is closed.

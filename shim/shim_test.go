@@ -232,8 +232,8 @@ func TestSuperviseJob(t *testing.T) {
 	if exists(f.paths.StatePath(id)) || exists(f.paths.CtlPath(id)) {
 		t.Fatal("state or control file left behind")
 	}
-	if b, err := os.ReadFile(f.paths.LogPath(id)); err != nil || string(b) != want.Output {
-		t.Fatalf("spill log = %q, %v", b, err)
+	if _, err := os.Stat(f.paths.LogPath(id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("spill log left after the receipt: %v", err)
 	}
 	if live, _ := f.paths.List(context.Background()); len(live) != 0 {
 		t.Fatalf("List after the end = %+v", live)

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/osproc"
+	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -50,6 +52,12 @@ type Detached struct {
 // ShimRequest is what a launcher sends a shim on its stdin.
 type ShimRequest struct {
 	Spec runner.Spec `json:"spec"`
+	// Foreground jobs die with their launcher: the shim watches its
+	// parent (LauncherPID) and kills the job, recording it, once the
+	// launcher is gone. Their output also goes to the shim's descriptor 3,
+	// which the launcher passes on to its own output.
+	Foreground  bool `json:"foreground,omitempty"`
+	LauncherPID int  `json:"launcher_pid,omitempty"`
 }
 
 // ShimReply is the single JSON line a shim answers on stdout once the child
@@ -69,6 +77,30 @@ type ShimState struct {
 	PID       int           `json:"pid"`
 	ShimPID   int           `json:"shim_pid"`
 	ShimStart uint64        `json:"shim_start"`
+	// JobStart is the job's start time (osproc.StartTime): with PID it
+	// proves, before any signal, that the pid was not recycled.
+	JobStart uint64 `json:"job_start"`
+}
+
+// maxStateBytes bounds a state file: a real one is well under a page; a
+// bigger one is not ours.
+const maxStateBytes = 1 << 20
+
+// valid reports whether st can be trusted for the file of id: a state file
+// written by somebody else, or for another id, is skipped.
+func (st *ShimState) valid(id string) error {
+	switch {
+	case st.ID != id:
+		return fmt.Errorf("state file of %s names %q", id, st.ID)
+	case st.PID <= 1 || st.ShimPID <= 1:
+		return fmt.Errorf("state file of %s: bad pid", id)
+	}
+	return nil
+}
+
+func (st *ShimState) job() osproc.Identity { return osproc.Identity{PID: st.PID, Start: st.JobStart} }
+func (st *ShimState) shim() osproc.Identity {
+	return osproc.Identity{PID: st.ShimPID, Start: st.ShimStart}
 }
 
 // CtlMessage is one line on a shim's control FIFO. Each message is written
@@ -103,6 +135,17 @@ func (d *Detached) LogPath(id string) string { return filepath.Join(d.LogDir, id
 // Start implements runner.Backend: it launches a shim, hands it the spec,
 // and returns once the shim reports the child's pid.
 func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+	return d.start(ctx, spec, nil)
+}
+
+// StartForeground is Start for a job that dies with this process: its
+// shim kills and records it once this process is gone, and its output also
+// goes to tee as it arrives.
+func (d *Detached) StartForeground(ctx context.Context, spec runner.Spec, tee io.Writer) (runner.Handle, error) {
+	return d.start(ctx, spec, tee)
+}
+
+func (d *Detached) start(ctx context.Context, spec runner.Spec, tee io.Writer) (runner.Handle, error) {
 	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
@@ -113,6 +156,23 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 	cmd := exec.Command(d.Exe, args...)
 	cmd.Env = d.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	var teeDone chan struct{}
+	if tee != nil {
+		// The shim writes the job's output to its descriptor 3; a pipe
+		// carries it here, whatever tee is.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("output pipe: %w", err)
+		}
+		cmd.ExtraFiles = []*os.File{w}
+		teeDone = make(chan struct{})
+		defer w.Close() // the shim holds its own copy
+		go func() {
+			defer close(teeDone)
+			defer r.Close()
+			_, _ = io.Copy(tee, r)
+		}()
+	}
 	if d.ShimLog != "" {
 		f, err := os.OpenFile(d.ShimLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err == nil {
@@ -131,13 +191,17 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start shim %s: %w", d.Exe, err)
 	}
-	h := &shimHandle{d: d, id: spec.ID, cmd: cmd, done: make(chan struct{})}
+	h := &shimHandle{d: d, id: spec.ID, cmd: cmd, done: make(chan struct{}), teeDone: teeDone}
 	fail := func(err error) (runner.Handle, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
 	}
-	req, err := json.Marshal(ShimRequest{Spec: spec})
+	sreq := ShimRequest{Spec: spec}
+	if tee != nil {
+		sreq.Foreground, sreq.LauncherPID = true, os.Getpid()
+	}
+	req, err := json.Marshal(sreq)
 	if err != nil {
 		return fail(err)
 	}
@@ -169,6 +233,9 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 	}
 	go func() {
 		h.waitErr = cmd.Wait()
+		if h.teeDone != nil {
+			<-h.teeDone // all the output is through before the end counts
+		}
 		close(h.done)
 	}()
 	return h, nil
@@ -191,6 +258,9 @@ func (d *Detached) List(ctx context.Context) ([]runner.Live, error) {
 		}
 		st, err := d.readState(id)
 		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				d.logger().Warn("skipping live state", "id", id, "err", err)
+			}
 			continue
 		}
 		out = append(out, d.live(st))
@@ -201,8 +271,15 @@ func (d *Detached) List(ctx context.Context) ([]runner.Live, error) {
 func (d *Detached) live(st *ShimState) runner.Live {
 	return runner.Live{
 		ID: st.ID, Command: st.Command, Backend: Name, Cwd: st.Cwd, Timeout: st.Timeout,
-		Meta: st.Meta, Lost: !alive(st.ShimPID, st.ShimStart),
+		Meta: st.Meta, Lost: !st.shim().Alive(),
 	}
+}
+
+func (d *Detached) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.Default()
 }
 
 // Peek implements runner.Peeker.
@@ -228,14 +305,26 @@ func (d *Detached) Attach(ctx context.Context, id string) (runner.Handle, runner
 	return h, d.live(st), nil
 }
 
+// readState reads the live state of id. The run directory is the
+// profile's, but nothing in it is trusted: a FIFO, a symlink or a file that
+// names another id or a bogus pid is refused rather than blocking on it,
+// following it, or signalling what it names.
 func (d *Detached) readState(id string) (*ShimState, error) {
-	b, err := os.ReadFile(d.StatePath(id))
+	b, err := safefile.ReadRegular(d.StatePath(id), maxStateBytes)
 	if err != nil {
 		return nil, err
 	}
+	return DecodeState(id, b)
+}
+
+// DecodeState parses and checks the state file of id.
+func DecodeState(id string, b []byte) (*ShimState, error) {
 	var st ShimState
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("state of %s: %w", id, err)
+	}
+	if err := st.valid(id); err != nil {
+		return nil, err
 	}
 	return &st, nil
 }
@@ -250,6 +339,7 @@ type shimHandle struct {
 	cmd     *exec.Cmd
 	state   *ShimState
 	done    chan struct{}
+	teeDone chan struct{}
 	waitErr error
 	lost    bool
 }
@@ -265,7 +355,7 @@ func (h *shimHandle) watch() {
 		if _, err := os.Stat(h.d.StatePath(h.id)); errors.Is(err, fs.ErrNotExist) {
 			return
 		}
-		if !alive(h.state.ShimPID, h.state.ShimStart) {
+		if !h.state.shim().Alive() {
 			// Re-check: the shim removes its state just before exiting.
 			if _, err := os.Stat(h.d.StatePath(h.id)); errors.Is(err, fs.ErrNotExist) {
 				return
@@ -292,8 +382,12 @@ func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
 		lost = statErr == nil // crashed shims leave their state behind
 	}
 	if lost {
-		if h.pid > 0 {
-			_ = syscall.Kill(-h.pid, syscall.SIGKILL)
+		// Only a job proven to be the one recorded is killed: after the
+		// shim died its pid may have been recycled by now.
+		if st := h.jobState(); st != nil {
+			if err := osproc.SignalGroup(st.job(), syscall.SIGKILL); err != nil && !errors.Is(err, osproc.ErrNoProcess) {
+				h.d.logger().Warn("lost job not killed", "id", h.id, "pid", st.PID, "err", err)
+			}
 		}
 		os.Remove(h.d.StatePath(h.id))
 		os.Remove(h.d.CtlPath(h.id))
@@ -325,15 +419,39 @@ func (h *shimHandle) send(m CtlMessage) error {
 	return nil
 }
 
-// Signal implements runner.Handle, through the shim so that it records the
-// cause; straight to the process group if the shim is gone.
-func (h *shimHandle) Signal(_ context.Context, sig syscall.Signal) error {
-	if err := h.send(CtlMessage{Op: "signal", Signal: int(sig)}); err != nil && h.pid > 0 {
-		if kerr := syscall.Kill(-h.pid, sig); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
-			return fmt.Errorf("signal %s: %w", h.id, kerr)
-		}
+// jobState is the state this handle knows the job by: read at attach, or
+// (for the launcher) read now.
+func (h *shimHandle) jobState() *ShimState {
+	if h.state != nil {
+		return h.state
 	}
-	return nil
+	st, err := h.d.readState(h.id)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+// Signal implements runner.Handle, through the shim so that it records the
+// cause; straight to the process group if the shim is gone and the job is
+// proven to be the one recorded.
+func (h *shimHandle) Signal(_ context.Context, sig syscall.Signal) error {
+	err := h.send(CtlMessage{Op: "signal", Signal: int(sig)})
+	if err == nil {
+		return nil
+	}
+	st := h.jobState()
+	if st == nil {
+		return fmt.Errorf("signal %s: %w", h.id, runner.ErrFinished)
+	}
+	switch kerr := osproc.SignalGroup(st.job(), sig); {
+	case kerr == nil:
+		return nil
+	case errors.Is(kerr, osproc.ErrNoProcess):
+		return fmt.Errorf("signal %s: %w", h.id, runner.ErrFinished)
+	default:
+		return fmt.Errorf("signal %s: %w", h.id, kerr)
+	}
 }
 
 // Kill implements runner.Supervised.
@@ -407,35 +525,4 @@ func tailFile(path string, n int64) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// ProcStart returns the start time of pid in clock ticks since boot (field
-// 22 of /proc/PID/stat): with the pid it identifies a process across pid
-// reuse.
-func ProcStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, errors.New("malformed stat")
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is field 3 (state); starttime is field 22.
-	if len(fields) < 20 {
-		return 0, errors.New("malformed stat")
-	}
-	if fields[0] == "Z" {
-		return 0, errors.New("zombie")
-	}
-	return strconv.ParseUint(fields[19], 10, 64)
-}
-
-func alive(pid int, start uint64) bool {
-	if pid <= 0 {
-		return false
-	}
-	got, err := ProcStart(pid)
-	return err == nil && (start == 0 || got == start)
 }

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -39,6 +40,12 @@ type Backend struct {
 	// BaseEnv is the environment children start from; nil means the
 	// current process's environment.
 	BaseEnv []string
+	// ReapOrphans kills, at each job's end, every child of this process
+	// other than the job: descendants that left the job's process group
+	// (setsid, daemons) and were re-parented here because this process is a
+	// subreaper (osproc.BecomeSubreaper). Only a supervisor that runs one
+	// job (the shim) may set it.
+	ReapOrphans bool
 }
 
 // New returns a Backend with defaults.
@@ -87,28 +94,55 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 		return nil, fmt.Errorf("start %s: %w", shell, err)
 	}
 	w.Close() // the child holds the only write ends now
-	h := &handle{cmd: cmd, out: r, stdin: stdin, done: make(chan struct{})}
+	h := &handle{cmd: cmd, out: r, stdin: stdin, done: make(chan struct{}), reapOrphans: b.ReapOrphans}
 	go h.reap()
 	return h, nil
 }
 
 type handle struct {
-	cmd   *exec.Cmd
-	out   *os.File
-	stdin io.WriteCloser
-	inMu  sync.Mutex
-	done  chan struct{}
-	exit  runner.Exit
-	err   error
+	cmd         *exec.Cmd
+	out         *os.File
+	stdin       io.WriteCloser
+	inMu        sync.Mutex
+	done        chan struct{}
+	exit        runner.Exit
+	err         error
+	reapOrphans bool
+
+	// sigMu orders signals against the reaping of the child: once reaped
+	// its pid (the group id) may be recycled, so no signal may follow.
+	sigMu  sync.Mutex
+	reaped bool
 }
 
 // reap waits for the child, then kills what is left of its process group
-// (no orphans) and bounds how long the output may still be drained.
+// and, for a subreaper, every escaped descendant (no orphans), and bounds
+// how long the output may still be drained.
 func (h *handle) reap() {
-	err := h.cmd.Wait()
-	h.exit.FinishedAt = time.Now()
 	pgid := h.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	var err error
+	if osproc.WaitExitedNoReap(pgid) == nil {
+		// The child is a zombie: its pid is still reserved, so the group
+		// kill cannot reach a recycled pid. Reaping happens under sigMu
+		// so that Signal never races it.
+		h.sigMu.Lock()
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		err = h.cmd.Wait()
+		h.reaped = true
+		h.sigMu.Unlock()
+	} else {
+		// No wait-without-reap here (macOS): kill the group right after
+		// the reap, a window of microseconds.
+		err = h.cmd.Wait()
+		h.sigMu.Lock()
+		h.reaped = true
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		h.sigMu.Unlock()
+	}
+	h.exit.FinishedAt = time.Now()
+	if h.reapOrphans {
+		killOrphans()
+	}
 	_ = h.out.SetReadDeadline(time.Now().Add(drainGrace))
 	st := h.cmd.ProcessState
 	var exitErr *exec.ExitError
@@ -146,10 +180,10 @@ func (h *handle) Wait(ctx context.Context) (runner.Exit, error) {
 }
 
 func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
-	select {
-	case <-h.done:
-		return nil // already gone: nothing to signal
-	default:
+	h.sigMu.Lock()
+	defer h.sigMu.Unlock()
+	if h.reaped {
+		return runner.ErrFinished
 	}
 	if err := syscall.Kill(-h.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", h.cmd.Process.Pid, err)
@@ -191,6 +225,26 @@ func (d deadlineEOF) Read(p []byte) (int, error) {
 		return n, io.EOF
 	}
 	return n, err
+}
+
+// killOrphans kills and reaps every child of this process, round after
+// round, since each killed process hands its own children to this one. Each
+// is a child, so its pid cannot be recycled before it is reaped here.
+func killOrphans() {
+	self := os.Getpid()
+	for range 200 {
+		kids, err := osproc.Children(self)
+		if err != nil || len(kids) == 0 {
+			return
+		}
+		for _, pid := range kids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		for _, pid := range kids {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		}
+	}
 }
 
 // hermesSecrets are variables that configure hermes itself with

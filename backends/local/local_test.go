@@ -3,6 +3,7 @@ package local_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -149,9 +150,9 @@ func TestSignalReachesWholeGroup(t *testing.T) {
 				t.Fatalf("a grandchild survived the signal: %q", out)
 			}
 			waitGroupGone(t, pgid, 5*time.Second)
-			// Signalling a finished process is not an error.
-			if err := j.h.Signal(context.Background(), syscall.SIGTERM); err != nil {
-				t.Fatalf("Signal after exit: %v", err)
+			// Signalling a finished process says so and signals nothing.
+			if err := j.h.Signal(context.Background(), syscall.SIGTERM); !errors.Is(err, runner.ErrFinished) {
+				t.Fatalf("Signal after exit = %v, want ErrFinished", err)
 			}
 		})
 	}

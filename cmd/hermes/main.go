@@ -10,12 +10,16 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
+
+	"github.com/hermesrun/hermes/runner"
 )
 
 // version is stamped by the build (-ldflags "-X main.version=…"); a plain
@@ -104,6 +108,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := runner.CheckLabel("HERMES_SESSION_ID", os.Getenv("HERMES_SESSION_ID")); err != nil {
+		fmt.Fprintf(stderr, "hermes: error: %s\n", err)
+		return 2
+	}
 	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
 	g.RunnerURL, g.RunnerToken = orEnv(cli.Runner, "HERMES_RUNNER_URL"), orEnv(cli.RunnerToken, "HERMES_RUNNER_TOKEN")
 	kctx.BindTo(ctx, (*context.Context)(nil))
@@ -131,7 +139,31 @@ func (u usageError) Unwrap() error { return u.error }
 
 func badInput(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// maxErrorLine bounds the one-line error: whatever input an error repeats,
+// it never floods the terminal.
+const maxErrorLine = 400
+
+// oneLine folds s onto one line, escapes control characters (an error may
+// repeat input that holds terminal escapes) and clips it to maxErrorLine.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == maxErrorLine {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+		n++
+	}
+	return b.String()
+}
 
 func versionString() string {
 	v := version

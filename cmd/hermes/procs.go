@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
@@ -40,7 +43,7 @@ func open(ctx context.Context, g *Globals, name string, mode engine.Mode) (conte
 
 func checkID(id string) error {
 	if !receipts.IsPrefix(id) {
-		return badInput("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", id)
+		return badInput("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", runner.Clip(id))
 	}
 	return nil
 }
@@ -52,7 +55,54 @@ func printJSON(g *Globals, v any) error {
 }
 
 func notFound(id string) error {
-	return fmt.Errorf("%s: no such process in this profile and session", id)
+	return fmt.Errorf("%s: no such process in this profile and session", runner.Clip(id))
+}
+
+// checkLabels applies the runner's label rule to --task and --session-key.
+func checkLabels(task, sessionKey string) error {
+	if err := runner.CheckLabel("--task", task); err != nil {
+		return badInput("%v", err)
+	}
+	if err := runner.CheckLabel("--session-key", sessionKey); err != nil {
+		return badInput("%v", err)
+	}
+	return nil
+}
+
+// cell makes untrusted text (a command) safe for one table cell: control
+// characters (a command can hold terminal escapes that clear the screen)
+// are shown escaped, tabs and newlines too, and it is cut to width runes.
+func cell(s string, width int) string {
+	var pieces []string
+	total := 0
+	for _, r := range s {
+		var piece string
+		switch {
+		case r == '\n' || r == '\t' || r == '\r':
+			piece = " "
+		case unicode.IsControl(r) || r == utf8.RuneError || unicode.Is(unicode.Cf, r):
+			q := strconv.QuoteRune(r)
+			piece = q[1 : len(q)-1]
+		default:
+			piece = string(r)
+		}
+		pieces = append(pieces, piece)
+		total += utf8.RuneCountInString(piece)
+	}
+	if total <= width {
+		return strings.Join(pieces, "")
+	}
+	var b strings.Builder
+	n := 0
+	for _, p := range pieces {
+		w := utf8.RuneCountInString(p)
+		if n+w > width-3 {
+			break
+		}
+		b.WriteString(p)
+		n += w
+	}
+	return b.String() + "..."
 }
 
 func code(p *int) string {
@@ -71,6 +121,9 @@ type PsCmd struct {
 
 // Run implements the command.
 func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
+	if err := checkLabels(c.Task, c.SessionKey); err != nil {
+		return err
+	}
 	ctx, svc, done, err := service(ctx, g, "ps")
 	if err != nil {
 		return err
@@ -89,12 +142,8 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tCOMMAND")
 	for _, in := range list {
-		cmd := in.Command
-		if len(cmd) > 60 {
-			cmd = cmd[:57] + "..."
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.SessionID, in.Status, code(in.ExitCode), in.Backend,
-			in.StartedAt.Local().Format(time.DateTime), strings.ReplaceAll(cmd, "\n", " "))
+			in.StartedAt.Local().Format(time.DateTime), cell(in.Command, 60))
 	}
 	return tw.Flush()
 }
@@ -198,8 +247,8 @@ func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
 
 // WaitCmd waits for the end.
 type WaitCmd struct {
-	ID      string        `arg:"" help:"Process id or unique prefix."`
-	Timeout time.Duration `help:"Give up after this long (e.g. 30s, 5m); 0 waits forever."`
+	ID      string         `arg:"" help:"Process id or unique prefix."`
+	Timeout *time.Duration `help:"Give up after this long (e.g. 30s, 5m); 0 does not wait: it reports the status now (exit 124 if still running). Default: wait as long as it takes."`
 }
 
 // Run implements the command.
@@ -207,7 +256,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkID(c.ID); err != nil {
 		return err
 	}
-	if c.Timeout < 0 {
+	if c.Timeout != nil && *c.Timeout < 0 {
 		return badInput("--timeout must not be negative")
 	}
 	ctx, svc, done, err := service(ctx, g, "wait")
@@ -215,19 +264,26 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	defer done()
+	if c.Timeout != nil && *c.Timeout == 0 {
+		// Do not wait: a poll that leaves the completion alone unless the
+		// process has already ended (then its final log counts as read).
+		pr, err := svc.Poll(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if pr.Status == receipts.StatusRunning {
+			return c.stillRunning(g, pr.SessionID, 0)
+		}
+	}
 	wctx := ctx
-	if c.Timeout > 0 {
+	if c.Timeout != nil && *c.Timeout > 0 {
 		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		wctx, cancel = context.WithTimeout(ctx, *c.Timeout)
 		defer cancel()
 	}
 	res, err := svc.Wait(wctx, c.ID)
 	if errors.Is(err, context.DeadlineExceeded) {
-		if g.JSON {
-			_ = printJSON(g, map[string]any{"session_id": c.ID, "status": receipts.StatusRunning, "exit_code": nil, "timed_out": true})
-		}
-		fmt.Fprintf(g.Stderr, "hermes: %s still running after %s\n", c.ID, c.Timeout)
-		return exitError{124}
+		return c.stillRunning(g, c.ID, *c.Timeout)
 	}
 	if err != nil {
 		return err
@@ -249,6 +305,16 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 		return exitError{exitStatus(*res.ExitCode)}
 	}
 	return nil
+}
+
+// stillRunning reports a wait that ended before the process: exit 124,
+// like timeout(1).
+func (c *WaitCmd) stillRunning(g *Globals, id string, after time.Duration) error {
+	if g.JSON {
+		_ = printJSON(g, map[string]any{"session_id": id, "status": receipts.StatusRunning, "exit_code": nil, "timed_out": true})
+	}
+	fmt.Fprintf(g.Stderr, "hermes: %s still running after %s\n", id, after)
+	return exitError{124}
 }
 
 // exitStatus maps a recorded exit code to one a shell can carry.
@@ -360,7 +426,7 @@ type ShimCmd struct{}
 // command context's: it handles SIGTERM/SIGINT itself by ending the job.
 func (c *ShimCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
+	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv, Supervisor: true})
 	if err != nil {
 		_ = json.NewEncoder(os.Stdout).Encode(map[string]string{"error": err.Error()})
 		return err
@@ -378,7 +444,7 @@ type WatchCmd struct {
 // its job and is not bound to any terminal.
 func (c *WatchCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
+	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv, Supervisor: true})
 	if err != nil {
 		return err
 	}

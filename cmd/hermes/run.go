@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,7 +32,7 @@ type RunCmd struct {
 // Run implements the command.
 func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Backend != "" && c.Backend != "local" && c.Backend != "docker" {
-		return badInput("--backend %q: want local or docker", c.Backend)
+		return badInput("--backend %q: want local or docker", runner.Clip(c.Backend))
 	}
 	if c.Backend == "" && g.RunnerURL == "" {
 		prof, err := config.Load(g.Getenv)
@@ -95,11 +96,14 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	for _, kv := range c.Env {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
-			return req, badInput("--env %q: want KEY=VALUE", kv)
+			return req, badInput("--env %q: want KEY=VALUE", runner.Clip(kv))
 		}
 	}
 	if c.Timeout < 0 {
 		return req, badInput("--timeout must not be negative")
+	}
+	if err := checkLabels(c.Task, c.SessionKey); err != nil {
+		return req, err
 	}
 	cwd := c.Cwd
 	// With a runner and no --cwd, the runner decides: the caller's
@@ -113,11 +117,11 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	if c.Backend == "local" && g.RunnerURL == "" {
 		abs, err := filepath.Abs(cwd)
 		if err != nil {
-			return req, badInput("--cwd %q: %v", cwd, err)
+			return req, badInput("--cwd %q: %v", runner.Clip(cwd), err)
 		}
 		st, err := os.Stat(abs)
 		if err != nil || !st.IsDir() {
-			return req, badInput("--cwd %q: not a directory", cwd)
+			return req, badInput("--cwd %q: not a directory", runner.Clip(cwd))
 		}
 		cwd = abs
 	}
@@ -143,6 +147,9 @@ func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service,
 }
 
 func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registry, req runner.StartRequest) error {
+	// A tee marks the run as foreground (the job ends with this process);
+	// with --json its output goes only to the receipt.
+	req.Tee = io.Discard
 	if !g.JSON {
 		req.Tee = g.Stdout
 	}

@@ -42,6 +42,22 @@ func WithTLSConfig(c *tls.Config) DialOption {
 //
 // Errors name the URL with its password masked.
 func Dial(ctx context.Context, rawURL string, dopts ...DialOption) (*redis.Client, error) {
+	c, err := Connect(rawURL, dopts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		u, _ := url.Parse(rawURL)
+		return nil, fmt.Errorf("redis %s unreachable: %w", u.Redacted(), scrub(err, u))
+	}
+	return c, nil
+}
+
+// Connect is Dial without the check that the server answers: for a job's
+// supervisor, which must start its job during an outage too (its receipt
+// then waits in the store's spool).
+func Connect(rawURL string, dopts ...DialOption) (*redis.Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error repeats the input, password included: keep only the cause.
@@ -66,12 +82,7 @@ func Dial(ctx context.Context, rawURL string, dopts ...DialOption) (*redis.Clien
 	for _, f := range dopts {
 		f(o)
 	}
-	c := redis.NewClient(o)
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("redis %s unreachable: %w", shown, scrub(err, u))
-	}
-	return c, nil
+	return redis.NewClient(o), nil
 }
 
 // RedactURL returns rawURL fit for logs and error messages: the password, if

@@ -1,0 +1,72 @@
+// Package osproc is what hermes needs from the operating system about
+// processes, behind one small surface with a native implementation per
+// platform: a process's identity across pid reuse, its children, a
+// supervisor that adopts orphaned descendants, and waiting for a child's
+// exit without reaping it (so that its pid, and with it its process group id,
+// cannot be reused while the group is being killed).
+//
+// Linux reads /proc and uses prctl(PR_SET_CHILD_SUBREAPER) and
+// waitid(WNOWAIT). macOS reads kern.proc sysctls; it has no subreaper, so a
+// descendant that leaves the job's process group and whose parent dies is
+// re-parented to launchd and escapes (the README says so).
+package osproc
+
+import (
+	"errors"
+	"syscall"
+)
+
+// ErrNoProcess is returned when the process does not exist (or is a zombie,
+// which can no longer be signalled in any useful way).
+var ErrNoProcess = errors.New("no such process")
+
+// Identity names one process across pid reuse: a pid is recycled, a pid
+// together with the time its process started is not.
+type Identity struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// Of returns the identity of the running process pid.
+func Of(pid int) (Identity, error) {
+	if pid <= 0 {
+		return Identity{}, ErrNoProcess
+	}
+	st, err := StartTime(pid)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{PID: pid, Start: st}, nil
+}
+
+// Alive reports whether the process id names is still that process.
+func (id Identity) Alive() bool {
+	if id.PID <= 0 || id.Start == 0 {
+		return false
+	}
+	st, err := StartTime(id.PID)
+	return err == nil && st == id.Start
+}
+
+// ErrNotProven is returned by SignalGroup when the group's leader can no
+// longer be proven to be the process that was recorded: nothing is sent.
+var ErrNotProven = errors.New("process identity not proven; nothing signalled")
+
+// SignalGroup sends sig to the process group led by id, but only once id is
+// proven to still be the recorded process: never to pid 0 or 1 (kill(-1)
+// reaches every process), never after the pid was recycled.
+func SignalGroup(id Identity, sig syscall.Signal) error {
+	if id.PID <= 1 || id.Start == 0 {
+		return ErrNotProven
+	}
+	if !id.Alive() {
+		return ErrNotProven
+	}
+	if err := syscall.Kill(-id.PID, sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return ErrNoProcess
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+//go:build darwin
+
+package osproc
+
+import (
+	"errors"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// StartTime returns when pid started, in microseconds since the epoch (from
+// the kern.proc.pid sysctl). A zombie counts as gone.
+func StartTime(pid int) (uint64, error) {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return 0, ErrNoProcess
+		}
+		return 0, err
+	}
+	if int(kp.Proc.P_pid) != pid || kp.Proc.P_stat == 5 { // SZOMB
+		return 0, ErrNoProcess
+	}
+	tv := kp.Proc.P_starttime
+	return uint64(tv.Sec)*1e6 + uint64(tv.Usec), nil
+}
+
+// Children returns the pids whose parent is pid, from kern.proc.all.
+func Children(pid int) ([]int, error) {
+	all, err := unix.SysctlKinfoProcSlice("kern.proc.all")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, kp := range all {
+		if int(kp.Eproc.Ppid) == pid && kp.Proc.P_pid > 1 {
+			out = append(out, int(kp.Proc.P_pid))
+		}
+	}
+	return out, nil
+}
+
+// BecomeSubreaper is not available on macOS: orphans go to launchd.
+func BecomeSubreaper() error { return errors.ErrUnsupported }
+
+// SubreaperSupported reports whether BecomeSubreaper can work here.
+const SubreaperSupported = false
+
+// WaitExitedNoReap is not available on macOS (no waitid WNOWAIT in the
+// portable surface); it returns at once and the caller reaps as usual.
+func WaitExitedNoReap(int) error { return errors.ErrUnsupported }
+
+// SetParentDeathSignal is not available on macOS; supervisors poll their
+// parent pid instead.
+func SetParentDeathSignal(syscall.Signal) error { return errors.ErrUnsupported }

@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxLabelLen bounds the free-text labels a caller attaches to a process
+// (task id, session key) and a session id.
+const MaxLabelLen = 256
+
+// CheckLabel rejects a label (named name in the error) that is longer than
+// MaxLabelLen bytes, is not UTF-8 or holds control characters: labels reach
+// terminals, logs, file names and Redis keys. Every front end applies it
+// alike.
+func CheckLabel(name, v string) error {
+	if len(v) > MaxLabelLen {
+		return errors.New(name + " is longer than " + strconv.Itoa(MaxLabelLen) + " bytes")
+	}
+	if !utf8.ValidString(v) {
+		return errors.New(name + " is not valid UTF-8")
+	}
+	if strings.IndexFunc(v, unicode.IsControl) >= 0 {
+		return errors.New(name + " contains control characters")
+	}
+	return nil
+}
+
+// maxEcho is how much of a caller's input an error message repeats.
+const maxEcho = 64
+
+// Clip returns s shortened for repeating in an error message: at most
+// maxEcho runes, control characters escaped, with "…" when cut.
+func Clip(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if n == maxEcho {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		} else {
+			b.WriteRune(r)
+		}
+		n++
+	}
+	return b.String()
+}
