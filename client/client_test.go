@@ -66,6 +66,7 @@ func serve(t *testing.T, token string) string {
 			t.Fatal(err)
 		}
 		opts.Tokens = toks
+		opts.Backends = []string{"local", "docker"} // the operator allows local jobs
 	}
 	srv, err := server.New(opts)
 	if err != nil {

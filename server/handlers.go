@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/server/wire"
@@ -495,8 +496,11 @@ func (s *Server) receipt(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	writeJSON(w, http.StatusOK, receipts.Sanitize(rec))
 }
 
-// readyz says whether the server can do its work: every open tenant's
-// store answers (and the tenants directory is writable).
+// readyz says whether the server can do its work: a receipt store answers
+// (every open tenant's, or, before any tenant opened, the runner's own
+// configuration's), the Docker engine answers when docker is an allowed
+// backend, and the tenants directory is writable. It answers an
+// unauthenticated caller, so it says nothing about tenants.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-s.drain:
@@ -506,28 +510,80 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
+	if msg := s.notReady(ctx); msg != "" {
+		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+}
+
+// notReady returns why the server cannot serve, or "".
+func (s *Server) notReady(ctx context.Context) string {
 	open := s.tenants.opened()
+	engines := make([]*engine.Engine, 0, len(open))
 	for _, t := range open {
-		if err := pingStore(ctx, t.Engine.Store); err != nil {
-			s.log.Warn("not ready: store unreachable", "tenant", t.Name, "err", err)
-			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "a receipt store is unreachable")
-			return
+		engines = append(engines, t.Engine)
+	}
+	if len(engines) == 0 {
+		if s.tenants.dir == "" {
+			return "profile not open"
+		}
+		e, err := s.probeEngine(ctx)
+		if err != nil {
+			s.log.Warn("not ready: no tenant store opens", "err", err)
+			return "no receipt store opens"
+		}
+		engines = append(engines, e)
+	}
+	for _, e := range engines {
+		if err := pingStore(ctx, e.Store); err != nil {
+			s.log.Warn("not ready: store unreachable", "err", err)
+			return "a receipt store is unreachable"
+		}
+	}
+	if slices.Contains(s.opts.Backends, "docker") {
+		d, err := engines[0].Docker()
+		if err == nil {
+			err = d.Ping(ctx)
+		}
+		if err != nil {
+			s.log.Warn("not ready: docker engine", "err", err)
+			return "the docker engine does not answer"
 		}
 	}
 	if s.tenants.dir != "" {
 		f, err := os.CreateTemp(s.tenants.dir, ".ready-*")
 		if err != nil {
 			s.log.Warn("not ready: tenants dir", "err", err)
-			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "tenants directory not writable")
-			return
+			return "tenants directory not writable"
 		}
 		f.Close()
 		os.Remove(f.Name())
-	} else if len(open) == 0 {
-		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "profile not open")
-		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "tenants": len(open)})
+	return ""
+}
+
+// probeEngine opens, once, the runner's own profile: the configuration
+// every tenant without its own uses, so that readiness is known before the
+// first tenant opens.
+func (s *Server) probeEngine(ctx context.Context) (*engine.Engine, error) {
+	s.probeMu.Lock()
+	defer s.probeMu.Unlock()
+	if s.probe != nil {
+		return s.probe, nil
+	}
+	e, err := engine.Open(ctx, engine.Options{Getenv: s.opts.Getenv, Exe: s.opts.Exe, Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	if e.Profile.Config.Store.Prefix != "" {
+		// The rule tenants are opened by: one prefix for all would mix
+		// their receipts, so no tenant could open.
+		e.Close()
+		return nil, errors.New("the shared config.yaml sets store.prefix, which no tenant may share")
+	}
+	s.probe = e
+	return e, nil
 }
 
 // Pinger is implemented by stores that can tell cheaply whether their

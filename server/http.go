@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/redact"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/server/wire"
 )
@@ -47,7 +48,7 @@ func (s *Server) routes() *http.ServeMux {
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint: "+r.URL.Path)
+		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint: "+runner.Clip(r.URL.Path))
 	})
 	return mux
 }
@@ -108,7 +109,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 				level = slog.LevelDebug
 			}
 			s.log.LogAttrs(context.Background(), level, "http request",
-				slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
+				slog.String("method", r.Method), slog.String("route", route), slog.String("path", logPath(r.URL.Path)),
 				slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 				slog.String("tenant", info.tenant), slog.String("remote", r.RemoteAddr))
@@ -116,6 +117,19 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		defer s.recovered(rec, r)
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// maxLogPath bounds a request path in the access log.
+const maxLogPath = 512
+
+// logPath is a request path fit for the access log: a caller may put a
+// token in a path (a mistyped route, a client that puts credentials in the
+// URL), and the log is persisted, so it is masked like a receipt.
+func logPath(p string) string {
+	if len(p) > maxLogPath {
+		p = p[:maxLogPath] + "…"
+	}
+	return redact.String(p)
 }
 
 // apiHandler serves one API request for an authenticated tenant.

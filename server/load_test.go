@@ -172,7 +172,7 @@ type serveProc struct {
 // startServe runs the real binary on home and tenants, on a free port.
 func startServe(t *testing.T, home, tokens string) *serveProc {
 	t.Helper()
-	cmd := exec.Command(hermesBin, "serve", "--listen", "127.0.0.1:0", "--tokens", tokens, "--shutdown-timeout", "10s")
+	cmd := exec.Command(hermesBin, "serve", "--listen", "127.0.0.1:0", "--tokens", tokens, "--shutdown-timeout", "10s", "--backends", "local,docker")
 	env := []string{"HERMES_HOME=" + home}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "HERMES_") && !strings.HasPrefix(kv, "OTEL_") {

@@ -104,6 +104,9 @@ func startServer(t testing.TB, cfg serverConfig) *testServer {
 			t.Fatal(err)
 		}
 		opts.Tokens = tok
+		// Tests of several tenants run local jobs too; the operator's
+		// flag that allows them (the default is docker only).
+		opts.Backends = []string{"local", "docker"}
 	}
 	if cfg.opts != nil {
 		cfg.opts(&opts)

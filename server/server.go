@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/server/wire"
@@ -92,6 +93,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	watching map[string]bool
+
+	// probe is the runner's own profile, opened for readiness checks.
+	probeMu sync.Mutex
+	probe   *engine.Engine
 }
 
 // New checks opts and builds a Server. It opens no tenant yet: Start does.
@@ -118,6 +123,13 @@ func New(opts Options) (*Server, error) {
 		if err := checkLoopback(opts.Listen); err != nil {
 			return nil, err
 		}
+	} else if len(opts.Backends) == 0 {
+		// Several tenants on one host: a local job runs as the runner's
+		// own user and could read the tokens file and every tenant's
+		// files. Only an operator who says so (--backends local,...)
+		// allows it.
+		opts.Backends = []string{"docker"}
+		opts.Logger.Info("local backend off for a runner with several tenants; allow it with --backends local,docker")
 	}
 	if opts.WorkDir == "" {
 		wd, err := os.Getwd()
@@ -351,6 +363,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // closeAll stops watching and closes the tenants.
 func (s *Server) closeAll() error {
 	s.closeOnce.Do(func() { close(s.closing) })
+	s.probeMu.Lock()
+	if s.probe != nil {
+		_ = s.probe.Close()
+		s.probe = nil
+	}
+	s.probeMu.Unlock()
 	return s.tenants.close()
 }
 

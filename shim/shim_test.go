@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -150,6 +151,31 @@ func TestFailedToStart(t *testing.T) {
 	}
 	if exists(f.paths.StatePath(id)) || exists(f.paths.CtlPath(id)) {
 		t.Fatal("state or control file left behind")
+	}
+}
+
+// TestStateNotWritable: a job whose live state cannot be recorded (a full
+// disk) would run unseen by every other command: the start fails at once,
+// and the job does not keep running.
+func TestStateNotWritable(t *testing.T) {
+	f := newFixture(t)
+	id := runner.NewID()
+	if err := os.MkdirAll(filepath.Join(f.paths.StatePath(id), "blocker"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r := f.run(t, request(t, runner.Spec{ID: id, Command: "echo $$ > " + pidFile + "; exec sleep 300"}))
+	if r.reply.Error == "" || r.reply.PID != 0 {
+		t.Fatalf("reply = %+v, want an error", r.reply)
+	}
+	if err := r.wait(t); err == nil {
+		t.Fatal("Run returned nil")
+	}
+	if b, err := os.ReadFile(pidFile); err == nil {
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 1 && syscall.Kill(pid, 0) == nil {
+			t.Fatalf("job %d still runs after a failed start", pid)
+		}
 	}
 }
 

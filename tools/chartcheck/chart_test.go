@@ -350,6 +350,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"bogus=1", "additional properties 'bogus' not allowed"},
 		{"config.terminal.dockerimage=x", "additional properties 'dockerimage' not allowed"},
 		{"config.store.redis_url=redis://x", "additional properties 'redis_url' not allowed"},
+		// One prefix for every tenant would mix their receipts: the runner
+		// refuses it, so the schema does too.
+		{"config.store.prefix=shared", "additional properties 'prefix' not allowed"},
 		{"docker.mode=podman", "value must be one of"},
 		{"serve.backends[0]=ssh", "value must be one of"},
 		{"serve.shutdownTimeout=soon", "does not match pattern"},

@@ -1,0 +1,105 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/runner"
+)
+
+// TestHostileStateFiles: nothing in the run directory is trusted. A FIFO
+// named like a state file never blocks a listing, a symlink is not
+// followed, and a file that names another id or pid 0 or 1 is skipped.
+func TestHostileStateFiles(t *testing.T) {
+	dir := t.TempDir()
+	d := &local.Detached{RunDir: filepath.Join(dir, "run"), LogDir: filepath.Join(dir, "logs")}
+	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	state := func(id string, pid int) []byte {
+		b, _ := json.Marshal(local.ShimState{ID: id, Command: "x", PID: pid, ShimPID: 999999, ShimStart: 1, JobStart: 1})
+		return b
+	}
+	if err := syscall.Mkfifo(d.StatePath("proc_000000000001"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "elsewhere.json")
+	if err := os.WriteFile(outside, state("proc_000000000002", 4242), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, d.StatePath("proc_000000000002")); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"proc_000000000003": state("proc_00000000ffff", 4242), // names another id
+		"proc_000000000004": state("proc_000000000004", 1),    // pid 1
+		"proc_000000000005": []byte("null"),
+		"proc_000000000006": []byte("{not json"),
+	}
+	for id, b := range files {
+		if err := os.WriteFile(d.StatePath(id), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan []runner.Live, 1)
+	go func() {
+		live, _ := d.List(context.Background())
+		done <- live
+	}()
+	select {
+	case live := <-done:
+		if len(live) != 0 {
+			t.Fatalf("List accepted hostile state files: %+v", live)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("List blocked on a FIFO")
+	}
+	for _, id := range []string{"proc_000000000001", "proc_000000000002", "proc_000000000003", "proc_000000000004", "proc_000000000005"} {
+		if _, err := d.Peek(context.Background(), id); err == nil {
+			t.Errorf("Peek(%s) accepted a hostile state file", id)
+		}
+		if _, _, err := d.Attach(context.Background(), id); err == nil {
+			t.Errorf("Attach(%s) accepted a hostile state file", id)
+		}
+	}
+}
+
+func TestDecodeStateRejects(t *testing.T) {
+	for name, b := range map[string]string{
+		"null":       "null",
+		"array":      "[]",
+		"pid 0":      `{"id":"proc_000000000001","pid":0,"shim_pid":5}`,
+		"pid 1":      `{"id":"proc_000000000001","pid":1,"shim_pid":5}`,
+		"negative":   `{"id":"proc_000000000001","pid":-1,"shim_pid":5}`,
+		"other id":   `{"id":"proc_000000000002","pid":50,"shim_pid":5}`,
+		"shim pid 1": `{"id":"proc_000000000001","pid":50,"shim_pid":1}`,
+	} {
+		if _, err := local.DecodeState("proc_000000000001", []byte(b)); err == nil {
+			t.Errorf("%s: accepted %s", name, b)
+		}
+	}
+	if _, err := local.DecodeState("proc_000000000001", []byte(`{"id":"proc_000000000001","pid":50,"shim_pid":51}`)); err != nil {
+		t.Errorf("a sound state refused: %v", err)
+	}
+}
+
+func FuzzDecodeState(f *testing.F) {
+	f.Add([]byte(`{"id":"proc_000000000001","pid":50,"shim_pid":51,"job_start":7}`))
+	f.Add([]byte("null"))
+	f.Add([]byte(`{"id":"proc_000000000001","pid":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := local.DecodeState("proc_000000000001", b)
+		if err != nil {
+			return
+		}
+		if st.ID != "proc_000000000001" || st.PID <= 1 || st.ShimPID <= 1 {
+			t.Fatalf("accepted %+v", st)
+		}
+	})
+}

@@ -1,0 +1,77 @@
+package osproc_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+
+	"github.com/hermesrun/hermes/internal/osproc"
+)
+
+func TestIdentity(t *testing.T) {
+	self, err := osproc.Of(os.Getpid())
+	if err != nil || self.Start == 0 || !self.Alive() {
+		t.Fatalf("Of(self) = %+v, %v", self, err)
+	}
+	recycled := osproc.Identity{PID: os.Getpid(), Start: self.Start + 1}
+	if recycled.Alive() {
+		t.Fatal("an identity with another start time is alive")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := osproc.Of(cmd.Process.Pid); !errors.Is(err, osproc.ErrNoProcess) {
+		t.Fatalf("Of(a reaped pid) = %v", err)
+	}
+}
+
+// TestSignalGroupRefuses: never pid 0 or 1, never an unproven identity.
+func TestSignalGroupRefuses(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	id, err := osproc.Of(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []osproc.Identity{
+		{PID: 1, Start: 1}, {PID: 0, Start: 1}, {PID: -1, Start: 1},
+		{PID: id.PID, Start: 0}, {PID: id.PID, Start: id.Start + 7},
+	} {
+		if err := osproc.SignalGroup(bad, syscall.SIGKILL); !errors.Is(err, osproc.ErrNotProven) {
+			t.Fatalf("SignalGroup(%+v) = %v, want ErrNotProven", bad, err)
+		}
+	}
+	if !id.Alive() {
+		t.Fatal("the process was signalled")
+	}
+	if err := osproc.SignalGroup(id, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+}
+
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	kids, err := osproc.Children(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, k := range kids {
+		found = found || k == cmd.Process.Pid
+	}
+	if !found {
+		t.Fatalf("Children(self) = %v, want %d among them", kids, cmd.Process.Pid)
+	}
+}
