@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: build, vet, format check, then every test.
+# The project's test command: build, vet, format check, then every test
+# under the race detector.
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestX).
 # Tests needing Redis, Docker or Jaeger skip without them unless CI is set;
 # scripts/ci/*.sh start them (as .ci/run does).
@@ -18,4 +19,5 @@ if [ -n "$unformatted" ]; then
 	echo "$unformatted" >&2
 	exit 1
 fi
-go test -count=1 -timeout 20m "$@" ./...
+# -race: the runner is concurrent by nature (supervisors, pumps, retries).
+go test -race -count=1 -timeout 30m "$@" ./...

@@ -123,6 +123,9 @@ func removeProfile(t testing.TB, profile string) {
 	list, err := cli.ContainerList(ctx, container.ListOptions{
 		All: true, Filters: filters.NewArgs(filters.Arg("label", LabelProfile+"="+profile)),
 	})
+	if client.IsErrConnectionFailed(err) {
+		return // no engine here: the test made no container either
+	}
 	if err != nil {
 		t.Errorf("cleanup list: %v", err)
 		return
