@@ -368,7 +368,10 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 
 // getID reads one receipt by its full id.
 func (s *Store) getID(ctx context.Context, id string, scope receipts.Scope) (*receipts.Receipt, error) {
-	if s.spool != nil && s.spooled.Load() {
+	// The spool is read whatever this process wrote: another process of
+	// the profile (a job's supervisor) may have spooled the receipt during
+	// an outage, and its copy is the answer until it is flushed.
+	if s.spool != nil {
 		if e, err := s.spool.load(id); err == nil && !e.expired(s.opts.Retention, time.Now()) {
 			if scope.Allows(e.Receipt.ParentSessionID) {
 				return e.Receipt, nil
