@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/hermesrun/hermes/runner/redact"
 )
@@ -130,7 +131,7 @@ func (r *redactingWriter) flush(limit int, force bool) {
 				return
 			} else {
 				r.inKey = true // masked to the end below; drop its body after
-				r.write(redact.String(string(r.pending[:cut])))
+				r.write(redact.String(transient(r.pending[:cut])))
 				r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
 				return
 			}
@@ -146,8 +147,19 @@ func (r *redactingWriter) flush(limit int, force bool) {
 		r.inKey = false
 		part = part[e:]
 	}
-	r.write(redact.String(string(part)))
+	r.write(redact.String(transient(part)))
 	r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
+}
+
+// transient views b as a string without copying it: a log of a fast
+// writer would otherwise turn every flushed part into garbage. The string
+// is used only until b is next changed (redacted and written at once), and
+// redact.String keeps no reference to its input.
+func transient(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func (r *redactingWriter) write(s string) {

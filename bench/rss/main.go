@@ -16,6 +16,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/internal/osproc"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -31,8 +33,6 @@ import (
 	"syscall"
 	"time"
 )
-
-const prSetChildSubreaper = 36
 
 type sample struct {
 	mode    string
@@ -58,8 +58,8 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
-		fail(fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %v", errno))
+	if err := osproc.BecomeSubreaper(); err != nil {
+		fail(fmt.Errorf("become a subreaper: %w", err))
 	}
 	producer := fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x`, *n)
 	modes := []struct {

@@ -7,9 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/hermesrun/hermes/agent"
 	"github.com/hermesrun/hermes/agent/agenttrace"
@@ -17,6 +15,7 @@ import (
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -318,12 +317,8 @@ func firstNonEmpty(vals ...string) string {
 }
 
 // stdinIsTerminal reports whether stdin is a terminal (not /dev/null, a
-// pipe or a file), asking the tty driver as isatty(3) does.
-func stdinIsTerminal() bool {
-	var t syscall.Termios
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdin.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
-	return errno == 0
-}
+// pipe or a file).
+func stdinIsTerminal() bool { return tty.IsTerminal(os.Stdin.Fd()) }
 
 // chatPrinter shows the conversation: assistant text on stdout (streamed
 // as it comes), tool activity on stderr. Quiet printers show nothing.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -22,9 +23,15 @@ import (
 	"github.com/hermesrun/hermes/runner"
 )
 
-// version is stamped by the build (-ldflags "-X main.version=…"); a plain
-// go build reports the module version or "dev".
-var version = ""
+// version, commit and buildDate are stamped by the build (-ldflags
+// "-X main.version=… -X main.commit=… -X main.buildDate=…", see
+// scripts/release.sh); a plain go build reports the module version or
+// "dev" and the VCS revision Go recorded, if any.
+var (
+	version   = ""
+	commit    = ""
+	buildDate = ""
+)
 
 // CLI is the command tree.
 type CLI struct {
@@ -173,5 +180,26 @@ func versionString() string {
 			v = bi.Main.Version
 		}
 	}
-	return "hermes " + v
+	c, d := commit, buildDate
+	if bi, ok := debug.ReadBuildInfo(); ok && c == "" {
+		for _, kv := range bi.Settings {
+			switch kv.Key {
+			case "vcs.revision":
+				c = kv.Value
+			case "vcs.time":
+				if d == "" {
+					d = kv.Value
+				}
+			}
+		}
+	}
+	out := "hermes " + v
+	if c != "" {
+		out += " (commit " + c
+		if d != "" {
+			out += ", built " + d
+		}
+		out += ")"
+	}
+	return out + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
 }

@@ -91,7 +91,7 @@ func (s *Server) Start() {
 	s.log = &syncBuffer{}
 	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = diesWithParent()
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

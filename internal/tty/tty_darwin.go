@@ -1,0 +1,7 @@
+//go:build darwin
+
+package tty
+
+import "golang.org/x/sys/unix"
+
+const getTermios = unix.TIOCGETA
