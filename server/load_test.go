@@ -520,7 +520,12 @@ func TestServeKillRestartDocker(t *testing.T) {
 			reattached = append(reattached, in.SessionID)
 		}
 	}
+	// The new server reattaches in the background: give it a moment.
 	watched := metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
+	for deadline := time.Now().Add(15 * time.Second); watched < float64(len(reattached)) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		watched = metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
+	}
 	t.Logf("%d of %d docker starts answered before SIGKILL; %d containers running after restart, %v watched",
 		len(known), total, len(reattached), watched)
 	if len(reattached) == 0 {
