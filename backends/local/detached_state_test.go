@@ -3,8 +3,10 @@ package local_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -102,4 +104,37 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("accepted %+v", st)
 		}
 	})
+}
+
+// TestSignalReachesDescendantsOutsideTheGroup: without a subreaper (macOS,
+// or a process running several jobs) a signal still reaches a descendant
+// that left the job's process group while its parent lives.
+func TestSignalReachesDescendantsOutsideTheGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	j := start(t, local.New(), runner.Spec{Command: "setsid sleep 300 & echo $! > " + pidFile + "; wait"})
+	var pid int
+	deadline := time.Now().Add(5 * time.Second)
+	for pid == 0 {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			_, _ = fmt.Sscan(string(b), &pid)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pid")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := j.h.Signal(context.Background(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	j.wait(t, 10*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); syscall.Kill(pid, 0) == nil; {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(b), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the setsid descendant %d survived the signal", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

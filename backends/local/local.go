@@ -185,6 +185,15 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	if h.reaped {
 		return runner.ErrFinished
 	}
+	if !h.reapOrphans {
+		// No subreaper holds the tree together (macOS, or a process that
+		// runs several jobs): reach the descendants that left the group
+		// while their parents still live. The leader is unreaped, so the
+		// walk starts from the right process.
+		for _, pid := range osproc.Descendants(h.cmd.Process.Pid) {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
 	if err := syscall.Kill(-h.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", h.cmd.Process.Pid, err)
 	}

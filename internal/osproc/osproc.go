@@ -70,3 +70,32 @@ func SignalGroup(id Identity, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// Descendants returns every process below pid (children, their children,
+// and so on), found by walking the parent links now. It is how a tree is
+// reached where no subreaper keeps it together: a descendant whose parent
+// already exited is not found.
+func Descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{pid: true}
+	for len(queue) > 0 && len(out) < maxDescendants {
+		p := queue[0]
+		queue = queue[1:]
+		kids, err := Children(p)
+		if err != nil {
+			continue
+		}
+		for _, k := range kids {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+				queue = append(queue, k)
+			}
+		}
+	}
+	return out
+}
+
+// maxDescendants bounds a walk over a fork bomb.
+const maxDescendants = 4096

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/internal/osproc"
 )
@@ -73,5 +74,28 @@ func TestChildren(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("Children(self) = %v, want %d among them", kids, cmd.Process.Pid)
+	}
+}
+
+func TestDescendants(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 300 & sh -c 'sleep 301 & wait' & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range osproc.Descendants(cmd.Process.Pid) {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if d := osproc.Descendants(cmd.Process.Pid); len(d) >= 3 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("Descendants = %v, want the two sleeps and the inner shell", d)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
