@@ -129,9 +129,9 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 	m := spec.Meta
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
-	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee,
+	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, Timeout: spec.Timeout,
-		Stdin: true, Notify: m.NotifyOnComplete, TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID,
+		Notify: m.NotifyOnComplete, TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID,
 		SessionKey: m.SessionKey, ParentSessionID: m.ParentSessionID, TraceID: m.TraceID,
 		SpanID: m.SpanID, ParentSpanID: m.ParentSpanID, TraceSampled: m.TraceSampled, StartedAt: m.StartedAt,
 	})
