@@ -123,7 +123,9 @@ func (e *Engine) openStores(ctx context.Context) error {
 		e.closers = append(e.closers, st)
 		return nil
 	}
-	st, err := receipts.NewFileStore(e.Profile.ReceiptDir(), e.Profile.ReceiptOptions())
+	opts := e.Profile.ReceiptOptions()
+	opts.LogDir = e.Profile.SpillDir() // a receipt's removal takes its log along
+	st, err := receipts.NewFileStore(e.Profile.ReceiptDir(), opts)
 	if err != nil {
 		return err
 	}

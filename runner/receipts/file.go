@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/safefile"
 )
 
 // Trim pacing. Statting every receipt file on every write made a write cost
@@ -198,27 +200,58 @@ func (s *FileStore) List(_ context.Context, scope Scope, f Filter) ([]*Receipt, 
 // Close implements Store; the file store holds nothing open.
 func (s *FileStore) Close() error { return nil }
 
-// load reads one receipt, removing it instead if it has expired.
+// maxReceiptFile bounds a receipt file: the output is at most
+// MaxOutputChars characters of up to 4 bytes, JSON-escaped at worst six
+// bytes a byte, plus the fields around it.
+const maxReceiptFile = 8 << 20
+
+// load reads one receipt, removing it instead if it has expired. Nothing
+// in the directory is trusted: only a regular file is read (a FIFO named
+// like a receipt must not block, a symlink must not lead out of the
+// profile), and only a JSON object for this very id is a receipt.
 func (s *FileStore) load(id string) (*Receipt, error) {
 	p := s.Path(id)
-	st, err := os.Stat(p)
+	st, err := os.Lstat(p)
 	if err != nil {
+		return nil, ErrNotFound
+	}
+	if !st.Mode().IsRegular() {
+		s.log.Warn("receipt that is not a regular file ignored", "path", p, "mode", st.Mode().String())
 		return nil, ErrNotFound
 	}
 	if s.expired(st) {
 		s.remove(p)
 		return nil, ErrNotFound
 	}
-	b, err := os.ReadFile(p)
+	b, err := safefile.ReadRegular(p, maxReceiptFile)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
+		}
 		return nil, ErrNotFound
 	}
-	var r Receipt
-	if err := json.Unmarshal(b, &r); err != nil {
+	r, err := DecodeFile(id, b)
+	if err != nil {
 		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
 		return nil, ErrNotFound
 	}
-	return &r, nil
+	return r, nil
+}
+
+// DecodeFile parses the receipt file of id: a JSON object whose
+// session_id is id.
+func DecodeFile(id string, b []byte) (*Receipt, error) {
+	var r *Receipt
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, errors.New("not a receipt (null)")
+	}
+	if r.SessionID != id {
+		return nil, fmt.Errorf("receipt of %s names %.64q", id, r.SessionID)
+	}
+	return r, nil
 }
 
 func (s *FileStore) expired(st fs.FileInfo) bool {
@@ -288,7 +321,7 @@ func (s *FileStore) trim(wrote string) {
 	for _, id := range ids {
 		mod, known := s.ages[id]
 		if !known || now.Sub(mod) > s.opts.Retention {
-			st, err := os.Stat(s.Path(id))
+			st, err := os.Lstat(s.Path(id))
 			if err != nil {
 				continue
 			}
@@ -312,7 +345,7 @@ func (s *FileStore) trim(wrote string) {
 		// Another process may have rewritten it since its age was
 		// cached: a file that is not what the cache says stays until
 		// the next trim sees it correctly.
-		if st, err := os.Stat(s.Path(e.id)); err == nil && !st.ModTime().Equal(e.mod) {
+		if st, err := os.Lstat(s.Path(e.id)); err == nil && !st.ModTime().Equal(e.mod) {
 			s.ages[e.id] = st.ModTime()
 			continue
 		}
@@ -321,8 +354,15 @@ func (s *FileStore) trim(wrote string) {
 	}
 }
 
+// remove deletes a receipt file and, with it, whatever output log of its
+// process may be left (nothing is kept past its receipt).
 func (s *FileStore) remove(path string) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("cannot remove receipt", "path", path, "err", err)
+	}
+	if s.opts.LogDir != "" {
+		id := strings.TrimSuffix(filepath.Base(path), ".json")
+		_ = os.Remove(filepath.Join(s.opts.LogDir, id+".log"))
+		_ = os.Remove(filepath.Join(s.opts.LogDir, id+".log.1"))
 	}
 }

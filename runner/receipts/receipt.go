@@ -191,6 +191,9 @@ type Options struct {
 	Retention time.Duration
 	// MaxRetained caps the receipts kept per profile.
 	MaxRetained int
+	// LogDir, when set, holds the processes' output logs (<id>.log): a
+	// store that removes a receipt (expiry, cap) removes its log too.
+	LogDir string
 }
 
 // WithDefaults fills zero fields with the contract's defaults.
