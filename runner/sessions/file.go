@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/internal/safefile"
 )
 
 // FileStore keeps one JSON file per session under a directory (the embedded
@@ -66,19 +67,27 @@ func (s *FileStore) Get(_ context.Context, id string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	// Only a regular file: a FIFO must not block a scope check, a symlink
+	// must not lend another file's lineage.
+	b, err := safefile.ReadRegular(p, maxSessionFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("session store: %w", err)
 	}
-	var sess Session
+	var sess *Session
 	if err := json.Unmarshal(b, &sess); err != nil {
 		return nil, fmt.Errorf("session store: %s: %w", p, err)
 	}
-	return &sess, nil
+	if sess == nil || sess.ID != id {
+		return nil, fmt.Errorf("session store: %s does not hold session %.64q", p, id)
+	}
+	return sess, nil
 }
+
+// maxSessionFile bounds a session file (a few short fields).
+const maxSessionFile = 64 << 10
 
 func (s *FileStore) write(sess *Session) error {
 	p, err := s.path(sess.ID)
