@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,12 +93,16 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	s := strings.TrimSpace(n.Value)
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		// Seconds: within what a time.Duration holds, or it would wrap.
+		if math.IsNaN(f) || math.Abs(f) > float64(math.MaxInt64)/float64(time.Second) {
+			return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 168h)", n.Line, clip(s))
+		}
 		*d = Duration(time.Duration(f * float64(time.Second)))
 		return nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 168h)", n.Line, s)
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 168h)", n.Line, clip(s))
 	}
 	*d = Duration(v)
 	return nil
@@ -133,13 +138,21 @@ func Load(getenv func(string) string) (*Profile, error) {
 	}
 	p := &Profile{Home: home}
 	path := filepath.Join(home, "config.yaml")
-	b, err := os.ReadFile(path)
+	// A symlink is fine (tenants share the runner's file through one);
+	// anything but a regular file at its end (a FIFO) is not read.
+	st, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("read %s: %w", path, err)
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	default:
-		if err := yaml.Unmarshal(b, &p.Config); err != nil {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if p.Config, err = Parse(b); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -147,6 +160,39 @@ func Load(getenv func(string) string) (*Profile, error) {
 		p.Config.Store.RedisURL = u
 	}
 	return p, nil
+}
+
+// Parse decodes and checks a config.yaml.
+func Parse(b []byte) (Config, error) {
+	var c Config
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return Config{}, err
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"result_retention", c.ResultRetention}, {"store.result_retention", c.Store.ResultRetention}, {"terminal.timeout", c.Terminal.Timeout}} {
+		if d.v < 0 {
+			return Config{}, fmt.Errorf("%s must not be negative", d.name)
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_retained_results", c.MaxRetainedResults}, {"store.max_retained_results", c.Store.MaxRetainedResults}} {
+		if n.v < 0 {
+			return Config{}, fmt.Errorf("%s must not be negative", n.name)
+		}
+	}
+	return c, nil
+}
+
+// clip shortens a value repeated in an error.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 64 {
+		return string(r[:64]) + "…"
+	}
+	return s
 }
 
 // ReceiptOptions are the retention settings of the profile.

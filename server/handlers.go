@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,15 +103,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if !ok {
 		return
 	}
-	var req wire.StartRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "start request: "+err.Error())
-		return
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "start request: trailing data after the JSON object")
+	req, err := decodeStart(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 		return
 	}
 	sreq, err := s.startRequest(t, req)
@@ -136,6 +131,21 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	s.watch(t, info.SessionID, info.ParentSessionID)
 	w.Header().Set("Location", "/v1/processes/"+info.SessionID)
 	writeJSON(w, http.StatusCreated, info)
+}
+
+// decodeStart decodes a start request body: one JSON object of known
+// fields, nothing after it.
+func decodeStart(body []byte) (wire.StartRequest, error) {
+	var req wire.StartRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, errors.New("start request: " + err.Error())
+	}
+	if dec.More() {
+		return req, errors.New("start request: trailing data after the JSON object")
+	}
+	return req, nil
 }
 
 // startRequest checks a start request and turns it into the registry's.
