@@ -85,6 +85,11 @@ func Sanitize(r *Receipt) *Receipt {
 	c := *r
 	c.Command = redact.String(c.Command)
 	c.Error = redact.String(c.Error)
+	// Labels come from callers too: one may carry a token by mistake.
+	c.TaskID = redact.String(c.TaskID)
+	c.OwnerTaskID = redact.String(c.OwnerTaskID)
+	c.SessionKey = redact.String(c.SessionKey)
+	c.Cwd = redact.String(c.Cwd)
 	out := redact.String(c.Output)
 	if n := utf8.RuneCountInString(out); n > MaxOutputChars {
 		out = TailChars(out, MaxOutputChars)

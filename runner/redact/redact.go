@@ -19,6 +19,17 @@
 //	password=hunter2             -> password=***  and "api_key": "***",
 //	                                              ?token=***, --token ***, …
 //	postgres://user:pw@host      -> postgres://user:***@host
+//	rk_live_… ya29.… dapi… dop_v1_… gsk_… r8_… pplx-… pypi-… SG.…
+//	                             -> rk_live_***  Stripe, Google OAuth,
+//	                                Databricks, DigitalOcean, Groq,
+//	                                Replicate, Perplexity, PyPI, SendGrid
+//	https://hooks.slack.com/services/…  -> …/services/***  Slack webhooks
+//	sshpass -p pw, docker login -p pw, mysql -pPW, redis-cli -a pw
+//	                             -> -p ***       short password flags (the
+//	                                separate form only after a command that
+//	                                takes a password there: ssh -p 22 stays)
+//	curl -u user:pw              -> -u user:***
+//	AccountKey=…                 -> AccountKey=***  (Azure connection strings)
 //	-----BEGIN … PRIVATE KEY-----   armor lines kept, body replaced by
 //	                                "\n***\n" (to the end of the text when
 //	                                the END line is missing)
@@ -31,7 +42,8 @@
 // Basic, token) in the value is kept and the credentials after it masked.
 //
 // No part of a secret survives, not even its tail: a match always covers the
-// whole run of characters the secret is made of.
+// whole run of characters the secret is made of, terminal colour codes
+// inside it included (a coloured "sk-ant-\x1b[0m…" is one key).
 //
 // # How it scans
 //
@@ -150,11 +162,21 @@ func matchAt(s string, i int, prev behind) match {
 	case 's':
 		return matchSK(s, i)
 	case 'g':
-		return matchGitHub(s, i)
-	case 'n', 'h':
+		if m := matchGitHub(s, i); m.hit {
+			return m
+		}
+		return matchVendor(s, i)
+	case 'n':
 		return matchShort(s, i)
+	case 'h':
+		if m := matchShort(s, i); m.hit {
+			return m
+		}
+		return matchVendor(s, i)
 	case 'A':
 		return matchUpperA(s, i)
+	case 'r', 'y', 'd', 'p', 'S':
+		return matchVendor(s, i)
 	case 'x':
 		return matchSlack(s, i)
 	case 'e':
@@ -168,7 +190,10 @@ func matchAt(s string, i int, prev behind) match {
 		if m := matchPEMTail(s, i, prev); m.hit {
 			return m
 		}
-		return matchFlag(s, i, prev)
+		if m := matchFlag(s, i, prev); m.hit {
+			return m
+		}
+		return matchShortFlag(s, i, prev)
 	case ':':
 		if strings.HasPrefix(s[i+1:], "//") {
 			return matchURL(s, i)

@@ -47,10 +47,16 @@ var startPairs = func() *[1 << 16 / 64]uint64 {
 		}
 	}
 	add('s', "k")
-	add('g', "hil")
+	add('g', "hils")
 	add('n', "p")
-	add('h', "f")
+	add('h', "fo")
 	add('A', "KSI")
+	add('r', "k8")
+	add('y', "a")
+	add('d', "ao")
+	add('p', "py")
+	add('S', "G")
+	add('-', "pPau")
 	add('x', "o")
 	add('e', "y")
 	add('b', "eE")
@@ -75,8 +81,38 @@ func byteSet(chars string) *[256]bool {
 
 // span returns the end of the run of class bytes that starts at i.
 func span(s string, i int, class *[256]bool) int {
-	for i < len(s) && class[s[i]] {
-		i++
+	for i < len(s) {
+		if class[s[i]] {
+			i++
+			continue
+		}
+		// A terminal colour code inside a token (a tool that colours
+		// part of a key) must not end it early and leave its tail: for
+		// token classes, a CSI sequence followed by more of the token is
+		// part of the run.
+		if s[i] == 0x1b && class['a'] {
+			if j := csiEnd(s, i); j > i && j < len(s) && class[s[j]] {
+				i = j
+				continue
+			}
+		}
+		break
+	}
+	return i
+}
+
+// csiEnd returns the end of the ANSI CSI sequence (ESC [ params final)
+// at s[i], or i when there is none.
+func csiEnd(s string, i int) int {
+	if i+1 >= len(s) || s[i+1] != '[' {
+		return i
+	}
+	for j := i + 2; j < len(s) && j < i+32; j++ {
+		if c := s[j]; c >= 0x40 && c <= 0x7e {
+			return j + 1
+		} else if c < 0x20 || c > 0x3f {
+			return i
+		}
 	}
 	return i
 }
@@ -84,7 +120,16 @@ func span(s string, i int, class *[256]bool) int {
 // wordStart reports whether a token starting at s[i] is not the tail of a
 // longer word ("task-1234" holds no "sk-" key).
 func wordStart(s string, i int) bool {
-	return i == 0 || !isAlnum[s[i-1]]
+	if i == 0 || !isAlnum[s[i-1]] {
+		return true
+	}
+	// Right after a terminal colour code ("\x1b[32m" ends in a letter).
+	for e := i - 2; e >= 0 && e >= i-32; e-- {
+		if s[e] == 0x1b {
+			return csiEnd(s, e) == i
+		}
+	}
+	return false
 }
 
 // prefixed masks the run of class bytes after a kept prefix of n bytes at
@@ -483,6 +528,12 @@ func matchURL(s string, i int) match {
 	start := i + 3
 	end := span(s, start, notURLStop)
 	zone := s[start:end]
+	if zone == "hooks.slack.com" && strings.HasPrefix(s[end:], "/services/") {
+		// A Slack webhook's path is its credential.
+		if m := matchVendor(s, start); m.hit {
+			return m
+		}
+	}
 	if at := strings.LastIndexByte(zone, '@'); at >= 0 {
 		if colon := strings.IndexByte(zone[:at], ':'); colon >= 0 && colon+1 < at {
 			user, _ := redact(zone[:colon])
@@ -515,6 +566,7 @@ var sensitiveWords = func() *[256][]string {
 		"secret", "token", "auth", "authorization", "credential", "credentials",
 		"apikey", "accesskey", "secretkey", "privatekey", "secretkeybase",
 		"encryptionkey", "signingkey", "masterkey", "dsn",
+		"accountkey", "sharedaccesskey", "clientsecret",
 	} {
 		t[w[len(w)-1]] = append(t[w[len(w)-1]], w)
 	}
