@@ -387,11 +387,9 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 		}
 	}
 	if !recorded {
-		stored, err := r.record(ctx, rec)
-		switch {
-		case err == nil:
+		if stored, err := r.record(ctx, rec); err == nil {
 			rec, recorded = stored, true
-		default:
+		} else {
 			// The true end stays in memory (answers from here are right)
 			// and the write is retried until the store takes it.
 			r.log.Error("receipt not written; retrying", "id", p.spec.ID, "err", err)

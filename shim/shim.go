@@ -123,6 +123,8 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	var tee io.Writer
 	if req.Foreground {
 		// The launcher passed its output pipe as descriptor 3.
+		// Not the job's to inherit: only the shim writes there.
+		syscall.CloseOnExec(3)
 		f := os.NewFile(3, "launcher-output")
 		defer f.Close()
 		tee = f

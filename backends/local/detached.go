@@ -91,7 +91,7 @@ const maxStateBytes = 1 << 20
 func (st *ShimState) valid(id string) error {
 	switch {
 	case st.ID != id:
-		return fmt.Errorf("state file of %s names %q", id, st.ID)
+		return fmt.Errorf("state file of %s names %.64q", id, st.ID)
 	case st.PID <= 1 || st.ShimPID <= 1:
 		return fmt.Errorf("state file of %s: bad pid", id)
 	}
