@@ -175,7 +175,7 @@ func TestProcessSpanAcrossProcesses(t *testing.T) {
 	}
 	for _, kv := range attrs {
 		if gotAttrs[kv.Key] != kv.Value {
-			t.Errorf("attribute %s = %v, want %v", kv.Key, gotAttrs[kv.Key].Emit(), kv.Value.Emit())
+			t.Errorf("attribute %s = %v, want %v", kv.Key, gotAttrs[kv.Key].String(), kv.Value.String())
 		}
 	}
 	if name, _ := proc.Resource().Set().Value("service.name"); name.AsString() != "hermes" {

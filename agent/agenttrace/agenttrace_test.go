@@ -203,8 +203,8 @@ func noSecret(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 	t.Helper()
 	for _, sp := range spans {
 		for _, kv := range sp.Attributes() {
-			if strings.Contains(kv.Value.Emit(), secret) {
-				t.Errorf("%s attribute %s leaks the secret: %q", sp.Name(), kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), secret) {
+				t.Errorf("%s attribute %s leaks the secret: %q", sp.Name(), kv.Key, kv.Value.String())
 			}
 		}
 		if strings.Contains(sp.Status().Description, secret) {
@@ -438,7 +438,7 @@ func TestLongArgumentsClipped(t *testing.T) {
 	_, end := agenttrace.New(p, "m").StartTool(context.Background(), openai.ToolCall{Function: openai.FunctionCall{Name: "terminal", Arguments: `{"command":"` + long + `"}`}})
 	end("", nil)
 	for _, kv := range rec.Ended()[0].Attributes() {
-		if s := kv.Value.Emit(); len(s) > 4096+len("…") || !utf8.ValidString(s) {
+		if s := kv.Value.String(); len(s) > 4096+len("…") || !utf8.ValidString(s) {
 			t.Errorf("%s: %d bytes, valid UTF-8 %v", kv.Key, len(s), utf8.ValidString(s))
 		}
 	}

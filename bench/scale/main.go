@@ -237,7 +237,7 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 		}
 		if len(l) != jobs {
 			killAll()
-			return fmt.Errorf("List returned %d, want %d", len(l), jobs)
+			return fmt.Errorf("list returned %d, want %d", len(l), jobs)
 		}
 	}
 	r := rand.New(rand.NewPCG(7, 7))
@@ -345,7 +345,7 @@ func lookups(ctx context.Context, s receipts.Store, ids []string, byID, byPrefix
 		rec, err := s.Get(ctx, id, scope)
 		idLat = append(idLat, time.Since(t))
 		if err != nil || rec.SessionID != id {
-			return nil, nil, fmt.Errorf("Get %s: %v", id, err)
+			return nil, nil, fmt.Errorf("get %s: %v", id, err)
 		}
 	}
 	for range byPrefix {
@@ -354,7 +354,7 @@ func lookups(ctx context.Context, s receipts.Store, ids []string, byID, byPrefix
 		rec, err := s.Get(ctx, id[:13], scope)
 		prefixLat = append(prefixLat, time.Since(t))
 		if err != nil || rec.SessionID != id {
-			return nil, nil, fmt.Errorf("Get %s: %v", id[:13], err)
+			return nil, nil, fmt.Errorf("get %s: %v", id[:13], err)
 		}
 	}
 	return idLat, prefixLat, nil
