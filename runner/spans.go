@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -53,9 +54,16 @@ func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
 	if rec.ParentSessionID != "" {
 		attrs = append(attrs, tracing.AttrSessionID.String(rec.ParentSessionID))
 	}
+	// A job that did not succeed is an error span (OpenTelemetry's
+	// convention, and what a trace viewer flags), error.type saying how.
 	status, desc := codes.Ok, ""
-	if rec.Status != receipts.StatusExited {
+	switch {
+	case rec.Status != receipts.StatusExited:
 		status, desc = codes.Error, rec.Status
+		attrs = append(attrs, attribute.String("error.type", rec.Status))
+	case rec.ExitCode != 0:
+		status, desc = codes.Error, "exit code "+strconv.Itoa(rec.ExitCode)
+		attrs = append(attrs, attribute.String("error.type", "exit_code"))
 	}
 	if err := r.opts.Tracing.RecordProcessSpan(ctx, ids, ProcessSpanName, rec.StartedAt, rec.FinishedAt, attrs, status, desc); err != nil {
 		r.log.Warn("process span not recorded", "id", rec.SessionID, "err", err)

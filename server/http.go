@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/redact"
@@ -172,6 +174,14 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 			return
 		}
 		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		// The runner's own span of the request, between the caller's span
+		// and whatever the request starts (a process span): one trace
+		// from the client to the job. A free no-op with tracing off.
+		route := strings.TrimPrefix(r.Pattern, r.Method+" ")
+		ctx, span := t.Engine.Tracing.Tracer("hermes/server").Start(ctx, r.Method+" "+route,
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
+		defer span.End()
 		ctx = sessions.WithCurrent(ctx, session)
 		h(w, r.WithContext(ctx), t)
 	}

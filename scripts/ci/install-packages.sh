@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the test suite needs, only those missing:
 # docker.io (dockerd), redis-server (+ redis-cli), busybox-static (the test
-# image's only binary), curl and util-linux's flock (used by these scripts).
+# image's only binary), curl and util-linux's flock (used by these scripts),
+# and chromium (the headless browser of the Jaeger UI test).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -13,6 +14,7 @@ wanted=(
 	busybox-static:
 	curl:curl
 	util-linux:flock
+	chromium:chromium
 )
 
 installed() {

@@ -16,10 +16,31 @@ query_up() {
 	curl -fsS --max-time 2 "$query/api/services" >/dev/null 2>&1
 }
 
+# real_ui says whether the Jaeger answering serves the real UI, not the
+# placeholder page of a binary built from the Go module.
+real_ui() {
+	! curl -fsS --max-time 2 "$query/" 2>/dev/null | grep -q 'This is a placeholder for the Jaeger UI'
+}
+
+# The real UI, checked and unpacked (scripts/ci/jaeger-ui.sh).
+JAEGER_UI_ASSETS="$(bash "$(dirname "$0")/jaeger-ui.sh")"
+export JAEGER_UI_ASSETS
+
 start() {
 	if query_up && port_open 127.0.0.1 "$otlp_port"; then
-		log "jaeger already answering on $query"
-		return 0
+		if real_ui; then
+			log "jaeger already answering on $query"
+			return 0
+		fi
+		local old
+		old="$(cat "$dir/jaeger.pid" 2>/dev/null || true)"
+		if [ -n "$old" ] && kill "$old" 2>/dev/null; then
+			log "restarting jaeger with the real UI"
+			# Gone, with every port it held.
+			wait_for 30 "old jaeger gone" sh -c "! kill -0 $old"
+		else
+			die "a Jaeger without the real UI answers on $query and is not ours to restart"
+		fi
 	fi
 	local p
 	for p in "${JAEGER_QUERY_HTTP_PORT:-16686}" "$otlp_port" "${JAEGER_OTLP_GRPC_PORT:-4317}"; do
@@ -36,7 +57,8 @@ start() {
 		die "jaeger did not answer on $query"
 	fi
 	wait_for 10 "OTLP HTTP port" port_open 127.0.0.1 "$otlp_port" || die "jaeger OTLP port $otlp_port not open"
-	log "jaeger ready (pid $(cat "$dir/jaeger.pid"))"
+	real_ui || die "jaeger on $query serves the placeholder UI, not $JAEGER_UI_ASSETS"
+	log "jaeger ready with the real UI (pid $(cat "$dir/jaeger.pid"))"
 }
 
 with_lock jaeger start
