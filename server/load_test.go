@@ -475,7 +475,9 @@ func TestServeKillRestartDocker(t *testing.T) {
 			for j := range work {
 				cmd := fmt.Sprintf("echo job-%d; exit %d", j.n, j.code)
 				if j.long {
-					cmd = fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 5+j.n%3, j.n, j.code)
+					// Long enough to outlast the kill, the restart and the
+					// reattach on a loaded CI machine.
+					cmd = fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 20+j.n%3, j.n, j.code)
 				}
 				info, err := c.Start(context.Background(), runner.StartRequest{Command: cmd, Backend: "docker", Image: image, Cwd: "/"})
 				if err != nil {
@@ -514,42 +516,39 @@ func TestServeKillRestartDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var reattached []string
-	for _, in := range running {
-		if in.Backend == "docker" && in.Status == receipts.StatusRunning && in.ContainerID != "" {
-			reattached = append(reattached, in.SessionID)
-		}
-	}
-	// The new server reattaches in the background: give it a moment.
-	watched := metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
-	for deadline := time.Now().Add(15 * time.Second); watched < float64(len(reattached)) && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		watched = metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
-	}
-	t.Logf("%d of %d docker starts answered before SIGKILL; %d containers running after restart, %v watched",
-		len(known), total, len(reattached), watched)
-	if len(reattached) == 0 {
-		t.Fatalf("no running container after the restart: nothing was reattached\n%s", second.log())
-	}
-	if watched < float64(len(reattached)) {
-		t.Errorf("new server watches %v jobs, but %d containers run", watched, len(reattached))
-	}
-	// The new server controls what it reattached: kill a long job (a short
-	// one may end before the kill arrives).
 	long := map[string]bool{}
 	for _, j := range known {
 		long[j.id] = j.long
 	}
-	victim := ""
-	for _, id := range reattached {
-		if long[id] {
-			victim = id
-			break
+	// A short job's container has usually ended by now although its receipt
+	// still says running (nobody was there to record it): only the long
+	// jobs are sure to be running, so only they bound the gauge from below.
+	var reattached, stillRunning []string
+	for _, in := range running {
+		if in.Backend == "docker" && in.Status == receipts.StatusRunning && in.ContainerID != "" {
+			reattached = append(reattached, in.SessionID)
+			if long[in.SessionID] {
+				stillRunning = append(stillRunning, in.SessionID)
+			}
 		}
 	}
-	if victim == "" {
-		t.Fatalf("no long job among the reattached %v", reattached)
+	// The new server reattaches in the background: give it a moment.
+	watched := metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
+	for deadline := time.Now().Add(15 * time.Second); watched < float64(len(stillRunning)) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		watched = metricSum(get(t, second.url+"/metrics"), "hermes_processes_running")
 	}
+	t.Logf("%d of %d docker starts answered before SIGKILL; %d receipts running after restart (%d long jobs), %v watched",
+		len(known), total, len(reattached), len(stillRunning), watched)
+	if len(stillRunning) == 0 {
+		t.Fatalf("no long job running after the restart: nothing was reattached\n%s", second.log())
+	}
+	if watched < float64(len(stillRunning)) {
+		t.Errorf("new server watches %v jobs, but %d long containers run", watched, len(stillRunning))
+	}
+	// The new server controls what it reattached: kill a long job (a short
+	// one may end before the kill arrives).
+	victim := stillRunning[0]
 	began := time.Now()
 	k, err := c.Kill(ctx, victim)
 	if err != nil || k.Status != receipts.StatusKilled {
