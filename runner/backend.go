@@ -30,6 +30,10 @@ type Spec struct {
 	// Meta is the ownership and tracing bookkeeping that backends which
 	// outlive their starter must carry (shim state, container labels).
 	Meta Meta
+	// Tee, when set, also receives the output as it arrives (a foreground
+	// run). Only backends with Capabilities.Foreground read it; for the
+	// others the registry tees what it pumps.
+	Tee io.Writer `json:"-"`
 }
 
 // Meta is the bookkeeping of a process that is not needed to run it but must
@@ -59,17 +63,64 @@ type Exit struct {
 	FinishedAt time.Time
 }
 
-// Backend starts processes. Implementations: backends/local (bash children,
-// optionally behind a detached supervisor) and backends/docker (detached
-// containers).
+// Capabilities declare what a backend does beyond starting a process. The
+// registry reads them once per start or lookup rather than probing handles
+// with type assertions, and the conformance suite (runner/backendtest)
+// checks each declared capability.
+type Capabilities struct {
+	// Supervised: each process has a supervisor of its own (a shim) that
+	// captures its output, enforces its timeout and writes its receipt.
+	// Its handles have no Output stream; they answer Snapshot instead, and
+	// the registry only observes.
+	Supervised bool
+	// Recover: processes outlive the hermes process that started them, and
+	// List, Peek and Attach find them again from any later one (a restarted
+	// server, another CLI command on the same profile).
+	Recover bool
+	// Foreground: Start honours Spec.Tee itself (the supervisor tees the
+	// output), and a job whose starter dies is ended and recorded.
+	Foreground bool
+}
+
+// Backend starts processes and, with Capabilities.Recover, finds them again.
+// Implementations: backends/local (bash children, or jobs behind a detached
+// shim) and backends/docker (detached containers).
 type Backend interface {
 	// Name is the receipt's backend field: "local" or "docker".
 	Name() string
+	// Capabilities declares the optional behaviour of this backend.
+	Capabilities() Capabilities
 	// Start launches spec. The returned Handle is live until Wait returns.
 	Start(ctx context.Context, spec Spec) (Handle, error)
+	// List returns the processes of this profile that run outside the
+	// calling registry now. Without Recover it returns none.
+	List(ctx context.Context) ([]Live, error)
+	// Peek describes one live process by its exact id without listing them
+	// all or attaching to it (ErrNoProcess when none has it): a lookup by id
+	// costs one read, and a caller outside the owner's scope never gets a
+	// handle.
+	Peek(ctx context.Context, id string) (Live, error)
+	// Attach returns a handle on the running process id, or ErrNoProcess.
+	Attach(ctx context.Context, id string) (Handle, Live, error)
 }
 
-// Handle is one started process.
+// NoRecovery is embedded by backends without Capabilities.Recover: nothing
+// they start outlives the registry that started it, so there is never
+// anything to find again.
+type NoRecovery struct{}
+
+// List implements Backend: no process runs elsewhere.
+func (NoRecovery) List(context.Context) ([]Live, error) { return nil, nil }
+
+// Peek implements Backend: always ErrNoProcess.
+func (NoRecovery) Peek(context.Context, string) (Live, error) { return Live{}, ErrNoProcess }
+
+// Attach implements Backend: always ErrNoProcess.
+func (NoRecovery) Attach(context.Context, string) (Handle, Live, error) {
+	return nil, Live{}, ErrNoProcess
+}
+
+// Handle is one started (or attached) process.
 type Handle interface {
 	// PID is the process id on the host, or 0 when there is none (a
 	// container whose pid is not visible).
@@ -78,41 +129,33 @@ type Handle interface {
 	Ref() string
 	// Output is the interleaved stdout and stderr, in arrival order, until
 	// the process and everything holding its output have gone. It is nil
-	// when the handle is Supervised: output then lives with the supervisor.
+	// when the backend is Supervised: output then lives with the supervisor.
 	Output() io.Reader
+	// Snapshot returns the supervisor's current output and whether it was
+	// cut. Only handles of a Supervised backend have one; the others return
+	// ErrNotSupported.
+	Snapshot(ctx context.Context) (output string, truncated bool, err error)
 	// Wait blocks until the process ends.
 	Wait(ctx context.Context) (Exit, error)
-	// Signal sends sig to the whole process group (or container).
+	// Signal sends sig to the whole process tree (or container). After the
+	// end it returns an error wrapping ErrFinished.
 	Signal(ctx context.Context, sig syscall.Signal) error
+	// Kill ends the whole process tree: SIGTERM, then SIGKILL once grace
+	// has passed. It may return before the end; Wait reports it. Killing a
+	// process that has ended is not an error.
+	Kill(ctx context.Context, grace time.Duration) error
 	// Write sends p to the process's stdin.
 	Write(ctx context.Context, p []byte) error
 	// CloseStdin closes the process's stdin (EOF).
 	CloseStdin(ctx context.Context) error
+	// Release frees what the backend keeps for the process (a stopped
+	// container) once its receipt is stored. Several observers may all
+	// call it; releasing what is already gone is not an error.
+	Release(ctx context.Context) error
 }
 
-// ForegroundStarter is implemented by backends that can run a job tied to
-// the calling process: its output also goes to tee as it arrives, and the
-// job is ended (and recorded) if the caller dies first.
-type ForegroundStarter interface {
-	StartForeground(ctx context.Context, spec Spec, tee io.Writer) (Handle, error)
-}
-
-// Supervised is implemented by handles whose process is supervised by
-// someone else (a detached shim): that supervisor captures output, enforces
-// the timeout and writes the receipt; the local registry only observes.
-type Supervised interface {
-	Handle
-	// Supervised reports true for such handles.
-	Supervised() bool
-	// Snapshot returns the supervisor's current output buffer.
-	Snapshot(ctx context.Context) (output string, truncated bool, err error)
-	// Kill asks the supervisor to end the process group: SIGTERM, then
-	// SIGKILL after grace.
-	Kill(ctx context.Context, grace time.Duration) error
-}
-
-// Live describes a process that runs outside this registry, found again by
-// an Attacher.
+// Live describes a process that runs outside this registry, found again
+// through a Recover backend.
 type Live struct {
 	ID      string
 	Command string
@@ -126,28 +169,42 @@ type Live struct {
 	Lost bool
 }
 
-// Attacher is implemented by backends whose processes outlive the hermes
-// process that started them (shim-supervised local jobs, containers). Any
-// later hermes process can find them again.
-type Attacher interface {
-	// List returns the processes of this profile that are running now.
-	List(ctx context.Context) ([]Live, error)
-	// Attach returns a handle on the running process id, or ErrNoProcess.
-	Attach(ctx context.Context, id string) (Handle, Live, error)
+// Errors of the backend contract. Callers test them with errors.Is.
+var (
+	// ErrNoProcess is returned by Peek and Attach when no live process has
+	// the id.
+	ErrNoProcess = errors.New("no such live process")
+	// ErrLost is returned by Handle.Wait when the process's supervisor
+	// vanished without recording an end.
+	ErrLost = errors.New("process supervisor vanished")
+	// ErrFinished is returned (wrapped) for a signal, write or stdin close
+	// that comes after the process ended, by backends and registry alike.
+	ErrFinished = errors.New("has already finished")
+	// ErrNotSupported is returned by the methods of a capability the
+	// backend does not declare.
+	ErrNotSupported = errors.New("not supported by this backend")
+)
+
+// KillTree is Handle.Kill for handles that can only signal: SIGTERM to the
+// whole tree, then SIGKILL unless the process ended (ended closed) within
+// grace. It returns once SIGKILL is sent or the process ended.
+func KillTree(ctx context.Context, h Handle, grace time.Duration, ended <-chan struct{}) error {
+	if err := h.Signal(ctx, syscall.SIGTERM); err != nil {
+		if errors.Is(err, ErrFinished) {
+			return nil
+		}
+		return err
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-ended:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if err := h.Signal(context.WithoutCancel(ctx), syscall.SIGKILL); err != nil && !errors.Is(err, ErrFinished) {
+		return err
+	}
+	return nil
 }
-
-// Peeker is implemented by Attachers that can describe one live process by
-// its exact id without listing them all or attaching to it: lookups by id
-// then cost one read, and a caller outside the owner's scope never gets a
-// handle.
-type Peeker interface {
-	// Peek returns the live process id, or ErrNoProcess.
-	Peek(ctx context.Context, id string) (Live, error)
-}
-
-// ErrNoProcess is returned by Attach when no live process has the id.
-var ErrNoProcess = errors.New("no such live process")
-
-// ErrLost is returned by Handle.Wait when the process's supervisor vanished
-// without recording an end.
-var ErrLost = errors.New("process supervisor vanished")

@@ -97,9 +97,15 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 
 // supervisedBackend stands for a shim: the job ends, the "supervisor"
 // writes its receipt, and the handle only observes.
-type supervisedBackend struct{ store receipts.Store }
+type supervisedBackend struct {
+	runner.NoRecovery
+	store receipts.Store
+}
 
 func (supervisedBackend) Name() string { return "local" }
+func (supervisedBackend) Capabilities() runner.Capabilities {
+	return runner.Capabilities{Supervised: true}
+}
 
 func (b supervisedBackend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	h := &supervisedHandle{done: make(chan struct{})}
@@ -118,7 +124,6 @@ type supervisedHandle struct{ done chan struct{} }
 func (*supervisedHandle) PID() int          { return 4242 }
 func (*supervisedHandle) Ref() string       { return "4242" }
 func (*supervisedHandle) Output() io.Reader { return nil }
-func (*supervisedHandle) Supervised() bool  { return true }
 func (h *supervisedHandle) Wait(ctx context.Context) (runner.Exit, error) {
 	select {
 	case <-h.done:
@@ -134,6 +139,7 @@ func (*supervisedHandle) Snapshot(context.Context) (string, bool, error) {
 	return "", false, nil
 }
 func (*supervisedHandle) Kill(context.Context, time.Duration) error { return nil }
+func (*supervisedHandle) Release(context.Context) error             { return nil }
 
 // TestSupervisedEndReadDuringOutage: the supervisor recorded exit 2; an
 // observer that cannot read the store then must not report "lost (exit
@@ -186,9 +192,15 @@ func TestKillUnconfirmed(t *testing.T) {
 }
 
 // stuckBackend's processes ignore every signal (a stopped supervisor).
-type stuckBackend struct{ done chan struct{} }
+type stuckBackend struct {
+	runner.NoRecovery
+	done chan struct{}
+}
 
 func (stuckBackend) Name() string { return "local" }
+func (stuckBackend) Capabilities() runner.Capabilities {
+	return runner.Capabilities{Supervised: true}
+}
 func (b stuckBackend) Start(context.Context, runner.Spec) (runner.Handle, error) {
 	return &supervisedHandle{done: b.done}, nil
 }

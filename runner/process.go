@@ -17,8 +17,9 @@ type Process struct {
 	spec    Spec
 	backend string
 	handle  Handle
-	// supervised is set when another process (a shim) supervises this one.
-	supervised Supervised
+	// supervised is set when another process (a shim) supervises this
+	// one: its backend declares Capabilities.Supervised.
+	supervised bool
 	// buf holds the output when this registry captures it.
 	buf  *outbuf.Buffer
 	pid  int

@@ -59,10 +59,6 @@ const (
 // ErrNotFound is returned when no process visible to the caller matches.
 var ErrNotFound = errors.New("process not found")
 
-// ErrFinished is returned by Write, CloseStdin and Signal for a process
-// that has already ended.
-var ErrFinished = errors.New("has already finished")
-
 // Options configure a Registry. Store and at least one Backend are required.
 type Options struct {
 	// Store keeps receipts; the registry writes one per finished process.
@@ -108,6 +104,8 @@ type Registry struct {
 	procs map[string]*Process
 	queue []Completion
 	ready chan struct{}
+
+	events events
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -230,22 +228,20 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		},
 	}
 	p := newProcess(spec, b.Name())
-	var h Handle
+	caps := b.Capabilities()
 	tee := req.Tee
-	if fs, ok := b.(ForegroundStarter); ok && tee != nil {
+	if caps.Foreground {
 		// Its supervisor tees the output and ends the job with us.
-		h, err = fs.StartForeground(ctx, spec, tee)
-		tee = nil
-	} else {
-		h, err = b.Start(ctx, spec)
+		spec.Tee, tee = tee, nil
 	}
+	h, err := b.Start(ctx, spec)
 	if err != nil {
 		p.errMsg = err.Error()
 		p.failed = true
 		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
 		return p.info(), fmt.Errorf("start %s: %w", req.ID, err)
 	}
-	r.track(p, h, tee)
+	r.track(p, h, caps, tee)
 	return p.info(), nil
 }
 
@@ -261,11 +257,11 @@ func (r *Registry) backend(name string) (Backend, error) {
 }
 
 // track registers a live handle and supervises it until it ends.
-func (r *Registry) track(p *Process, h Handle, tee io.Writer) {
+func (r *Registry) track(p *Process, h Handle, caps Capabilities, tee io.Writer) {
 	p.handle = h
 	p.pid, p.ref = h.PID(), h.Ref()
-	if s, ok := h.(Supervised); ok && s.Supervised() {
-		p.supervised = s
+	if caps.Supervised {
+		p.supervised = true
 	} else {
 		// The margin keeps whole any secret the bound would cut in two:
 		// redaction runs on the wider window, the cut comes after it.
@@ -274,6 +270,7 @@ func (r *Registry) track(p *Process, h Handle, tee io.Writer) {
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p
 	r.mu.Unlock()
+	r.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID})
 	go r.supervise(p, tee)
 }
 
@@ -306,7 +303,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 	} else {
 		close(pumped)
 	}
-	if p.supervised == nil && p.spec.Timeout > 0 {
+	if !p.supervised && p.spec.Timeout > 0 {
 		remaining := time.Until(p.spec.Meta.StartedAt.Add(p.spec.Timeout))
 		t := time.AfterFunc(max(remaining, 0), func() {
 			p.mu.Lock()
@@ -332,24 +329,11 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 	r.finish(ctx, p, exit, err)
 }
 
-// terminate ends p's process group: SIGTERM, then SIGKILL after the grace
-// period if it is still there.
+// terminate ends p's whole process tree: SIGTERM, then SIGKILL after the
+// grace period (the backend's Kill, or its supervisor's).
 func (r *Registry) terminate(ctx context.Context, p *Process) {
-	if p.supervised != nil {
-		if err := p.supervised.Kill(ctx, r.opts.KillGrace); err != nil {
-			r.log.Warn("kill", "id", p.spec.ID, "err", err)
-		}
-		return
-	}
-	if err := p.handle.Signal(ctx, syscall.SIGTERM); err != nil && !errors.Is(err, ErrFinished) {
-		r.log.Warn("SIGTERM", "id", p.spec.ID, "err", err)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(r.opts.KillGrace):
-		if err := p.handle.Signal(ctx, syscall.SIGKILL); err != nil && !errors.Is(err, ErrFinished) {
-			r.log.Warn("SIGKILL", "id", p.spec.ID, "err", err)
-		}
+	if err := p.handle.Kill(ctx, r.opts.KillGrace); err != nil {
+		r.log.Warn("kill", "id", p.spec.ID, "err", err)
 	}
 }
 
@@ -368,7 +352,7 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// listings and the completion an agent sends to its model.
 	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
 	recorded := false
-	if p.supervised != nil && waitErr == nil {
+	if p.supervised && waitErr == nil {
 		// The shim wrote the receipt before it exited; read it back.
 		stored, err := r.readBack(ctx, p)
 		if err == nil {
@@ -379,9 +363,9 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 			waitErr = ErrLost
 		}
 	}
-	if p.supervised != nil && waitErr != nil {
+	if p.supervised && waitErr != nil {
 		// Keep what the job printed before its supervisor vanished.
-		if out, trunc, err := p.supervised.Snapshot(ctx); err == nil && out != "" {
+		if out, trunc, err := p.handle.Snapshot(ctx); err == nil && out != "" {
 			rec.Output, rec.OutputTruncated = out, trunc
 			rec = receipts.Sanitize(rec)
 		}
@@ -397,14 +381,14 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 		}
 	}
 	if recorded {
-		if p.supervised == nil || waitErr != nil {
+		if !p.supervised || waitErr != nil {
 			removeSpill(r.opts.SpillDir, p.spec.ID)
 		}
 		close(p.recorded)
 	}
-	if c, ok := p.handle.(interface{ Cleanup(context.Context) error }); ok && p.handle != nil {
-		if err := c.Cleanup(ctx); err != nil {
-			r.log.Warn("cleanup", "id", p.spec.ID, "err", err)
+	if p.handle != nil {
+		if err := p.handle.Release(ctx); err != nil {
+			r.log.Warn("release", "id", p.spec.ID, "err", err)
 		}
 	}
 	p.mu.Lock()
@@ -415,6 +399,7 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	if rec.NotifyOnComplete {
 		r.enqueue(p, rec)
 	}
+	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec})
 	close(p.done)
 	if r.opts.ForgetAfter > 0 {
 		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
@@ -628,9 +613,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 		return found{}, err
 	}
 	if receipts.IsID(idOrPrefix) {
-		if f, ok, err := r.lookupID(ctx, idOrPrefix, scope); ok || err != nil {
-			return f, err
-		}
+		return r.lookupID(ctx, idOrPrefix, scope)
 	}
 	var procs []*Process
 	r.mu.Lock()
@@ -687,27 +670,22 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 }
 
 // lookupID resolves a complete id without listing every live process:
-// memory, then each backend's Peek, then the store. ok is false when a
-// backend cannot peek, and the caller falls back to listing.
-func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope) (found, bool, error) {
+// memory, then each Recover backend's Peek, then the store.
+func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope) (found, error) {
 	r.mu.Lock()
 	p := r.procs[id]
 	r.mu.Unlock()
 	if p != nil {
 		if !scope.Allows(p.spec.Meta.ParentSessionID) {
-			return found{}, true, ErrNotFound
+			return found{}, ErrNotFound
 		}
-		return found{proc: p}, true, nil
+		return found{proc: p}, nil
 	}
 	for _, b := range r.opts.Backends {
-		if _, ok := b.(Attacher); !ok {
+		if !b.Capabilities().Recover {
 			continue
 		}
-		pk, ok := b.(Peeker)
-		if !ok {
-			return found{}, false, nil
-		}
-		l, err := pk.Peek(ctx, id)
+		l, err := b.Peek(ctx, id)
 		if errors.Is(err, ErrNoProcess) {
 			continue
 		}
@@ -716,35 +694,35 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 			continue
 		}
 		if !scope.Allows(l.Meta.ParentSessionID) {
-			return found{}, true, ErrNotFound
+			return found{}, ErrNotFound
 		}
 		p, err := r.attach(ctx, l)
 		if err == nil {
-			return found{proc: p}, true, nil
+			return found{proc: p}, nil
 		}
 		if !errors.Is(err, ErrNoProcess) {
-			return found{}, true, err
+			return found{}, err
 		}
 		break // it ended meanwhile: the store has it
 	}
 	rec, err := r.opts.Store.Get(ctx, id, scope)
 	if errors.Is(err, receipts.ErrNotFound) {
-		return found{}, true, ErrNotFound
+		return found{}, ErrNotFound
 	}
 	if err != nil {
-		return found{}, true, err
+		return found{}, err
 	}
-	return found{receipt: rec}, true, nil
+	return found{receipt: rec}, nil
 }
 
 // attach adopts a process running outside this registry.
 func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
 	for _, b := range r.opts.Backends {
-		a, ok := b.(Attacher)
-		if !ok {
+		caps := b.Capabilities()
+		if !caps.Recover {
 			continue
 		}
-		h, l2, err := a.Attach(ctx, l.ID)
+		h, l2, err := b.Attach(ctx, l.ID)
 		if errors.Is(err, ErrNoProcess) {
 			continue
 		}
@@ -759,7 +737,7 @@ func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
 		r.mu.Unlock()
 		spec := Spec{ID: l2.ID, Command: l2.Command, Cwd: l2.Cwd, Image: l2.Image, Timeout: l2.Timeout, Meta: l2.Meta}
 		p := newProcess(spec, l2.Backend)
-		r.track(p, h, nil)
+		r.track(p, h, caps, nil)
 		if l2.Lost {
 			// Recording the loss takes a moment; answer with the outcome.
 			select {
@@ -796,17 +774,39 @@ func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error
 	return nil, ErrNotFound
 }
 
+// Recover adopts every process that the Recover backends find running
+// outside this registry (started before a restart, or by another hermes
+// process of the profile), whoever owns it, and returns the ids of those
+// still running: their ends are then observed and recorded here. A backend
+// that cannot answer is logged and skipped. It is for long-lived owners of
+// a profile (hermes serve), so it applies no session scope.
+func (r *Registry) Recover(ctx context.Context) []string {
+	var running []string
+	for _, l := range r.liveElsewhere(ctx) {
+		p, err := r.attach(ctx, l)
+		if err != nil {
+			if !errors.Is(err, ErrNoProcess) {
+				r.log.Warn("recover", "id", l.ID, "err", err)
+			}
+			continue
+		}
+		if !p.isDone() {
+			running = append(running, p.spec.ID)
+		}
+	}
+	return running
+}
+
 // liveElsewhere lists the processes that Attacher backends find running
 // outside this registry. A backend that cannot answer is logged and
 // skipped: one unreachable engine must not hide every other process.
 func (r *Registry) liveElsewhere(ctx context.Context) []Live {
 	var out []Live
 	for _, b := range r.opts.Backends {
-		a, ok := b.(Attacher)
-		if !ok {
+		if !b.Capabilities().Recover {
 			continue
 		}
-		list, err := a.List(ctx)
+		list, err := b.List(ctx)
 		if err != nil {
 			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
 			continue
@@ -986,8 +986,8 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 	switch {
 	case p.buf != nil:
 		out, _ = p.buf.String()
-	case p.supervised != nil:
-		s, _, err := p.supervised.Snapshot(ctx)
+	case p.supervised:
+		s, _, err := p.handle.Snapshot(ctx)
 		if err != nil {
 			r.log.Debug("snapshot", "id", p.spec.ID, "err", err)
 		}

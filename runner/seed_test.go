@@ -69,9 +69,10 @@ func (p *profile) receiptPaths(t *testing.T) []string {
 
 // stubBackend is never asked to start anything: the seed test records
 // finished processes directly, as the reference does.
-type stubBackend struct{}
+type stubBackend struct{ NoRecovery }
 
-func (stubBackend) Name() string { return "local" }
+func (stubBackend) Name() string               { return "local" }
+func (stubBackend) Capabilities() Capabilities { return Capabilities{} }
 func (stubBackend) Start(context.Context, Spec) (Handle, error) {
 	return nil, errors.New("stub backend starts nothing")
 }
@@ -268,9 +269,10 @@ func TestSeedProfileOverrideStaysOnItsGoroutine(t *testing.T) {
 
 // shellBackend runs commands with sh, without the local package (which
 // imports runner), for tests of the registry's own behaviour.
-type shellBackend struct{}
+type shellBackend struct{ NoRecovery }
 
-func (shellBackend) Name() string { return "local" }
+func (shellBackend) Name() string               { return "local" }
+func (shellBackend) Capabilities() Capabilities { return Capabilities{} }
 func (shellBackend) Start(ctx context.Context, spec Spec) (Handle, error) {
 	return startShell(ctx, spec)
 }

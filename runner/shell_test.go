@@ -55,5 +55,12 @@ func (h *shellHandle) Wait(ctx context.Context) (Exit, error) {
 func (h *shellHandle) Signal(_ context.Context, sig syscall.Signal) error {
 	return syscall.Kill(-h.cmd.Process.Pid, sig)
 }
+func (h *shellHandle) Kill(ctx context.Context, grace time.Duration) error {
+	return KillTree(ctx, h, grace, h.done)
+}
+func (h *shellHandle) Snapshot(context.Context) (string, bool, error) {
+	return "", false, ErrNotSupported
+}
+func (h *shellHandle) Release(context.Context) error       { return nil }
 func (h *shellHandle) Write(context.Context, []byte) error { return nil }
 func (h *shellHandle) CloseStdin(context.Context) error    { return nil }

@@ -128,7 +128,6 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 		return
 	}
-	s.watch(t, info.SessionID, info.ParentSessionID)
 	w.Header().Set("Location", "/v1/processes/"+info.SessionID)
 	writeJSON(w, http.StatusCreated, info)
 }

@@ -27,8 +27,7 @@ import (
 
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
-	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/server/wire"
 )
 
@@ -87,12 +86,9 @@ type Server struct {
 	// that in-flight requests finish within the shutdown timeout.
 	drain     chan struct{}
 	drainOnce sync.Once
-	// closing is closed when the server stops watching jobs.
-	closing   chan struct{}
-	closeOnce sync.Once
-
-	mu       sync.Mutex
-	watching map[string]bool
+	// unobserve ends the metrics' subscriptions to the tenants' events.
+	mu        sync.Mutex
+	unobserve []func()
 
 	// probe is the runner's own profile, opened for readiness checks.
 	probeMu sync.Mutex
@@ -164,8 +160,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(),
-		drain: make(chan struct{}), closing: make(chan struct{}), watching: map[string]bool{},
+		drain: make(chan struct{}),
 	}
+	t.onOpen = s.observe
 	s.handler = s.instrument(s.routes())
 	return s, nil
 }
@@ -223,69 +220,26 @@ func (s *Server) Start(ctx context.Context) error {
 
 // reattach adopts t's jobs that run outside its registry.
 func (s *Server) reattach(ctx context.Context, t *Tenant) {
-	n := 0
-	for _, a := range t.Attachers {
-		live, err := a.List(ctx)
-		if err != nil {
-			s.log.Warn("list running jobs", "tenant", t.Name, "err", err)
-			continue
-		}
-		for _, l := range live {
-			owner := l.Meta.ParentSessionID
-			info, err := t.Registry.Get(sessions.WithCurrent(ctx, owner), l.ID)
-			if err != nil {
-				s.log.Warn("reattach", "tenant", t.Name, "id", l.ID, "err", err)
-				continue
-			}
-			if info.Status == receipts.StatusRunning {
-				s.watch(t, info.SessionID, owner)
-				n++
-			}
-		}
-	}
-	if n > 0 {
-		s.log.Info("reattached running jobs", "tenant", t.Name, "jobs", n)
+	if running := t.Registry.Recover(ctx); len(running) > 0 {
+		s.log.Info("reattached running jobs", "tenant", t.Name, "jobs", len(running))
 	}
 }
 
-// watch follows one running process of t to its end, for the running
-// gauge and the receipts counter.
-func (s *Server) watch(t *Tenant, id, owner string) {
-	key := t.Name + "/" + id
-	done := t.Registry.Done(id)
-	if done == nil {
-		return
-	}
-	s.mu.Lock()
-	if s.watching[key] {
-		s.mu.Unlock()
-		return
-	}
-	s.watching[key] = true
-	s.mu.Unlock()
-	s.metrics.running.Inc()
-	go func() {
-		defer func() {
+// observe counts t's processes in the metrics from the registry's events:
+// the running gauge, and the receipts by backend and status.
+func (s *Server) observe(t *Tenant) {
+	cancel := t.Registry.Subscribe(func(ev runner.Event) {
+		switch {
+		case ev.Kind == runner.EventStarted:
+			s.metrics.running.Inc()
+		case ev.Kind == runner.EventEnded && ev.Started:
 			s.metrics.running.Dec()
-			s.mu.Lock()
-			delete(s.watching, key)
-			s.mu.Unlock()
-		}()
-		select {
-		case <-done:
-		case <-s.closing:
-			return
+			s.metrics.receipts.WithLabelValues(ev.Receipt.Backend, ev.Receipt.Status).Inc()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rec, err := t.Engine.Store.Get(ctx, id, receipts.Scope{Owners: []string{owner}})
-		if err != nil {
-			s.log.Error("no receipt after the end", "tenant", t.Name, "id", id, "err", err)
-			s.metrics.receipts.WithLabelValues("unknown", "missing").Inc()
-			return
-		}
-		s.metrics.receipts.WithLabelValues(rec.Backend, rec.Status).Inc()
-	}()
+	})
+	s.mu.Lock()
+	s.unobserve = append(s.unobserve, cancel)
+	s.mu.Unlock()
 }
 
 // ListenAndServe listens on Options.Listen and serves until ctx is done.
@@ -362,7 +316,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // closeAll stops watching and closes the tenants.
 func (s *Server) closeAll() error {
-	s.closeOnce.Do(func() { close(s.closing) })
+	s.mu.Lock()
+	for _, cancel := range s.unobserve {
+		cancel()
+	}
+	s.unobserve = nil
+	s.mu.Unlock()
 	s.probeMu.Lock()
 	if s.probe != nil {
 		_ = s.probe.Close()

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
@@ -27,37 +26,17 @@ type Tenant struct {
 	Name     string
 	Engine   *engine.Engine
 	Registry *runner.Registry
-	// Attachers find this tenant's jobs that run outside Registry: those
-	// started before a restart, or by a CLI on the same profile.
-	Attachers []runner.Attacher
 }
 
-// RegistryFunc builds the registry of an opened profile and names the
-// backends that find its jobs again after a restart.
-type RegistryFunc func(e *engine.Engine) (*runner.Registry, []runner.Attacher, error)
+// RegistryFunc builds the registry of an opened profile.
+type RegistryFunc func(e *engine.Engine) (*runner.Registry, error)
 
 // DefaultRegistry is the profile's background registry: local jobs run
 // behind detached shims and containers under detached watchers, so both
-// survive the server. Local jobs are found again through the profile's run
-// directory, containers through their labels when a Docker engine answers.
-func DefaultRegistry(e *engine.Engine) (*runner.Registry, []runner.Attacher, error) {
-	reg, err := e.Registry(engine.Background)
-	if err != nil {
-		return nil, nil, err
-	}
-	attachers := []runner.Attacher{e.Detached()}
-	if d, err := e.Docker(); err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), dockerPingTimeout)
-		if d.Ping(ctx) == nil {
-			attachers = append(attachers, d)
-		}
-		cancel()
-	}
-	return reg, attachers, nil
+// survive the server; Registry.Recover finds them again after a restart.
+func DefaultRegistry(e *engine.Engine) (*runner.Registry, error) {
+	return e.Registry(engine.Background)
 }
-
-// dockerPingTimeout bounds the check for a Docker engine when a tenant opens.
-const dockerPingTimeout = 3 * time.Second
 
 // tenants opens tenant profiles on first use and keeps them open.
 type tenants struct {
@@ -68,6 +47,9 @@ type tenants struct {
 	exe      string
 	log      *slog.Logger
 	registry RegistryFunc
+	// onOpen, when set, sees each tenant once it is open, before it serves
+	// a request.
+	onOpen func(*Tenant)
 	// sharedConfig is the server's own config.yaml; tenants without one
 	// of their own use it through a symlink.
 	sharedConfig string
@@ -161,12 +143,16 @@ func (p *tenants) open(ctx context.Context, name string) (*Tenant, error) {
 		e.Close()
 		return nil, fmt.Errorf("tenant %s: the shared config.yaml sets store.prefix, which would put every tenant under one prefix; give tenants their own config.yaml or drop store.prefix", name)
 	}
-	reg, attachers, err := p.registry(e)
+	reg, err := p.registry(e)
 	if err != nil {
 		e.Close()
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
-	return &Tenant{Name: name, Engine: e, Registry: reg, Attachers: attachers}, nil
+	t := &Tenant{Name: name, Engine: e, Registry: reg}
+	if p.onOpen != nil {
+		p.onOpen(t)
+	}
+	return t, nil
 }
 
 // linkConfig points a tenant without a config.yaml of its own at the

@@ -224,10 +224,10 @@ func TestSuperviseJob(t *testing.T) {
 	if err != nil || l.ID != id {
 		t.Fatalf("Attach = %+v, %v", l, err)
 	}
-	sup, ok := h.(runner.Supervised)
-	if !ok || !sup.Supervised() || h.Output() != nil || h.PID() != pid {
+	if !f.paths.Capabilities().Supervised || h.Output() != nil || h.PID() != pid {
 		t.Fatalf("attached handle %T is not a supervised handle on pid %d", h, pid)
 	}
+	sup := h
 	waitFor(t, func() bool {
 		out, _, err := sup.Snapshot(context.Background())
 		return err == nil && out == "ready\n"
@@ -281,7 +281,7 @@ func TestControlKillAndClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, func() bool { return len(testenv.ProcessGroup(pid)) >= 3 })
-		if err := h.(runner.Supervised).Kill(context.Background(), 300*time.Millisecond); err != nil {
+		if err := h.Kill(context.Background(), 300*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.wait(t); err != nil {

@@ -40,7 +40,7 @@ func BenchmarkDockerStart(b *testing.B) {
 		took = append(took, time.Since(begin))
 
 		b.StopTimer()
-		if err := h.(*Handle).Cleanup(ctx); err != nil {
+		if err := h.(*Handle).Release(ctx); err != nil {
 			b.Fatal(err)
 		}
 		be.Close()
@@ -70,7 +70,7 @@ func BenchmarkDockerRunToExit(b *testing.B) {
 		if r.waitErr != nil || r.output != "done\n" {
 			b.Fatalf("run: %q %v", r.output, r.waitErr)
 		}
-		if err := h.(*Handle).Cleanup(context.Background()); err != nil {
+		if err := h.(*Handle).Release(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		took = append(took, time.Since(begin))

@@ -155,17 +155,16 @@ func (o Options) withDefaults() Options {
 }
 
 // Backend starts hermes processes as detached containers. It implements
-// runner.Backend and runner.Attacher. It is safe for concurrent use.
+// runner.Backend with Recover: containers outlive the hermes process that
+// started them and are found again by their labels. It is safe for
+// concurrent use.
 type Backend struct {
 	opts Options
 	cli  *client.Client
 	log  *slog.Logger
 }
 
-var (
-	_ runner.Backend  = (*Backend)(nil)
-	_ runner.Attacher = (*Backend)(nil)
-)
+var _ runner.Backend = (*Backend)(nil)
 
 // New returns a Backend talking to the engine named by DOCKER_HOST (or
 // Options.Host), negotiating the API version on first use. It does not
@@ -188,6 +187,13 @@ func New(opts Options) (*Backend, error) {
 
 // Name is the receipt's backend field.
 func (b *Backend) Name() string { return "docker" }
+
+// Capabilities implements runner.Backend. Whoever holds a handle captures
+// the output and writes the receipt: there is no supervisor of its own
+// (a `hermes watch` process is just another holder).
+func (b *Backend) Capabilities() runner.Capabilities {
+	return runner.Capabilities{Recover: true}
+}
 
 // Close releases the engine client. Containers keep running.
 func (b *Backend) Close() error { return b.cli.Close() }

@@ -112,7 +112,7 @@ func TestStartOutputExit(t *testing.T) {
 			if r.exit.FinishedAt.IsZero() || time.Since(r.exit.FinishedAt) > time.Minute {
 				t.Errorf("FinishedAt = %v", r.exit.FinishedAt)
 			}
-			if err := h.Cleanup(context.Background()); err != nil {
+			if err := h.Release(context.Background()); err != nil {
 				t.Errorf("Cleanup: %v", err)
 			}
 		})
@@ -251,10 +251,10 @@ func TestDetachedSurvival(t *testing.T) {
 				t.Errorf("second observer got %q %+v", r2.output, r2.exit)
 			}
 
-			if err := h.(*Handle).Cleanup(context.Background()); err != nil {
+			if err := h.(*Handle).Release(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if err := h2.(*Handle).Cleanup(context.Background()); err != nil {
+			if err := h2.(*Handle).Release(context.Background()); err != nil {
 				t.Errorf("second Cleanup: %v", err)
 			}
 			if lives, _ := b.List(context.Background()); len(lives) != 0 {
@@ -312,7 +312,7 @@ func TestConcurrent50(t *testing.T) {
 				errs <- fmt.Errorf("job %d: output %q code %d", i, r.output, r.exit.Code)
 				return
 			}
-			if err := h.(*Handle).Cleanup(ctx); err != nil {
+			if err := h.(*Handle).Release(ctx); err != nil {
 				errs <- fmt.Errorf("job %d cleanup: %w", i, err)
 			}
 		}()
@@ -380,8 +380,8 @@ func TestKill(t *testing.T) {
 			if _, err := io.ReadAll(out); err != nil {
 				t.Errorf("output after kill: %v", err)
 			}
-			if err := h.Signal(ctx, syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
-				t.Errorf("Signal after end = %v, want os.ErrProcessDone", err)
+			if err := h.Signal(ctx, syscall.SIGTERM); !errors.Is(err, runner.ErrFinished) {
+				t.Errorf("Signal after end = %v, want runner.ErrFinished", err)
 			}
 			if err := h.Kill(ctx, time.Second); err != nil {
 				t.Errorf("Kill after end = %v", err)
@@ -562,7 +562,7 @@ func TestRemovedBehindBack(t *testing.T) {
 	if err := h.Signal(context.Background(), syscall.SIGTERM); !errors.Is(err, runner.ErrLost) {
 		t.Errorf("Signal err = %v", err)
 	}
-	if err := h.Cleanup(context.Background()); err != nil {
+	if err := h.Release(context.Background()); err != nil {
 		t.Errorf("Cleanup of a removed container = %v", err)
 	}
 }
@@ -609,7 +609,7 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 	}
 	spec := runner.Spec{ID: newID(t), Command: "sleep 30", Cwd: "/work/x", Timeout: 90 * time.Second, Meta: meta}
 	h := start(t, b, spec)
-	t.Cleanup(func() { h.Cleanup(context.Background()) })
+	t.Cleanup(func() { h.Release(context.Background()) })
 
 	info, err := rawClient(t).ContainerInspect(context.Background(), h.Ref())
 	if err != nil {
@@ -678,7 +678,7 @@ func TestKeep(t *testing.T) {
 			b := newBackend(t, Options{DefaultImage: image, Keep: tc.keep})
 			h := start(t, b, runner.Spec{Command: "true"})
 			collect(t, h)
-			if err := h.Cleanup(context.Background()); err != nil {
+			if err := h.Release(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			_, err := rawClient(t).ContainerInspect(context.Background(), h.Ref())

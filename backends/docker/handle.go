@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,14 +205,14 @@ func (h *Handle) markKilled(ctx context.Context) {
 
 // Signal sends sig to the container (its init forwards it to the command).
 // A container that has already stopped yields an error wrapping
-// os.ErrProcessDone.
+// runner.ErrFinished.
 func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
 		h.markKilled(ctx)
 	}
 	if err := h.b.cli.ContainerKill(ctx, h.cid, signalArg(int(sig))); err != nil {
 		if cerrdefs.IsConflict(err) {
-			return fmt.Errorf("docker signal %s: %w", h.id, os.ErrProcessDone)
+			return fmt.Errorf("docker signal %s: %w", h.id, runner.ErrFinished)
 		}
 		return h.lostOr("signal", err)
 	}
@@ -292,11 +291,16 @@ func (h *Handle) stdinConn(ctx context.Context) (*types.HijackedResponse, error)
 	return h.attach, nil
 }
 
-// Cleanup is called once the process's receipt is safely stored: it stops
+// Snapshot is not supported: the holder of the handle captures Output.
+func (h *Handle) Snapshot(context.Context) (string, bool, error) {
+	return "", false, runner.ErrNotSupported
+}
+
+// Release is called once the process's receipt is safely stored: it stops
 // the handle's background work and removes the container, unless the
 // backend keeps containers. Removing one that is already gone is not an
 // error, so several observers may all call it.
-func (h *Handle) Cleanup(ctx context.Context) error {
+func (h *Handle) Release(ctx context.Context) error {
 	h.cancel()
 	h.mu.Lock()
 	if h.attach != nil {

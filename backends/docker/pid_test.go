@@ -51,7 +51,7 @@ func TestPIDMatchesEngine(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
 	h := start(t, b, runner.Spec{Command: "sleep 30"})
-	t.Cleanup(func() { _ = h.Cleanup(context.Background()) })
+	t.Cleanup(func() { _ = h.Release(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	info, err := rawClient(t).ContainerInspect(ctx, h.ContainerID())

@@ -123,6 +123,12 @@ const (
 // Name implements runner.Backend.
 func (d *Detached) Name() string { return Name }
 
+// Capabilities implements runner.Backend: each job has a shim of its own,
+// outlives its launcher, and may be tied to it (foreground).
+func (d *Detached) Capabilities() runner.Capabilities {
+	return runner.Capabilities{Supervised: true, Recover: true, Foreground: true}
+}
+
 // StatePath is the live-state file of id.
 func (d *Detached) StatePath(id string) string { return filepath.Join(d.RunDir, id+".json") }
 
@@ -133,19 +139,13 @@ func (d *Detached) CtlPath(id string) string { return filepath.Join(d.RunDir, id
 func (d *Detached) LogPath(id string) string { return filepath.Join(d.LogDir, id+".log") }
 
 // Start implements runner.Backend: it launches a shim, hands it the spec,
-// and returns once the shim reports the child's pid.
+// and returns once the shim reports the child's pid. A spec with a Tee is a
+// foreground job: it dies with this process (its shim kills and records it
+// once this process is gone), and its output also goes to the Tee as it
+// arrives.
 func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
-	return d.start(ctx, spec, nil)
-}
-
-// StartForeground is Start for a job that dies with this process: its
-// shim kills and records it once this process is gone, and its output also
-// goes to tee as it arrives.
-func (d *Detached) StartForeground(ctx context.Context, spec runner.Spec, tee io.Writer) (runner.Handle, error) {
-	return d.start(ctx, spec, tee)
-}
-
-func (d *Detached) start(ctx context.Context, spec runner.Spec, tee io.Writer) (runner.Handle, error) {
+	tee := spec.Tee
+	spec.Tee = nil
 	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
@@ -241,7 +241,7 @@ func (d *Detached) start(ctx context.Context, spec runner.Spec, tee io.Writer) (
 	return h, nil
 }
 
-// List implements runner.Attacher.
+// List implements runner.Backend.
 func (d *Detached) List(ctx context.Context) ([]runner.Live, error) {
 	entries, err := os.ReadDir(d.RunDir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -282,7 +282,7 @@ func (d *Detached) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// Peek implements runner.Peeker.
+// Peek implements runner.Backend.
 func (d *Detached) Peek(_ context.Context, id string) (runner.Live, error) {
 	if !receipts.IsID(id) {
 		return runner.Live{}, runner.ErrNoProcess
@@ -294,7 +294,7 @@ func (d *Detached) Peek(_ context.Context, id string) (runner.Live, error) {
 	return d.live(st), nil
 }
 
-// Attach implements runner.Attacher.
+// Attach implements runner.Backend.
 func (d *Detached) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
 	st, err := d.readState(id)
 	if err != nil {
@@ -347,7 +347,6 @@ type shimHandle struct {
 func (h *shimHandle) PID() int          { return h.pid }
 func (h *shimHandle) Ref() string       { return strconv.Itoa(h.pid) }
 func (h *shimHandle) Output() io.Reader { return nil }
-func (h *shimHandle) Supervised() bool  { return true }
 
 func (h *shimHandle) watch() {
 	defer close(h.done)
@@ -408,7 +407,7 @@ func (h *shimHandle) send(m CtlMessage) error {
 	f, err := os.OpenFile(h.d.CtlPath(h.id), os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ENXIO) || errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s is no longer running", h.id)
+			return fmt.Errorf("%s is no longer running: %w", h.id, runner.ErrFinished)
 		}
 		return fmt.Errorf("control %s: %w", h.id, err)
 	}
@@ -454,9 +453,18 @@ func (h *shimHandle) Signal(_ context.Context, sig syscall.Signal) error {
 	}
 }
 
-// Kill implements runner.Supervised.
-func (h *shimHandle) Kill(_ context.Context, grace time.Duration) error {
-	return h.send(CtlMessage{Op: "kill", GraceMS: grace.Milliseconds()})
+// Kill implements runner.Handle: the shim ends the job's tree (and, as
+// a subreaper, every descendant) and records it as killed.
+func (h *shimHandle) Kill(ctx context.Context, grace time.Duration) error {
+	if err := h.send(CtlMessage{Op: "kill", GraceMS: grace.Milliseconds()}); err == nil {
+		return nil
+	}
+	// No shim to ask: the job has ended, or (its shim gone) is killed
+	// here if it is proven to be the one recorded.
+	if err := h.Signal(ctx, syscall.SIGKILL); err != nil && !errors.Is(err, runner.ErrFinished) {
+		return err
+	}
+	return nil
 }
 
 // Write implements runner.Handle.
@@ -476,7 +484,10 @@ func (h *shimHandle) CloseStdin(context.Context) error {
 	return h.send(CtlMessage{Op: "close"})
 }
 
-// Snapshot implements runner.Supervised: the tail of the spill log, which
+// Release implements runner.Handle: the shim removes what it kept.
+func (h *shimHandle) Release(context.Context) error { return nil }
+
+// Snapshot implements runner.Handle: the tail of the spill log, which
 // holds everything the job printed (rotated segments included).
 func (h *shimHandle) Snapshot(context.Context) (string, bool, error) {
 	keep := receipts.MaxOutputChars + runner.RedactMargin

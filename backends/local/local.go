@@ -33,8 +33,11 @@ const Name = "local"
 // grandchild that escaped the group cannot hold the job open.
 const drainGrace = 2 * time.Second
 
-// Backend starts attached bash children.
+// Backend starts attached bash children. They end with the process that
+// started them: it declares no capability beyond starting.
 type Backend struct {
+	runner.NoRecovery
+
 	// Shell runs the command as Shell -c CMD. Default "bash".
 	Shell string
 	// BaseEnv is the environment children start from; nil means the
@@ -53,6 +56,9 @@ func New() *Backend { return &Backend{Shell: "bash"} }
 
 // Name implements runner.Backend.
 func (b *Backend) Name() string { return Name }
+
+// Capabilities implements runner.Backend.
+func (b *Backend) Capabilities() runner.Capabilities { return runner.Capabilities{} }
 
 // Start implements runner.Backend.
 func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
@@ -183,7 +189,7 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	h.sigMu.Lock()
 	defer h.sigMu.Unlock()
 	if h.reaped {
-		return runner.ErrFinished
+		return fmt.Errorf("signal %d: %w", h.cmd.Process.Pid, runner.ErrFinished)
 	}
 	if !h.reapOrphans {
 		// No subreaper holds the tree together (macOS, or a process that
@@ -199,6 +205,19 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// Kill ends the job's tree: SIGTERM, then SIGKILL after grace.
+func (h *handle) Kill(ctx context.Context, grace time.Duration) error {
+	return runner.KillTree(ctx, h, grace, h.done)
+}
+
+// Snapshot is not supported: the caller captures Output itself.
+func (h *handle) Snapshot(context.Context) (string, bool, error) {
+	return "", false, runner.ErrNotSupported
+}
+
+// Release has nothing to free: the child was reaped when it ended.
+func (h *handle) Release(context.Context) error { return nil }
 
 func (h *handle) Write(_ context.Context, p []byte) error {
 	h.inMu.Lock()
