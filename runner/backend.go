@@ -6,6 +6,8 @@ import (
 	"io"
 	"syscall"
 	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Spec describes one process to start. Backends must not keep it beyond
@@ -39,17 +41,10 @@ type Spec struct {
 // Meta is the bookkeeping of a process that is not needed to run it but must
 // survive with it so that any later observer can write a faithful receipt.
 type Meta struct {
-	Profile          string    `json:"profile,omitempty"`
-	TaskID           string    `json:"task_id,omitempty"`
-	OwnerTaskID      string    `json:"owner_task_id,omitempty"`
-	SessionKey       string    `json:"session_key,omitempty"`
-	ParentSessionID  string    `json:"parent_session_id,omitempty"`
-	NotifyOnComplete bool      `json:"notify_on_complete,omitempty"`
-	TraceID          string    `json:"trace_id,omitempty"`
-	SpanID           string    `json:"span_id,omitempty"`
-	ParentSpanID     string    `json:"parent_span_id,omitempty"`
-	TraceSampled     bool      `json:"trace_sampled,omitempty"`
-	StartedAt        time.Time `json:"started_at"`
+	Profile string `json:"profile,omitempty"`
+	receipts.Owner
+	receipts.Trace
+	StartedAt time.Time `json:"started_at"`
 }
 
 // Exit is how a process ended, as its backend saw it.

@@ -95,19 +95,8 @@ func (p *Process) finalReceipt() *receipts.Receipt {
 func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	m := p.spec.Meta
-	rec := &receipts.Receipt{
-		SessionID: p.spec.ID, Command: p.spec.Command, Backend: p.backend,
-		ExitCode: exit.Code, StartedAt: m.StartedAt, FinishedAt: exit.FinishedAt.UTC(),
-		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
-		ParentSessionID: m.ParentSessionID, NotifyOnComplete: m.NotifyOnComplete,
-		Cwd: p.spec.Cwd, TraceID: m.TraceID, SpanID: m.SpanID, ParentSpanID: m.ParentSpanID,
-		TraceSampled: m.TraceSampled, PID: p.pid, Image: p.spec.Image,
-		Error: p.errMsg,
-	}
-	if p.backend != "local" {
-		rec.ContainerID = p.ref
-	}
+	rec := p.record()
+	rec.ExitCode, rec.FinishedAt, rec.Error = exit.Code, exit.FinishedAt.UTC(), p.errMsg
 	if exit.Signal != 0 {
 		rec.Signal = SignalName(exit.Signal)
 	}
@@ -172,23 +161,31 @@ type Info struct {
 	Error            string     `json:"error,omitempty"`
 }
 
+// record is the one record of p as far as it is known: what its spec and
+// handle say, with status running. The receipt of its end adds the exit.
+func (p *Process) record() *receipts.Receipt {
+	rec := recordOf(p.spec, p.backend)
+	rec.PID = p.pid
+	if p.backend != "local" {
+		rec.ContainerID = p.ref
+	}
+	return rec
+}
+
+// recordOf is the record of a running process started from spec.
+func recordOf(spec Spec, backend string) *receipts.Receipt {
+	return &receipts.Receipt{
+		SessionID: spec.ID, Command: spec.Command, Backend: backend, Status: receipts.StatusRunning,
+		StartedAt: spec.Meta.StartedAt, Owner: spec.Meta.Owner, Cwd: spec.Cwd, Trace: spec.Meta.Trace,
+		Image: spec.Image,
+	}
+}
+
 func (p *Process) info() *Info {
 	if rec := p.finalReceipt(); rec != nil {
-		in := infoFromReceipt(rec)
-		in.Retained = false
-		return in
+		return infoOf(rec, false)
 	}
-	m := p.spec.Meta
-	in := &Info{
-		SessionID: p.spec.ID, Command: p.spec.Command, Backend: p.backend, Status: receipts.StatusRunning,
-		PID: p.pid, Image: p.spec.Image, StartedAt: m.StartedAt, NotifyOnComplete: m.NotifyOnComplete,
-		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
-		ParentSessionID: m.ParentSessionID, Cwd: p.spec.Cwd, TraceID: m.TraceID, SpanID: m.SpanID,
-	}
-	if p.backend != "local" {
-		in.ContainerID = p.ref
-	}
-	return in
+	return infoOf(p.record(), false)
 }
 
 // StartReceipt is what a background start reports, the same JSON from
@@ -219,27 +216,32 @@ func (in *Info) StartReceipt() StartReceipt {
 	}
 }
 
-func infoFromReceipt(rec *receipts.Receipt) *Info {
-	code := rec.ExitCode
-	fin := rec.FinishedAt
-	return &Info{
+// infoOf is the Info view of a record: the one place the view is built.
+// A running record has no exit code or end yet; retained marks a receipt
+// read back from the store.
+func infoOf(rec *receipts.Receipt, retained bool) *Info {
+	in := &Info{
 		SessionID: rec.SessionID, Command: rec.Command, Backend: rec.Backend, Status: rec.Status,
-		ExitCode: &code, Signal: rec.Signal, PID: rec.PID, ContainerID: rec.ContainerID, Image: rec.Image,
-		StartedAt: rec.StartedAt, FinishedAt: &fin, NotifyOnComplete: rec.NotifyOnComplete,
+		Signal: rec.Signal, PID: rec.PID, ContainerID: rec.ContainerID, Image: rec.Image,
+		StartedAt: rec.StartedAt, NotifyOnComplete: rec.NotifyOnComplete,
 		TaskID: rec.TaskID, OwnerTaskID: rec.OwnerTaskID, SessionKey: rec.SessionKey,
 		ParentSessionID: rec.ParentSessionID, Cwd: rec.Cwd, TraceID: rec.TraceID, SpanID: rec.SpanID,
-		OutputTruncated: rec.OutputTruncated, Retained: true, Error: rec.Error,
+		OutputTruncated: rec.OutputTruncated, Retained: retained, Error: rec.Error,
 	}
+	if rec.Status != receipts.StatusRunning {
+		code, fin := rec.ExitCode, rec.FinishedAt
+		in.ExitCode, in.FinishedAt = &code, &fin
+	}
+	return in
 }
 
+func infoFromReceipt(rec *receipts.Receipt) *Info { return infoOf(rec, true) }
+
+// infoFromLive is the view of a process running elsewhere; its pid and
+// container are known only once attached.
 func infoFromLive(l Live) *Info {
-	m := l.Meta
-	return &Info{
-		SessionID: l.ID, Command: l.Command, Backend: l.Backend, Status: receipts.StatusRunning,
-		Image: l.Image, StartedAt: m.StartedAt, NotifyOnComplete: m.NotifyOnComplete,
-		TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey,
-		ParentSessionID: m.ParentSessionID, Cwd: l.Cwd, TraceID: m.TraceID, SpanID: m.SpanID,
-	}
+	rec := recordOf(Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Meta: l.Meta}, l.Backend)
+	return infoOf(rec, false)
 }
 
 var signalNames = map[syscall.Signal]string{

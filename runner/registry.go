@@ -220,10 +220,14 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
 		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
 		Meta: Meta{
-			Profile: r.opts.Profile, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID,
-			SessionKey: req.SessionKey, ParentSessionID: req.ParentSessionID,
-			NotifyOnComplete: req.Notify, TraceID: req.TraceID, SpanID: req.SpanID,
-			ParentSpanID: req.ParentSpanID, TraceSampled: req.TraceSampled,
+			Profile: r.opts.Profile,
+			Owner: receipts.Owner{
+				TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
+				ParentSessionID: req.ParentSessionID, NotifyOnComplete: req.Notify,
+			},
+			Trace: receipts.Trace{
+				TraceID: req.TraceID, SpanID: req.SpanID, ParentSpanID: req.ParentSpanID, TraceSampled: req.TraceSampled,
+			},
 			StartedAt: req.StartedAt.UTC(),
 		},
 	}
@@ -860,7 +864,7 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 	}
 	f := receipts.Filter{TaskID: o.TaskID, SessionKey: o.SessionKey}
 	match := func(m Meta) bool {
-		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID, SessionKey: m.SessionKey})
+		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
 	}
 	var out []*Info
 	seen := make(map[string]bool)

@@ -98,9 +98,8 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 		id := fmt.Sprintf("proc_%012x", i)
 		ids = append(ids, id)
 		p := newProcess(Spec{ID: id, Command: "echo " + seedSecret, Meta: Meta{
-			TaskID: fmt.Sprintf("owner-%d", i), OwnerTaskID: fmt.Sprintf("owner-%d", i),
-			SessionKey: fmt.Sprintf("chat-%d", i), ParentSessionID: "owner-session",
 			StartedAt: time.Now().Add(-2 * opts.Retention),
+			Owner:     receipts.Owner{TaskID: fmt.Sprintf("owner-%d", i), OwnerTaskID: fmt.Sprintf("owner-%d", i), SessionKey: fmt.Sprintf("chat-%d", i), ParentSessionID: "owner-session"},
 		}}, "local")
 		p.buf = outbuf.New(receipts.MaxOutputChars)
 		fmt.Fprint(p.buf, strings.Repeat("x", receipts.MaxOutputChars)+"\n"+seedSecret)

@@ -190,8 +190,9 @@ func TestSuperviseJob(t *testing.T) {
 		ID: id, Command: "echo ready; read x; echo got $x; echo err >&2; exit 6",
 		Env: []string{"HERMES_SHIM_TEST=1"},
 		Meta: runner.Meta{
-			ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1",
-			TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8), StartedAt: started,
+			StartedAt: started,
+			Owner:     receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
+			Trace:     receipts.Trace{TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8)},
 		},
 	}
 	r := f.run(t, request(t, spec))
@@ -243,9 +244,15 @@ func TestSuperviseJob(t *testing.T) {
 	}
 	rec := f.receipt(t, id, "owner")
 	want := receipts.Receipt{
-		SessionID: id, Command: spec.Command, Backend: "local", Status: receipts.StatusExited, ExitCode: 6,
-		Output: "ready\ngot hello\nerr\n", ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1",
-		SessionKey: "k1", TraceID: spec.Meta.TraceID, SpanID: spec.Meta.SpanID, PID: pid,
+		SessionID: id,
+		Command:   spec.Command,
+		Backend:   "local",
+		Status:    receipts.StatusExited,
+		ExitCode:  6,
+		Output:    "ready\ngot hello\nerr\n",
+		PID:       pid,
+		Owner:     receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
+		Trace:     receipts.Trace{TraceID: spec.Meta.TraceID, SpanID: spec.Meta.SpanID},
 	}
 	got := *rec
 	if !got.StartedAt.Equal(started) || got.FinishedAt.Before(started) {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/runner/receipts"
+
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
@@ -159,7 +161,7 @@ func TestHelperStarter(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	spec := runner.Spec{ID: os.Getenv("HERMES_DOCKER_HELPER_ID"), Command: os.Getenv("HERMES_DOCKER_HELPER_COMMAND")}
-	spec.Meta = runner.Meta{ParentSessionID: "sess-owner", TaskID: "task-1", StartedAt: time.Now().UTC().Truncate(time.Second)}
+	spec.Meta = runner.Meta{StartedAt: time.Now().UTC().Truncate(time.Second), Owner: receipts.Owner{ParentSessionID: "sess-owner", TaskID: "task-1"}}
 	b, err := New(Options{Profile: profile, DefaultImage: os.Getenv("HERMES_DOCKER_HELPER_IMAGE")})
 	if err != nil {
 		t.Fatal(err)
@@ -602,10 +604,10 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
 	meta := runner.Meta{
-		Profile: "p", TaskID: "task-9", OwnerTaskID: "owner-1", SessionKey: "sk",
-		ParentSessionID: "sess-1", NotifyOnComplete: true,
-		TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331",
+		Profile:   "p",
 		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Owner:     receipts.Owner{TaskID: "task-9", OwnerTaskID: "owner-1", SessionKey: "sk", ParentSessionID: "sess-1", NotifyOnComplete: true},
+		Trace:     receipts.Trace{TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"},
 	}
 	spec := runner.Spec{ID: newID(t), Command: "sleep 30", Cwd: "/work/x", Timeout: 90 * time.Second, Meta: meta}
 	h := start(t, b, spec)

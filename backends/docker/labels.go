@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hermesrun/hermes/runner/receipts"
+
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -59,10 +61,8 @@ func liveFromLabels(l map[string]string, created time.Time) runner.Live {
 		// A container labelled by hand or by an older hermes: keep what
 		// the single labels say.
 		live.Meta = runner.Meta{
-			ParentSessionID: l[LabelSession],
-			TaskID:          l[LabelTask],
-			TraceID:         l[LabelTraceID],
-			SpanID:          l[LabelSpanID],
+			Owner: receipts.Owner{ParentSessionID: l[LabelSession], TaskID: l[LabelTask]},
+			Trace: receipts.Trace{TraceID: l[LabelTraceID], SpanID: l[LabelSpanID]},
 		}
 	}
 	if live.Meta.Profile == "" {

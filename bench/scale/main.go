@@ -289,12 +289,17 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 func receipt(id string, n int) *receipts.Receipt {
 	at := time.Now().Add(-time.Duration(n) * time.Millisecond).UTC()
 	return &receipts.Receipt{
-		SessionID: id, Command: "go test ./...", Backend: "local", Status: receipts.StatusExited,
-		StartedAt: at.Add(-time.Second), FinishedAt: at,
-		Output: "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
-		TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main",
-		ParentSessionID: owner, NotifyOnComplete: true, Cwd: "/work",
-		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", PID: 4242,
+		SessionID:  id,
+		Command:    "go test ./...",
+		Backend:    "local",
+		Status:     receipts.StatusExited,
+		StartedAt:  at.Add(-time.Second),
+		FinishedAt: at,
+		Output:     "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
+		Cwd:        "/work",
+		PID:        4242,
+		Owner:      receipts.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: owner, NotifyOnComplete: true},
+		Trace:      receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

@@ -85,7 +85,7 @@ type proc struct {
 func (s *suite) spec(command string) runner.Spec {
 	return runner.Spec{
 		ID: runner.NewID(), Command: command, Cwd: s.h.Cwd, Image: s.h.Image,
-		Meta: runner.Meta{ParentSessionID: owner, TaskID: "backendtest", StartedAt: time.Now().UTC()},
+		Meta: runner.Meta{StartedAt: time.Now().UTC(), Owner: receipts.Owner{ParentSessionID: owner, TaskID: "backendtest"}},
 	}
 }
 

@@ -49,33 +49,48 @@ var (
 	ErrInvalidID = errors.New("invalid process id")
 )
 
-// Receipt is the durable result of one finished process. Field names follow
-// the contract; SessionID is the process id, for historical reasons.
+// Owner is who a process belongs to and who hears of its end: the
+// contract's ownership fields, carried the same way by every record of a
+// process (receipt, spec, shim state, container labels).
+type Owner struct {
+	TaskID           string `json:"task_id"`
+	OwnerTaskID      string `json:"owner_task_id"`
+	SessionKey       string `json:"session_key"`
+	ParentSessionID  string `json:"parent_session_id"`
+	NotifyOnComplete bool   `json:"notify_on_complete"`
+}
+
+// Trace names a process's span in the trace of the agent turn that
+// started it; whoever records the end records the span from it.
+type Trace struct {
+	TraceID      string `json:"trace_id"`
+	SpanID       string `json:"span_id"`
+	ParentSpanID string `json:"parent_span_id,omitempty"`
+	TraceSampled bool   `json:"trace_sampled,omitempty"`
+}
+
+// Receipt is the durable result of one finished process: the one record
+// of a process, from which every view (list, poll, start, completion)
+// derives. Field names follow the contract; SessionID is the process id,
+// for historical reasons.
 type Receipt struct {
-	SessionID        string    `json:"session_id"`
-	Command          string    `json:"command"`
-	Backend          string    `json:"backend"`
-	Status           string    `json:"status"`
-	ExitCode         int       `json:"exit_code"`
-	Signal           string    `json:"signal,omitempty"`
-	StartedAt        time.Time `json:"started_at"`
-	FinishedAt       time.Time `json:"finished_at"`
-	Output           string    `json:"output"`
-	OutputTruncated  bool      `json:"output_truncated"`
-	TaskID           string    `json:"task_id"`
-	OwnerTaskID      string    `json:"owner_task_id"`
-	SessionKey       string    `json:"session_key"`
-	ParentSessionID  string    `json:"parent_session_id"`
-	NotifyOnComplete bool      `json:"notify_on_complete"`
-	Cwd              string    `json:"cwd"`
-	TraceID          string    `json:"trace_id"`
-	SpanID           string    `json:"span_id"`
-	ParentSpanID     string    `json:"parent_span_id,omitempty"`
-	TraceSampled     bool      `json:"trace_sampled,omitempty"`
-	PID              int       `json:"pid,omitempty"`
-	ContainerID      string    `json:"container_id,omitempty"`
-	Image            string    `json:"image,omitempty"`
-	Error            string    `json:"error,omitempty"`
+	SessionID       string    `json:"session_id"`
+	Command         string    `json:"command"`
+	Backend         string    `json:"backend"`
+	Status          string    `json:"status"`
+	ExitCode        int       `json:"exit_code"`
+	Signal          string    `json:"signal,omitempty"`
+	StartedAt       time.Time `json:"started_at"`
+	FinishedAt      time.Time `json:"finished_at"`
+	Output          string    `json:"output"`
+	OutputTruncated bool      `json:"output_truncated"`
+	Owner
+	Cwd string `json:"cwd"`
+	Trace
+	PID         int    `json:"pid,omitempty"`
+	ContainerID string `json:"container_id,omitempty"`
+	Image       string `json:"image,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Sanitize returns a copy of r fit to persist: every free-text field

@@ -21,11 +21,18 @@ func fullReceipt(id string) *receipts.Receipt {
 	out = out[len(out)-receipts.MaxOutputChars:]
 	out = out[:100_000] + "export OPENAI_API_KEY=sk-" + strings.Repeat("a1B2", 12) + "\n" + out[100_050:]
 	return &receipts.Receipt{
-		SessionID: id, Command: "make test", Backend: "local", Status: receipts.StatusExited,
-		StartedAt: time.Unix(1_780_000_000, 0).UTC(), FinishedAt: time.Unix(1_780_000_060, 0).UTC(),
-		Output: out, OutputTruncated: true, TaskID: "task-1", OwnerTaskID: "task-1",
-		SessionKey: "agent:main", ParentSessionID: "bench-owner", NotifyOnComplete: true, Cwd: "/work",
-		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", PID: 4242,
+		SessionID:       id,
+		Command:         "make test",
+		Backend:         "local",
+		Status:          receipts.StatusExited,
+		StartedAt:       time.Unix(1_780_000_000, 0).UTC(),
+		FinishedAt:      time.Unix(1_780_000_060, 0).UTC(),
+		Output:          out,
+		OutputTruncated: true,
+		Cwd:             "/work",
+		PID:             4242,
+		Owner:           receipts.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: "bench-owner", NotifyOnComplete: true},
+		Trace:           receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

@@ -47,12 +47,17 @@ func benchStore(b *testing.B) *redisstore.Store {
 func benchReceipt(n int64) *receipts.Receipt {
 	id := fmt.Sprintf("proc_%012x", n)
 	return &receipts.Receipt{
-		SessionID: id, Command: "go test ./...", Backend: "local", Status: receipts.StatusExited,
-		StartedAt: time.Unix(1_780_000_000+n, 0).UTC(), FinishedAt: time.Unix(1_780_000_001+n, 0).UTC(),
-		Output: "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
-		TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main",
-		ParentSessionID: "20260301_120000_bench", NotifyOnComplete: true, Cwd: "/work",
-		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", PID: 4242,
+		SessionID:  id,
+		Command:    "go test ./...",
+		Backend:    "local",
+		Status:     receipts.StatusExited,
+		StartedAt:  time.Unix(1_780_000_000+n, 0).UTC(),
+		FinishedAt: time.Unix(1_780_000_001+n, 0).UTC(),
+		Output:     "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
+		Cwd:        "/work",
+		PID:        4242,
+		Owner:      receipts.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: "20260301_120000_bench", NotifyOnComplete: true},
+		Trace:      receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

@@ -33,9 +33,14 @@ const fast = "?dial_timeout=300ms&read_timeout=300ms&write_timeout=300ms"
 
 func receipt(id, owner string) *receipts.Receipt {
 	return &receipts.Receipt{
-		SessionID: id, Command: "echo " + id, Backend: "local", Status: receipts.StatusExited,
-		StartedAt: time.Now().Add(-time.Second).UTC(), FinishedAt: time.Now().UTC(),
-		Output: "out " + id + "\n", ParentSessionID: owner, TaskID: "t",
+		SessionID:  id,
+		Command:    "echo " + id,
+		Backend:    "local",
+		Status:     receipts.StatusExited,
+		StartedAt:  time.Now().Add(-time.Second).UTC(),
+		FinishedAt: time.Now().UTC(),
+		Output:     "out " + id + "\n",
+		Owner:      receipts.Owner{ParentSessionID: owner, TaskID: "t"},
 	}
 }
 

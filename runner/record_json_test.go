@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// TestRecordJSONUnchanged pins the JSON of every view of a process record
+// byte for byte (testdata/record-views.json, written by the layout before
+// the one-record redesign): the contract's surface must not move when the
+// Go types do.
+func TestRecordJSONUnchanged(t *testing.T) {
+	start := time.Date(2026, 12, 3, 7, 0, 0, 123456789, time.UTC)
+	rec := &receipts.Receipt{SessionID: "proc_0123456789ab", Command: "echo hi", Backend: "docker", Status: receipts.StatusKilled}
+	rec.ExitCode, rec.Signal, rec.StartedAt, rec.FinishedAt = 137, "SIGKILL", start, start.Add(1500*time.Millisecond)
+	rec.Output, rec.OutputTruncated = "hi\n", true
+	rec.TaskID, rec.OwnerTaskID, rec.SessionKey, rec.ParentSessionID, rec.NotifyOnComplete = "t1", "t0", "k1", "sess-1", true
+	rec.Cwd, rec.TraceID, rec.SpanID, rec.ParentSpanID, rec.TraceSampled = "/work", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "1111111111111111", true
+	rec.PID, rec.ContainerID, rec.Image, rec.Error = 42, "c0ffee", "busybox", "boom"
+
+	bare := &receipts.Receipt{SessionID: "proc_ba5eba5eba5e", Command: "true", Backend: "local", Status: receipts.StatusExited, StartedAt: start, FinishedAt: start}
+
+	info := infoFromReceipt(rec)
+	running := &Process{spec: Spec{ID: "proc_0000000000aa", Command: "sleep 1", Cwd: "/w", Image: "img"}, backend: "docker", pid: 7, ref: "cid"}
+	running.spec.Meta.StartedAt = start
+	running.spec.Meta.TaskID, running.spec.Meta.ParentSessionID, running.spec.Meta.TraceID = "t2", "sess-2", "abc"
+	views := map[string]any{
+		"receipt":       rec,
+		"bare_receipt":  bare,
+		"info":          info,
+		"running_info":  running.info(),
+		"start_receipt": info.StartReceipt(),
+		"live_info":     infoFromLive(Live{ID: "proc_0000000000bb", Command: "x", Backend: "local", Cwd: "/", Meta: running.spec.Meta}),
+	}
+	got := map[string]string{}
+	for k, v := range views {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[k] = string(b)
+	}
+	golden := filepath.Join("testdata", "record-views.json")
+	if os.Getenv("HERMES_UPDATE_GOLDEN") != "" {
+		b, _ := json.MarshalIndent(got, "", "  ")
+		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]string
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s JSON changed:\n got %s\nwant %s", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d views, golden has %d", len(got), len(want))
+	}
+}
