@@ -279,7 +279,7 @@ func TestNoFollowUpForAnotherSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-reg.Done(info.SessionID)
+	<-reg.Done(info.ID)
 	a := newAgent(t, p, reg, "sess-mine", false, 3)
 	ctx := ctxTimeout(t, 30*time.Second)
 	if _, err := a.Ask(ctx, "hi"); err != nil {
@@ -291,7 +291,7 @@ func TestNoFollowUpForAnotherSession(t *testing.T) {
 	if len(p.requests()) != 1 {
 		t.Errorf("%d model calls, want 1", len(p.requests()))
 	}
-	if got := reg.TakeCompletions("someone-else"); len(got) != 1 || got[0].ID != info.SessionID {
+	if got := reg.TakeCompletions("someone-else"); len(got) != 1 || got[0].ID != info.ID {
 		t.Errorf("the owner's completion = %+v, want it still queued", got)
 	}
 }

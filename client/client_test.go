@@ -128,49 +128,49 @@ func TestAPIClientService(t *testing.T) {
 	if info.Status != receipts.StatusRunning || info.ParentSessionID != "agent-x" || info.Cwd != cwd {
 		t.Fatalf("start: %+v", info)
 	}
-	res, err := c.Wait(ctx, info.SessionID)
+	res, err := c.Wait(ctx, info.ID)
 	if err != nil || res.Status != receipts.StatusExited || *res.ExitCode != 5 || res.Output != "one\ntwo\n" {
 		t.Fatalf("wait: %+v %v", res, err)
 	}
-	got, err := c.Get(ctx, info.SessionID[:10])
-	if err != nil || got.SessionID != info.SessionID || !got.Retained {
+	got, err := c.Get(ctx, info.ID[:10])
+	if err != nil || got.ID != info.ID || !got.Retained {
 		t.Fatalf("get by prefix: %+v %v", got, err)
 	}
 	list, err := c.List(ctx, runner.ListOptions{Retained: true, TaskID: "tk"})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	poll, err := c.Poll(ctx, info.SessionID)
+	poll, err := c.Poll(ctx, info.ID)
 	if err != nil || poll.OutputTail != "one\ntwo\n" {
 		t.Fatalf("poll: %+v %v", poll, err)
 	}
-	lg, err := c.Log(ctx, info.SessionID, -1, 0)
+	lg, err := c.Log(ctx, info.ID, -1, 0)
 	if err != nil || lg.Output != "two\n" {
 		t.Fatalf("log -1: %+v %v", lg, err)
 	}
-	rec, err := c.Receipt(ctx, info.SessionID)
+	rec, err := c.Receipt(ctx, info.ID)
 	if err != nil || rec.ExitCode != 5 || rec.TaskID != "tk" {
 		t.Fatalf("receipt: %+v %v", rec, err)
 	}
 
 	// Another session sees nothing: the same answers as the registry.
 	other := sessions.WithCurrent(context.Background(), "agent-y")
-	if _, err := c.Get(other, info.SessionID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Get(other, info.ID); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("foreign get: %v", err)
 	}
-	if p, err := c.Poll(other, info.SessionID); err != nil || p.Status != receipts.StatusNotFound {
+	if p, err := c.Poll(other, info.ID); err != nil || p.Status != receipts.StatusNotFound {
 		t.Fatalf("foreign poll: %+v %v", p, err)
 	}
-	if l, err := c.Log(other, info.SessionID, 0, 0); err != nil || l.Status != receipts.StatusNotFound {
+	if l, err := c.Log(other, info.ID, 0, 0); err != nil || l.Status != receipts.StatusNotFound {
 		t.Fatalf("foreign log: %+v %v", l, err)
 	}
-	if w, err := c.Wait(other, info.SessionID); err != nil || w.Status != receipts.StatusNotFound {
+	if w, err := c.Wait(other, info.ID); err != nil || w.Status != receipts.StatusNotFound {
 		t.Fatalf("foreign wait: %+v %v", w, err)
 	}
-	if _, err := c.Kill(other, info.SessionID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Kill(other, info.ID); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("foreign kill: %v", err)
 	}
-	if err := c.Write(other, info.SessionID, []byte("x")); !errors.Is(err, runner.ErrNotFound) {
+	if err := c.Write(other, info.ID, []byte("x")); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("foreign write: %v", err)
 	}
 	if _, err := c.Get(ctx, "proc_zz"); !errors.Is(err, receipts.ErrInvalidID) {
@@ -183,24 +183,24 @@ func TestAPIClientService(t *testing.T) {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = c.Wait(wctx, cat.SessionID)
+	_, err = c.Wait(wctx, cat.ID)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("bounded wait: %v", err)
 	}
 	big := bytes.Repeat([]byte("y"), 1<<20+10) // more than one request body
-	if err := c.Write(ctx, cat.SessionID, []byte("a\nb\n")); err != nil {
+	if err := c.Write(ctx, cat.ID, []byte("a\nb\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Write(ctx, cat.SessionID, big); err != nil {
+	if err := c.Write(ctx, cat.ID, big); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CloseStdin(ctx, cat.SessionID); err != nil {
+	if err := c.CloseStdin(ctx, cat.ID); err != nil {
 		t.Fatal(err)
 	}
 	var followed strings.Builder
 	var final runner.FollowEvent
-	err = runner.Follow(ctx, c, cat.SessionID, 0, func(ev runner.FollowEvent) error {
+	err = runner.Follow(ctx, c, cat.ID, 0, func(ev runner.FollowEvent) error {
 		if ev.Final() {
 			final = ev
 			return nil
@@ -215,10 +215,10 @@ func TestAPIClientService(t *testing.T) {
 	if followed.String() != want || final.Status != receipts.StatusExited || *final.ExitCode != 7 {
 		t.Fatalf("follow: %q (want %q), final %+v", followed.String(), want, final)
 	}
-	if err := c.Write(ctx, cat.SessionID, []byte("late")); err == nil || !strings.Contains(err.Error(), "already finished") {
+	if err := c.Write(ctx, cat.ID, []byte("late")); err == nil || !strings.Contains(err.Error(), "already finished") {
 		t.Fatalf("write after end: %v", err)
 	}
-	if err := runner.Follow(other, c, cat.SessionID, 0, func(runner.FollowEvent) error { return nil }); !errors.Is(err, runner.ErrNotFound) {
+	if err := runner.Follow(other, c, cat.ID, 0, func(runner.FollowEvent) error { return nil }); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("foreign follow: %v", err)
 	}
 
@@ -227,7 +227,7 @@ func TestAPIClientService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := c.Kill(ctx, sl.SessionID)
+	k, err := c.Kill(ctx, sl.ID)
 	if err != nil || k.Status != receipts.StatusKilled {
 		t.Fatalf("kill: %+v %v", k, err)
 	}

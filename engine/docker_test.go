@@ -279,7 +279,7 @@ func TestDockerEngineUnreachable(t *testing.T) {
 		if info == nil || info.Status != receipts.StatusFailedToStart {
 			t.Fatalf("mode %d: info = %+v", mode, info)
 		}
-		rec, err := e.Store.Get(ctx, info.SessionID, receipts.Anonymous())
+		rec, err := e.Store.Get(ctx, info.ID, receipts.Anonymous())
 		if err != nil || rec.Status != receipts.StatusFailedToStart || rec.Backend != "docker" || rec.ExitCode == 0 {
 			t.Fatalf("mode %d: receipt = %+v, %v", mode, rec, err)
 		}

@@ -48,9 +48,9 @@ var _ Service = (*Registry)(nil)
 // FollowEvent is one step of a followed log: new output (Output set, Offset
 // the line it starts at) or, last, the end (Status set).
 type FollowEvent struct {
-	SessionID string `json:"session_id"`
-	Offset    int    `json:"offset"`
-	Output    string `json:"output,omitempty"`
+	ID     string `json:"session_id"`
+	Offset int    `json:"offset"`
+	Output string `json:"output,omitempty"`
 	// Status is set on the final event only: the process ended.
 	Status   string `json:"status,omitempty"`
 	ExitCode *int   `json:"exit_code,omitempty"`
@@ -107,17 +107,17 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 			out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines only
 		}
 		if out != "" {
-			if err := emit(FollowEvent{SessionID: res.SessionID, Offset: printed, Output: out}); err != nil {
+			if err := emit(FollowEvent{ID: res.ID, Offset: printed, Output: out}); err != nil {
 				return err
 			}
 			printed += strings.Count(out, "\n")
 		}
 		if done {
-			return emit(FollowEvent{SessionID: res.SessionID, Offset: printed, Status: res.Status, ExitCode: res.ExitCode})
+			return emit(FollowEvent{ID: res.ID, Offset: printed, Status: res.Status, ExitCode: res.ExitCode})
 		}
 		var ended <-chan struct{}
 		if watcher != nil {
-			ended = watcher.Done(res.SessionID)
+			ended = watcher.Done(res.ID)
 		}
 		select {
 		case <-ctx.Done():

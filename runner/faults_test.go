@@ -71,7 +71,7 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Wait(context.Background(), info.SessionID)
+	res, err := r.Wait(context.Background(), info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,17 +79,17 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 		t.Fatalf("wait while the store is down = %+v", res)
 	}
 	select {
-	case <-r.Recorded(info.SessionID):
+	case <-r.Recorded(info.ID):
 		t.Fatal("recorded while the store is down")
 	default:
 	}
 	fs.setDown(false)
 	select {
-	case <-r.Recorded(info.SessionID):
+	case <-r.Recorded(info.ID):
 	case <-time.After(10 * time.Second):
 		t.Fatal("receipt not written after the store came back")
 	}
-	rec, err := h.store.Get(context.Background(), info.SessionID, receipts.Anonymous())
+	rec, err := h.store.Get(context.Background(), info.ID, receipts.Anonymous())
 	if err != nil || rec.Status != receipts.StatusExited || rec.ExitCode != 2 {
 		t.Fatalf("stored receipt = %+v, %v", rec, err)
 	}
@@ -111,7 +111,7 @@ func (b supervisedBackend) Start(ctx context.Context, spec runner.Spec) (runner.
 	h := &supervisedHandle{done: make(chan struct{})}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
-		rec := &receipts.Receipt{SessionID: spec.ID, Command: spec.Command, Backend: "local", Status: receipts.StatusExited,
+		rec := &receipts.Receipt{ID: spec.ID, Command: spec.Command, Backend: "local", Status: receipts.StatusExited,
 			ExitCode: 2, StartedAt: spec.Meta.StartedAt, FinishedAt: time.Now().UTC(), Output: "true output\n"}
 		_ = b.store.Create(context.Background(), rec)
 		close(h.done)
@@ -157,14 +157,14 @@ func TestSupervisedEndReadDuringOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // the end is observed while the store is down
-	if p, err := r.Poll(context.Background(), info.SessionID); err != nil || p.Status == receipts.StatusLost ||
+	if p, err := r.Poll(context.Background(), info.ID); err != nil || p.Status == receipts.StatusLost ||
 		(p.ExitCode != nil && *p.ExitCode != 2) {
 		t.Fatalf("poll during the outage = %+v, %v", p, err)
 	}
 	fs.setDown(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := r.Wait(ctx, info.SessionID)
+	res, err := r.Wait(ctx, info.ID)
 	if err != nil || res.Status != receipts.StatusExited || *res.ExitCode != 2 || res.Output != "true output\n" {
 		t.Fatalf("wait after the outage = %+v, %v", res, err)
 	}
@@ -186,7 +186,7 @@ func TestKillUnconfirmed(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := r.Kill(ctx, info.SessionID); err == nil || !strings.Contains(err.Error(), "not confirmed") {
+	if _, err := r.Kill(ctx, info.ID); err == nil || !strings.Contains(err.Error(), "not confirmed") {
 		t.Fatalf("Kill of a process that never ends = %v", err)
 	}
 }
@@ -216,7 +216,7 @@ func TestSpillLogIsRedactedWhileLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(h.dir, "logs", "processes", info.SessionID+".log")
+	path := filepath.Join(h.dir, "logs", "processes", info.ID+".log")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, _ := os.ReadFile(path)
@@ -231,7 +231,7 @@ func TestSpillLogIsRedactedWhileLive(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := r.Kill(context.Background(), info.SessionID); err != nil {
+	if _, err := r.Kill(context.Background(), info.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {

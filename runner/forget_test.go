@@ -28,12 +28,12 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-reg.Done(info.SessionID)
+	<-reg.Done(info.ID)
 	if n := reg.PendingCompletions(); n != 1 {
 		t.Fatalf("queued completions = %d, want 1", n)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for reg.Done(info.SessionID) != nil {
+	for reg.Done(info.ID) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("finished process never left memory")
 		}
@@ -45,11 +45,11 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 	if list, _ := reg.List(ctx, ListOptions{}); len(list) != 0 {
 		t.Errorf("live listing still shows %v", list)
 	}
-	res, err := reg.Log(ctx, info.SessionID, 0, 0)
+	res, err := reg.Log(ctx, info.ID, 0, 0)
 	if err != nil || res.Status != receipts.StatusExited || res.Output != "bye\n" {
 		t.Errorf("receipt after forgetting = %+v, %v", res, err)
 	}
-	if err := reg.Write(ctx, info.SessionID, []byte("x")); !errors.Is(err, ErrFinished) {
+	if err := reg.Write(ctx, info.ID, []byte("x")); !errors.Is(err, ErrFinished) {
 		t.Errorf("write to a finished process: %v, want ErrFinished", err)
 	}
 }

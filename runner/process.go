@@ -137,7 +137,7 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 
 // Info is the status of one process as list, get and start report it.
 type Info struct {
-	SessionID        string     `json:"session_id"`
+	ID               string     `json:"session_id"`
 	Command          string     `json:"command"`
 	Backend          string     `json:"backend"`
 	Status           string     `json:"status"`
@@ -175,7 +175,7 @@ func (p *Process) record() *receipts.Receipt {
 // recordOf is the record of a running process started from spec.
 func recordOf(spec Spec, backend string) *receipts.Receipt {
 	return &receipts.Receipt{
-		SessionID: spec.ID, Command: spec.Command, Backend: backend, Status: receipts.StatusRunning,
+		ID: spec.ID, Command: spec.Command, Backend: backend, Status: receipts.StatusRunning,
 		StartedAt: spec.Meta.StartedAt, Owner: spec.Meta.Owner, Cwd: spec.Cwd, Trace: spec.Meta.Trace,
 		Image: spec.Image,
 	}
@@ -191,7 +191,7 @@ func (p *Process) info() *Info {
 // StartReceipt is what a background start reports, the same JSON from
 // `hermes run --background`, the agent's terminal tool and the runner API.
 type StartReceipt struct {
-	SessionID        string    `json:"session_id"`
+	ID               string    `json:"session_id"`
 	Status           string    `json:"status"`
 	NotifyOnComplete bool      `json:"notify_on_complete"`
 	PID              int       `json:"pid"`
@@ -209,7 +209,7 @@ type StartReceipt struct {
 // StartReceipt is the start receipt of a freshly started process.
 func (in *Info) StartReceipt() StartReceipt {
 	return StartReceipt{
-		SessionID: in.SessionID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
+		ID: in.ID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
 		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
 		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
 		TraceID: in.TraceID, SpanID: in.SpanID,
@@ -221,7 +221,7 @@ func (in *Info) StartReceipt() StartReceipt {
 // read back from the store.
 func infoOf(rec *receipts.Receipt, retained bool) *Info {
 	in := &Info{
-		SessionID: rec.SessionID, Command: rec.Command, Backend: rec.Backend, Status: rec.Status,
+		ID: rec.ID, Command: rec.Command, Backend: rec.Backend, Status: rec.Status,
 		Signal: rec.Signal, PID: rec.PID, ContainerID: rec.ContainerID, Image: rec.Image,
 		StartedAt: rec.StartedAt, NotifyOnComplete: rec.NotifyOnComplete,
 		TaskID: rec.TaskID, OwnerTaskID: rec.OwnerTaskID, SessionKey: rec.SessionKey,

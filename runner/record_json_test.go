@@ -16,14 +16,14 @@ import (
 // Go types do.
 func TestRecordJSONUnchanged(t *testing.T) {
 	start := time.Date(2026, 12, 3, 7, 0, 0, 123456789, time.UTC)
-	rec := &receipts.Receipt{SessionID: "proc_0123456789ab", Command: "echo hi", Backend: "docker", Status: receipts.StatusKilled}
+	rec := &receipts.Receipt{ID: "proc_0123456789ab", Command: "echo hi", Backend: "docker", Status: receipts.StatusKilled}
 	rec.ExitCode, rec.Signal, rec.StartedAt, rec.FinishedAt = 137, "SIGKILL", start, start.Add(1500*time.Millisecond)
 	rec.Output, rec.OutputTruncated = "hi\n", true
 	rec.TaskID, rec.OwnerTaskID, rec.SessionKey, rec.ParentSessionID, rec.NotifyOnComplete = "t1", "t0", "k1", "sess-1", true
 	rec.Cwd, rec.TraceID, rec.SpanID, rec.ParentSpanID, rec.TraceSampled = "/work", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "1111111111111111", true
 	rec.PID, rec.ContainerID, rec.Image, rec.Error = 42, "c0ffee", "busybox", "boom"
 
-	bare := &receipts.Receipt{SessionID: "proc_ba5eba5eba5e", Command: "true", Backend: "local", Status: receipts.StatusExited, StartedAt: start, FinishedAt: start}
+	bare := &receipts.Receipt{ID: "proc_ba5eba5eba5e", Command: "true", Backend: "local", Status: receipts.StatusExited, StartedAt: start, FinishedAt: start}
 
 	info := infoFromReceipt(rec)
 	running := &Process{spec: Spec{ID: "proc_0000000000aa", Command: "sleep 1", Cwd: "/w", Image: "img"}, backend: "docker", pid: 7, ref: "cid"}

@@ -422,7 +422,7 @@ func (r *Registry) record(ctx context.Context, rec *receipts.Receipt) (*receipts
 	if !errors.Is(err, receipts.ErrExists) {
 		return nil, err
 	}
-	stored, gerr := r.opts.Store.Get(ctx, rec.SessionID, receipts.Scope{Owners: []string{rec.ParentSessionID}})
+	stored, gerr := r.opts.Store.Get(ctx, rec.ID, receipts.Scope{Owners: []string{rec.ParentSessionID}})
 	if gerr != nil {
 		return rec, nil //nolint:nilerr // it is stored; ours is as good a copy
 	}
@@ -528,7 +528,7 @@ func (r *Registry) enqueue(p *Process, rec *receipts.Receipt) {
 		r.queue = slices.Delete(r.queue, 0, len(r.queue)-maxQueued+1)
 	}
 	r.queue = append(r.queue, Completion{
-		ID: rec.SessionID, Command: rec.Command, Status: rec.Status, ExitCode: rec.ExitCode,
+		ID: rec.ID, Command: rec.Command, Status: rec.Status, ExitCode: rec.ExitCode,
 		OutputTail: receipts.TailChars(rec.Output, completionTailLen), Owner: rec.ParentSessionID,
 		TraceID: rec.TraceID, SpanID: rec.SpanID,
 	})
@@ -661,11 +661,11 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 	if err != nil {
 		return found{}, err
 	}
-	if len(live) == 1 && rec.SessionID != live[0].ID {
+	if len(live) == 1 && rec.ID != live[0].ID {
 		return found{}, ErrNotFound
 	}
 	r.mu.Lock()
-	p := r.procs[rec.SessionID]
+	p := r.procs[rec.ID]
 	r.mu.Unlock()
 	if p != nil {
 		return found{proc: p}, nil
@@ -895,7 +895,7 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 			return nil, err
 		}
 		for _, rec := range recs {
-			if !seen[rec.SessionID] {
+			if !seen[rec.ID] {
 				out = append(out, infoFromReceipt(rec))
 			}
 		}
@@ -904,14 +904,14 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
 			return c
 		}
-		return strings.Compare(a.SessionID, b.SessionID)
+		return strings.Compare(a.ID, b.ID)
 	})
 	return out, nil
 }
 
 // PollResult is the answer to poll: status without consuming the result.
 type PollResult struct {
-	SessionID  string `json:"session_id"`
+	ID         string `json:"session_id"`
 	Status     string `json:"status"`
 	ExitCode   *int   `json:"exit_code"`
 	OutputTail string `json:"output_tail"`
@@ -925,14 +925,14 @@ type PollResult struct {
 func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 	f, err := r.lookup(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return &PollResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+		return &PollResult{ID: id, Status: receipts.StatusNotFound}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	out, info := r.output(ctx, f)
 	res := &PollResult{
-		SessionID: info.SessionID, Status: info.Status, ExitCode: info.ExitCode,
+		ID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
 		OutputTail: receipts.TailChars(out, DefaultTailChars), Command: info.Command, PID: info.PID,
 		Error: info.Error,
 	}
@@ -946,7 +946,7 @@ func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 
 // LogResult is the answer to log.
 type LogResult struct {
-	SessionID       string `json:"session_id"`
+	ID              string `json:"session_id"`
 	Status          string `json:"status"`
 	Output          string `json:"output"`
 	ExitCode        *int   `json:"exit_code"`
@@ -961,7 +961,7 @@ type LogResult struct {
 func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
 	f, err := r.lookup(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return &LogResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+		return &LogResult{ID: id, Status: receipts.StatusNotFound}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -972,7 +972,7 @@ func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogR
 	}
 	text, total := outbuf.Lines(out, offset, limit)
 	return &LogResult{
-		SessionID: info.SessionID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
+		ID: info.ID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
 		TotalLines: total, Offset: offset, OutputTruncated: info.OutputTruncated,
 	}, nil
 }
@@ -1008,7 +1008,7 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 	f, err := r.lookup(ctx, id)
 	if errors.Is(err, ErrNotFound) {
-		return &LogResult{SessionID: id, Status: receipts.StatusNotFound}, nil
+		return &LogResult{ID: id, Status: receipts.StatusNotFound}, nil
 	}
 	if err != nil {
 		return nil, err

@@ -116,11 +116,11 @@ func TestRegistryLifecycle(t *testing.T) {
 		Command: "echo hello; echo oops >&2; read x; echo got $x; exit 5",
 		Stdin:   true, TaskID: "task-1", SessionKey: "key-1",
 	})
-	if !receipts.IsID(info.SessionID) || info.Status != receipts.StatusRunning || info.PID <= 0 ||
+	if !receipts.IsID(info.ID) || info.Status != receipts.StatusRunning || info.PID <= 0 ||
 		info.Backend != "local" || info.ExitCode != nil || info.TaskID != "task-1" {
 		t.Fatalf("start info = %+v", info)
 	}
-	id := info.SessionID
+	id := info.ID
 
 	// Poll until the first lines are there: it reports without consuming.
 	deadline := time.Now().Add(10 * time.Second)
@@ -145,7 +145,7 @@ func TestRegistryLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list) != 1 || list[0].SessionID != id || list[0].Status != receipts.StatusRunning {
+		if len(list) != 1 || list[0].ID != id || list[0].Status != receipts.StatusRunning {
 			t.Fatalf("List(%+v) = %v", o, list)
 		}
 	}
@@ -153,7 +153,7 @@ func TestRegistryLifecycle(t *testing.T) {
 		t.Fatalf("List(other task) = %v", list)
 	}
 	// A unique prefix finds it; so does the full id.
-	if g, err := r.Get(ctx, id[:11]); err != nil || g.SessionID != id {
+	if g, err := r.Get(ctx, id[:11]); err != nil || g.ID != id {
 		t.Fatalf("Get(prefix) = %+v, %v", g, err)
 	}
 	if err := r.Write(ctx, id, []byte("abc\n")); err != nil {
@@ -208,7 +208,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	if list, _ := fresh.List(ctx, runner.ListOptions{}); len(list) != 0 {
 		t.Fatalf("fresh List without retained = %v, want nothing live", list)
 	}
-	if list, _ := fresh.List(ctx, runner.ListOptions{Retained: true}); len(list) != 1 || list[0].SessionID != id {
+	if list, _ := fresh.List(ctx, runner.ListOptions{Retained: true}); len(list) != 1 || list[0].ID != id {
 		t.Fatalf("fresh List(retained) = %v", list)
 	}
 }
@@ -272,7 +272,7 @@ func TestRegistryKill(t *testing.T) {
 			for len(testenv.ProcessGroup(info.PID)) < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
-			killed, err := r.Kill(waitCtx(t, ""), info.SessionID)
+			killed, err := r.Kill(waitCtx(t, ""), info.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +292,7 @@ func TestRegistryTimeout(t *testing.T) {
 	ctx := as("")
 	begin := time.Now()
 	info := start(t, r, ctx, runner.StartRequest{Command: "echo started; sleep 300", Timeout: 300 * time.Millisecond})
-	res, err := r.Wait(waitCtx(t, ""), info.SessionID)
+	res, err := r.Wait(waitCtx(t, ""), info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestRegistryTimeout(t *testing.T) {
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Fatalf("timeout of 300ms took %v to end the process", took)
 	}
-	rec, err := h.store.Get(context.Background(), info.SessionID, receipts.Anonymous())
+	rec, err := h.store.Get(context.Background(), info.ID, receipts.Anonymous())
 	if err != nil || rec.Status != receipts.StatusTimeout || rec.ExitCode == 0 {
 		t.Fatalf("receipt = %+v, %v", rec, err)
 	}
@@ -324,14 +324,14 @@ func TestRegistryFailedToStart(t *testing.T) {
 	if info == nil || info.Status != receipts.StatusFailedToStart || info.ExitCode == nil || *info.ExitCode == 0 {
 		t.Fatalf("info = %+v", info)
 	}
-	rec, err := h.store.Get(context.Background(), info.SessionID, receipts.Scope{Owners: []string{"owner"}})
+	rec, err := h.store.Get(context.Background(), info.ID, receipts.Scope{Owners: []string{"owner"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rec.Status != receipts.StatusFailedToStart || rec.ExitCode == 0 || rec.Error == "" || rec.Command != "echo never" {
 		t.Fatalf("receipt = %+v", rec)
 	}
-	if p, err := r.Poll(ctx, info.SessionID); err != nil || p.Status != receipts.StatusFailedToStart {
+	if p, err := r.Poll(ctx, info.ID); err != nil || p.Status != receipts.StatusFailedToStart {
 		t.Fatalf("Poll = %+v, %v", p, err)
 	}
 }
@@ -340,7 +340,7 @@ func TestRegistrySessionScoping(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	info := start(t, r, as("a"), runner.StartRequest{Command: "echo mine"})
-	id := info.SessionID
+	id := info.ID
 	if info.ParentSessionID != "a" {
 		t.Fatalf("owner = %q, want the context's session", info.ParentSessionID)
 	}
@@ -385,8 +385,8 @@ func TestRegistryAmbiguousPrefix(t *testing.T) {
 	ctx := as("")
 	a := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000001", Command: "true"})
 	b := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000002", Command: "true"})
-	done(t, r, a.SessionID)
-	done(t, r, b.SessionID)
+	done(t, r, a.ID)
+	done(t, r, b.ID)
 	if p, _ := r.Poll(ctx, "proc_abcd"); p.Status != receipts.StatusNotFound {
 		t.Fatalf("ambiguous prefix resolved: %+v", p)
 	}
@@ -412,7 +412,7 @@ func TestCompletionQueue(t *testing.T) {
 	quiet := start(t, r, owner, runner.StartRequest{Command: "echo q"}) // no notify
 	theirs := start(t, r, other, runner.StartRequest{Command: "echo t", Notify: true})
 	for _, in := range []*runner.Info{waited, logged, polled, quiet, theirs} {
-		done(t, r, in.SessionID)
+		done(t, r, in.ID)
 	}
 	if n := r.PendingCompletions(); n != 4 {
 		t.Fatalf("PendingCompletions = %d, want the 4 notify processes", n)
@@ -422,20 +422,20 @@ func TestCompletionQueue(t *testing.T) {
 	default:
 		t.Fatal("CompletionReady not signalled")
 	}
-	if res, err := r.Wait(ctx, waited.SessionID); err != nil || res.Status != receipts.StatusExited {
+	if res, err := r.Wait(ctx, waited.ID); err != nil || res.Status != receipts.StatusExited {
 		t.Fatalf("Wait = %+v, %v", res, err)
 	}
-	if res, err := r.Log(owner, logged.SessionID, 0, 0); err != nil || res.Output != "l\n" {
+	if res, err := r.Log(owner, logged.ID, 0, 0); err != nil || res.Output != "l\n" {
 		t.Fatalf("Log = %+v, %v", res, err)
 	}
 	for range 3 {
-		if p, err := r.Poll(owner, polled.SessionID); err != nil || p.Status != receipts.StatusExited {
+		if p, err := r.Poll(owner, polled.ID); err != nil || p.Status != receipts.StatusExited {
 			t.Fatalf("Poll = %+v, %v", p, err)
 		}
 	}
 
 	got := r.TakeCompletions("owner")
-	if len(got) != 1 || got[0].ID != polled.SessionID {
+	if len(got) != 1 || got[0].ID != polled.ID {
 		t.Fatalf("TakeCompletions(owner) = %+v, want only the polled process", got)
 	}
 	c := got[0]
@@ -449,7 +449,7 @@ func TestCompletionQueue(t *testing.T) {
 		t.Fatalf("TakeCompletions(no session) = %+v", got)
 	}
 	theirsGot := r.TakeCompletions("other")
-	if len(theirsGot) != 1 || theirsGot[0].ID != theirs.SessionID {
+	if len(theirsGot) != 1 || theirsGot[0].ID != theirs.ID {
 		t.Fatalf("TakeCompletions(other) = %+v", theirsGot)
 	}
 	if n := r.PendingCompletions(); n != 0 {
@@ -457,10 +457,10 @@ func TestCompletionQueue(t *testing.T) {
 	}
 	// A process still running is owned; finished ones are not.
 	run := start(t, r, owner, runner.StartRequest{Command: "sleep 300", Notify: true})
-	if ids := r.OwnedRunning("owner", true); !slices.Equal(ids, []string{run.SessionID}) {
+	if ids := r.OwnedRunning("owner", true); !slices.Equal(ids, []string{run.ID}) {
 		t.Fatalf("OwnedRunning = %v", ids)
 	}
-	if _, err := r.Kill(ctx, run.SessionID); err != nil {
+	if _, err := r.Kill(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	killed := r.TakeCompletions("owner")
@@ -484,7 +484,7 @@ func TestRegistryRedaction(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			var tail string
 			for time.Now().Before(deadline) {
-				p, err := r.Poll(ctx, info.SessionID)
+				p, err := r.Poll(ctx, info.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -499,8 +499,8 @@ func TestRegistryRedaction(t *testing.T) {
 			if err := os.WriteFile(release, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			done(t, r, info.SessionID)
-			b, err := os.ReadFile(h.store.Path(info.SessionID))
+			done(t, r, info.ID)
+			b, err := os.ReadFile(h.store.Path(info.ID))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -530,9 +530,9 @@ func TestProfilesPerGoroutine(t *testing.T) {
 					errs <- err
 					return
 				}
-				ids[i] = append(ids[i], info.SessionID)
+				ids[i] = append(ids[i], info.ID)
 				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-				res, err := regs[i].Wait(wctx, info.SessionID)
+				res, err := regs[i].Wait(wctx, info.ID)
 				cancel()
 				if err != nil {
 					errs <- err
@@ -602,7 +602,7 @@ func TestRegistryTee(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	done(t, r, info.SessionID)
+	done(t, r, info.ID)
 	if buf.String() != "first\nsecond\n" {
 		t.Fatalf("tee = %q", buf.String())
 	}

@@ -146,7 +146,7 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 		t.Errorf("fresh live listing = %v (err %v), want empty", list, err)
 	}
 	list, err := fresh.List(owner, ListOptions{Retained: true, TaskID: "owner-2"})
-	if err != nil || len(list) != 1 || list[0].SessionID != ids[2] {
+	if err != nil || len(list) != 1 || list[0].ID != ids[2] {
 		t.Errorf("retained listing for owner-2 = %v (err %v), want just %s", list, err, ids[2])
 	}
 	if list, _ := fresh.List(owner, ListOptions{Retained: true, TaskID: "unrelated", SessionKey: "unrelated"}); len(list) != 0 {
@@ -233,13 +233,13 @@ func TestSeedProfileOverrideStaysOnItsGoroutine(t *testing.T) {
 				return
 			}
 			select {
-			case <-reg.Done(info.SessionID):
+			case <-reg.Done(info.ID):
 			case <-time.After(20 * time.Second):
 				t.Errorf("%s: process did not finish", name)
 				return
 			}
 			mu.Lock()
-			results[name] = info.SessionID
+			results[name] = info.ID
 			mu.Unlock()
 		}()
 	}

@@ -39,7 +39,7 @@ func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
 	}
 	ids := tracing.ProcessIDs{TraceID: rec.TraceID, SpanID: rec.SpanID, ParentSpanID: rec.ParentSpanID, Sampled: rec.TraceSampled}
 	attrs := []attribute.KeyValue{
-		tracing.AttrProcessID.String(rec.SessionID),
+		tracing.AttrProcessID.String(rec.ID),
 		tracing.AttrBackend.String(rec.Backend),
 		tracing.AttrCommand.String(redact.String(rec.Command)),
 		tracing.AttrExitCode.Int(rec.ExitCode),
@@ -66,7 +66,7 @@ func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
 		attrs = append(attrs, attribute.String("error.type", "exit_code"))
 	}
 	if err := r.opts.Tracing.RecordProcessSpan(ctx, ids, ProcessSpanName, rec.StartedAt, rec.FinishedAt, attrs, status, desc); err != nil {
-		r.log.Warn("process span not recorded", "id", rec.SessionID, "err", err)
+		r.log.Warn("process span not recorded", "id", rec.ID, "err", err)
 	}
 	// No flush here: the batch processor exports within its delay, and
 	// every short-lived hermes process shuts its provider down on exit.

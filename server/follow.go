@@ -80,7 +80,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	fctx, cancelTimeout := context.WithTimeout(fctx, timeout)
 	defer cancelTimeout()
 	next := offset
-	err = runner.PollFollow(fctx, t.Registry, info.SessionID, offset, wire.FollowInterval, func(ev runner.FollowEvent) error {
+	err = runner.PollFollow(fctx, t.Registry, info.ID, offset, wire.FollowInterval, func(ev runner.FollowEvent) error {
 		if ev.Final() {
 			return send(wire.EventEnd, ev)
 		}
@@ -93,11 +93,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 		// The caller left.
 	case errors.Is(err, runner.ErrNotFound):
 		// Gone between the lookup and now (expired): nothing more to say.
-		_ = send(wire.EventEnd, runner.FollowEvent{SessionID: info.SessionID, Offset: next, Status: receipts.StatusNotFound})
+		_ = send(wire.EventEnd, runner.FollowEvent{ID: info.ID, Offset: next, Status: receipts.StatusNotFound})
 	case fctx.Err() != nil:
-		_ = send(wire.EventTimeout, runner.FollowEvent{SessionID: info.SessionID, Offset: next})
+		_ = send(wire.EventTimeout, runner.FollowEvent{ID: info.ID, Offset: next})
 	default:
-		s.log.Error("follow", "id", info.SessionID, "err", err)
+		s.log.Error("follow", "id", info.ID, "err", err)
 		_ = send(wire.EventError, wire.Error{Error: err.Error(), Code: wire.CodeInternal})
 	}
 }

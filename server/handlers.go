@@ -44,7 +44,7 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 func notFound(w http.ResponseWriter, id string) {
 	writeJSON(w, http.StatusNotFound, wire.Error{
 		Error: runner.ErrNotFound.Error(), Code: wire.CodeNotFound,
-		SessionID: id, Status: receipts.StatusNotFound,
+		ID: id, Status: receipts.StatusNotFound,
 	})
 }
 
@@ -128,7 +128,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
 		return
 	}
-	w.Header().Set("Location", "/v1/processes/"+info.SessionID)
+	w.Header().Set("Location", "/v1/processes/"+info.ID)
 	writeJSON(w, http.StatusCreated, info)
 }
 
@@ -397,7 +397,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	res, err := t.Registry.Wait(wctx, id)
 	if err != nil && wctx.Err() != nil && r.Context().Err() == nil {
 		writeJSON(w, http.StatusOK, wire.WaitResult{
-			LogResult: runner.LogResult{SessionID: id, Status: receipts.StatusRunning},
+			LogResult: runner.LogResult{ID: id, Status: receipts.StatusRunning},
 			TimedOut:  true,
 		})
 		return
@@ -429,7 +429,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeJSON(w, http.StatusOK, finished(info))
 		return
 	}
-	info, err = t.Registry.Kill(r.Context(), info.SessionID)
+	info, err = t.Registry.Kill(r.Context(), info.ID)
 	if err != nil {
 		s.lookupFailed(w, r, id, err)
 		return
@@ -464,25 +464,25 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	fail := func(err error) {
-		if now, gerr := t.Registry.Get(ctx, info.SessionID); gerr == nil && now.Status != receipts.StatusRunning {
+		if now, gerr := t.Registry.Get(ctx, info.ID); gerr == nil && now.Status != receipts.StatusRunning {
 			writeError(w, http.StatusConflict, wire.CodeFinished, id+" has already finished")
 			return
 		}
 		s.lookupFailed(w, r, id, err)
 	}
 	if len(data) > 0 {
-		if err := t.Registry.Write(ctx, info.SessionID, data); err != nil {
+		if err := t.Registry.Write(ctx, info.ID, data); err != nil {
 			fail(err)
 			return
 		}
 	}
 	if eof {
-		if err := t.Registry.CloseStdin(ctx, info.SessionID); err != nil {
+		if err := t.Registry.CloseStdin(ctx, info.ID); err != nil {
 			fail(err)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, wire.WriteResult{SessionID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
+	writeJSON(w, http.StatusOK, wire.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
 }
 
 // receipt handles GET /v1/receipts/{id}.

@@ -75,7 +75,7 @@ func loadTest(t *testing.T, store, config string) {
 					errs <- fmt.Errorf("start job %d: %w", n, err)
 					continue
 				}
-				ids[n] = info.SessionID
+				ids[n] = info.ID
 			}
 		})
 	}
@@ -298,7 +298,7 @@ func killRestart(t *testing.T, config string) {
 					continue // the server died under this start: its fate is unknown
 				}
 				mu.Lock()
-				j.id = info.SessionID
+				j.id = info.ID
 				startedCount++
 				if startedCount == killAt {
 					// Mid-load: other starts are in flight right now.
@@ -484,7 +484,7 @@ func TestServeKillRestartDocker(t *testing.T) {
 					continue
 				}
 				mu.Lock()
-				j.id = info.SessionID
+				j.id = info.ID
 				if answered++; answered == killAt {
 					_ = first.cmd.Process.Signal(syscall.SIGKILL)
 				}
@@ -526,9 +526,9 @@ func TestServeKillRestartDocker(t *testing.T) {
 	var reattached, stillRunning []string
 	for _, in := range running {
 		if in.Backend == "docker" && in.Status == receipts.StatusRunning && in.ContainerID != "" {
-			reattached = append(reattached, in.SessionID)
-			if long[in.SessionID] {
-				stillRunning = append(stillRunning, in.SessionID)
+			reattached = append(reattached, in.ID)
+			if long[in.ID] {
+				stillRunning = append(stillRunning, in.ID)
 			}
 		}
 	}

@@ -244,15 +244,15 @@ func TestSuperviseJob(t *testing.T) {
 	}
 	rec := f.receipt(t, id, "owner")
 	want := receipts.Receipt{
-		SessionID: id,
-		Command:   spec.Command,
-		Backend:   "local",
-		Status:    receipts.StatusExited,
-		ExitCode:  6,
-		Output:    "ready\ngot hello\nerr\n",
-		PID:       pid,
-		Owner:     receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
-		Trace:     receipts.Trace{TraceID: spec.Meta.TraceID, SpanID: spec.Meta.SpanID},
+		ID:       id,
+		Command:  spec.Command,
+		Backend:  "local",
+		Status:   receipts.StatusExited,
+		ExitCode: 6,
+		Output:   "ready\ngot hello\nerr\n",
+		PID:      pid,
+		Owner:    receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
+		Trace:    receipts.Trace{TraceID: spec.Meta.TraceID, SpanID: spec.Meta.SpanID},
 	}
 	got := *rec
 	if !got.StartedAt.Equal(started) || got.FinishedAt.Before(started) {

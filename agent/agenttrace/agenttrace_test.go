@@ -354,7 +354,7 @@ func TestToolContextReachesRegistry(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	res, err := reg.Wait(wctx, info.SessionID)
+	res, err := reg.Wait(wctx, info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,21 +187,21 @@ func (t *Terminal) foreground(ctx context.Context, req runner.StartRequest) (str
 	}
 	wctx, cancel := context.WithTimeout(ctx, req.Timeout+runner.DefaultKillGrace+10*time.Second)
 	defer cancel()
-	res, err := t.opts.Runner.Wait(wctx, info.SessionID)
+	res, err := t.opts.Runner.Wait(wctx, info.ID)
 	if err != nil {
 		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+10*time.Second)
 		defer kcancel()
-		if _, kerr := t.opts.Runner.Kill(kctx, info.SessionID); kerr != nil {
+		if _, kerr := t.opts.Runner.Kill(kctx, info.ID); kerr != nil {
 			err = errors.Join(err, kerr)
 		}
 		if ctx.Err() != nil {
-			return "", fmt.Errorf("interrupted; %s was killed: %w", info.SessionID, ctx.Err())
+			return "", fmt.Errorf("interrupted; %s was killed: %w", info.ID, ctx.Err())
 		}
-		return "", fmt.Errorf("%s did not end within its timeout and was killed: %w", info.SessionID, err)
+		return "", fmt.Errorf("%s did not end within its timeout and was killed: %w", info.ID, err)
 	}
 	out, clipped := ClipOutput(res.Output, t.opts.MaxResultChars)
 	fr := ForegroundResult{
-		SessionID: res.SessionID, Status: res.Status, ExitCode: res.ExitCode, Output: out,
+		SessionID: res.ID, Status: res.Status, ExitCode: res.ExitCode, Output: out,
 		OutputTruncated: clipped || res.OutputTruncated,
 	}
 	if res.Status == receipts.StatusTimeout {

@@ -214,7 +214,7 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 			return err
 		}
 		starts = append(starts, time.Since(t))
-		ids = append(ids, info.SessionID)
+		ids = append(ids, info.ID)
 	}
 	startAll := time.Since(t0)
 	time.Sleep(time.Second)
@@ -289,7 +289,7 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 func receipt(id string, n int) *receipts.Receipt {
 	at := time.Now().Add(-time.Duration(n) * time.Millisecond).UTC()
 	return &receipts.Receipt{
-		SessionID:  id,
+		ID:         id,
 		Command:    "go test ./...",
 		Backend:    "local",
 		Status:     receipts.StatusExited,
@@ -349,7 +349,7 @@ func lookups(ctx context.Context, s receipts.Store, ids []string, byID, byPrefix
 		t := time.Now()
 		rec, err := s.Get(ctx, id, scope)
 		idLat = append(idLat, time.Since(t))
-		if err != nil || rec.SessionID != id {
+		if err != nil || rec.ID != id {
 			return nil, nil, fmt.Errorf("get %s: %v", id, err)
 		}
 	}
@@ -358,7 +358,7 @@ func lookups(ctx context.Context, s receipts.Store, ids []string, byID, byPrefix
 		t := time.Now()
 		rec, err := s.Get(ctx, id[:13], scope)
 		prefixLat = append(prefixLat, time.Since(t))
-		if err != nil || rec.SessionID != id {
+		if err != nil || rec.ID != id {
 			return nil, nil, fmt.Errorf("get %s: %v", id[:13], err)
 		}
 	}

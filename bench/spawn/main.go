@@ -342,7 +342,7 @@ func startAll(ctx context.Context, reg *runner.Registry, n int, cwd string) (res
 		if err != nil {
 			return result{}, err
 		}
-		ids[i] = info.SessionID
+		ids[i] = info.ID
 	}
 	started := time.Since(t0)
 	for _, id := range ids {

@@ -142,7 +142,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tCOMMAND")
 	for _, in := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.SessionID, in.Status, code(in.ExitCode), in.Backend,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Status, code(in.ExitCode), in.Backend,
 			in.StartedAt.Local().Format(time.DateTime), cell(in.Command, 60))
 	}
 	return tw.Flush()
@@ -194,11 +194,11 @@ func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) err
 	err := runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
 		switch {
 		case ev.Final() && g.JSON:
-			return printJSON(g, map[string]any{"session_id": ev.SessionID, "status": ev.Status, "exit_code": ev.ExitCode})
+			return printJSON(g, map[string]any{"session_id": ev.ID, "status": ev.Status, "exit_code": ev.ExitCode})
 		case ev.Final():
 			return nil
 		case g.JSON:
-			return printJSON(g, map[string]any{"session_id": ev.SessionID, "offset": ev.Offset, "output": ev.Output})
+			return printJSON(g, map[string]any{"session_id": ev.ID, "offset": ev.Offset, "output": ev.Output})
 		default:
 			_, err := fmt.Fprint(g.Stdout, ev.Output)
 			return err
@@ -206,7 +206,7 @@ func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) err
 	})
 	if errors.Is(err, runner.ErrNotFound) {
 		if g.JSON {
-			_ = printJSON(g, &runner.LogResult{SessionID: c.ID, Status: receipts.StatusNotFound})
+			_ = printJSON(g, &runner.LogResult{ID: c.ID, Status: receipts.StatusNotFound})
 		}
 		return notFound(c.ID)
 	}
@@ -237,7 +237,7 @@ func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 	} else if res.Status != receipts.StatusNotFound {
-		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.SessionID, res.Status, code(res.ExitCode), res.OutputTail)
+		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.ID, res.Status, code(res.ExitCode), res.OutputTail)
 	}
 	if res.Status == receipts.StatusNotFound {
 		return notFound(c.ID)
@@ -272,7 +272,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 		if pr.Status == receipts.StatusRunning {
-			return c.stillRunning(g, pr.SessionID, 0)
+			return c.stillRunning(g, pr.ID, 0)
 		}
 	}
 	wctx := ctx
@@ -299,7 +299,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", res.SessionID, res.Status, code(res.ExitCode))
+		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", res.ID, res.Status, code(res.ExitCode))
 	}
 	if res.ExitCode != nil && *res.ExitCode != 0 {
 		return exitError{exitStatus(*res.ExitCode)}
@@ -355,7 +355,7 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	if g.JSON {
 		return printJSON(g, info)
 	}
-	fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.SessionID, info.Status, code(info.ExitCode))
+	fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
 	return nil
 }
 

@@ -162,18 +162,18 @@ func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registr
 		}
 		return err
 	}
-	done := reg.Done(info.SessionID)
+	done := reg.Done(info.ID)
 	select {
 	case <-done:
 	case <-ctx.Done():
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+5*time.Second)
 		defer cancel()
-		if _, err := reg.Kill(kctx, info.SessionID); err != nil {
+		if _, err := reg.Kill(kctx, info.ID); err != nil {
 			return err
 		}
 		<-done
 	}
-	rec, err := reg.Receipt(context.WithoutCancel(ctx), info.SessionID)
+	rec, err := reg.Receipt(context.WithoutCancel(ctx), info.ID)
 	if err != nil {
 		return err
 	}
@@ -200,9 +200,9 @@ func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest
 		return err
 	}
 	if g.JSON {
-		_, err = svc.Wait(ctx, info.SessionID)
+		_, err = svc.Wait(ctx, info.ID)
 	} else {
-		err = runner.Follow(ctx, svc, info.SessionID, 0, func(ev runner.FollowEvent) error {
+		err = runner.Follow(ctx, svc, info.ID, 0, func(ev runner.FollowEvent) error {
 			_, werr := fmt.Fprint(g.Stdout, ev.Output)
 			return werr
 		})
@@ -210,7 +210,7 @@ func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest
 	if ctx.Err() != nil {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+15*time.Second)
 		defer cancel()
-		if _, err := svc.Kill(kctx, info.SessionID); err != nil {
+		if _, err := svc.Kill(kctx, info.ID); err != nil {
 			return err
 		}
 	} else if err != nil {
@@ -218,7 +218,7 @@ func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	rec, err := svc.Receipt(rctx, info.SessionID)
+	rec, err := svc.Receipt(rctx, info.ID)
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func finishForeground(g *Globals, rec *receipts.Receipt) error {
 		return nil
 	}
 	if !g.JSON && rec.Status != receipts.StatusExited {
-		fmt.Fprintf(g.Stderr, "hermes: %s %s (exit code %d)\n", rec.SessionID, rec.Status, rec.ExitCode)
+		fmt.Fprintf(g.Stderr, "hermes: %s %s (exit code %d)\n", rec.ID, rec.Status, rec.ExitCode)
 	}
 	return exitError{exitStatus(rec.ExitCode)}
 }

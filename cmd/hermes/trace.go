@@ -43,14 +43,14 @@ func (c *TraceCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	if info.TraceID == "" {
-		return fmt.Errorf("%s has no trace id", info.SessionID)
+		return fmt.Errorf("%s has no trace id", info.ID)
 	}
 	link := ""
 	if base != nil {
 		link = strings.TrimRight(base.String(), "/") + "/trace/" + info.TraceID
 	}
 	if g.JSON {
-		return printJSON(g, map[string]string{"session_id": info.SessionID, "trace_id": info.TraceID, "span_id": info.SpanID, "url": link})
+		return printJSON(g, map[string]string{"session_id": info.ID, "trace_id": info.TraceID, "span_id": info.SpanID, "url": link})
 	}
 	fmt.Fprintln(g.Stdout, info.TraceID)
 	if link != "" {

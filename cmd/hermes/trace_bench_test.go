@@ -159,7 +159,7 @@ func BenchmarkTracingOverheadRegistry(bb *testing.B) {
 		if err != nil {
 			bb.Fatal(err)
 		}
-		if res, err := reg.Wait(ctx, info.SessionID); err != nil || res.Status != receipts.StatusExited {
+		if res, err := reg.Wait(ctx, info.ID); err != nil || res.Status != receipts.StatusExited {
 			bb.Fatalf("wait: %+v, %v", res, err)
 		}
 	}

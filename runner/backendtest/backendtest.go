@@ -443,11 +443,11 @@ func (s *suite) timeout(t *testing.T) {
 	}
 	began := time.Now()
 	scoped := sessions.WithCurrent(ctx, owner)
-	res, err := reg.Wait(scoped, info.SessionID)
+	res, err := reg.Wait(scoped, info.ID)
 	if err != nil {
 		t.Fatalf("Wait: %v", err)
 	}
-	rec, err := reg.Receipt(scoped, info.SessionID)
+	rec, err := reg.Receipt(scoped, info.ID)
 	if err != nil {
 		t.Fatalf("Receipt: %v", err)
 	}

@@ -79,10 +79,10 @@ func (s *FileStore) Put(_ context.Context, r *Receipt) error {
 		return err
 	}
 	defer os.Remove(tmp)
-	if err := os.Rename(tmp, s.Path(r.SessionID)); err != nil {
-		return fmt.Errorf("receipt %s: %w", r.SessionID, err)
+	if err := os.Rename(tmp, s.Path(r.ID)); err != nil {
+		return fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
-	s.trim(r.SessionID)
+	s.trim(r.ID)
 	return nil
 }
 
@@ -95,37 +95,37 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 		return err
 	}
 	defer os.Remove(tmp)
-	final := s.Path(r.SessionID)
+	final := s.Path(r.ID)
 	if err := os.Link(tmp, final); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			if _, live := s.load(r.SessionID); live == nil {
+			if _, live := s.load(r.ID); live == nil {
 				return ErrExists
 			}
 			// The existing file expired: it is not a receipt any more.
 			if err := os.Rename(tmp, final); err != nil {
-				return fmt.Errorf("receipt %s: %w", r.SessionID, err)
+				return fmt.Errorf("receipt %s: %w", r.ID, err)
 			}
-			s.trim(r.SessionID)
+			s.trim(r.ID)
 			return nil
 		}
-		return fmt.Errorf("receipt %s: %w", r.SessionID, err)
+		return fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
-	s.trim(r.SessionID)
+	s.trim(r.ID)
 	return nil
 }
 
 // stage writes the sanitized receipt to a synced temporary file in dir.
 func (s *FileStore) stage(r *Receipt) (string, error) {
-	if !IsID(r.SessionID) {
-		return "", fmt.Errorf("%w: %q", ErrInvalidID, r.SessionID)
+	if !IsID(r.ID) {
+		return "", fmt.Errorf("%w: %q", ErrInvalidID, r.ID)
 	}
 	b, err := json.Marshal(Sanitize(r))
 	if err != nil {
-		return "", fmt.Errorf("receipt %s: %w", r.SessionID, err)
+		return "", fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
-	f, err := os.CreateTemp(s.dir, ".tmp-"+r.SessionID+"-*")
+	f, err := os.CreateTemp(s.dir, ".tmp-"+r.ID+"-*")
 	if err != nil {
-		return "", fmt.Errorf("receipt %s: %w", r.SessionID, err)
+		return "", fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -136,7 +136,7 @@ func (s *FileStore) stage(r *Receipt) (string, error) {
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return "", fmt.Errorf("receipt %s: %w", r.SessionID, err)
+		return "", fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
 	return f.Name(), nil
 }
@@ -192,7 +192,7 @@ func (s *FileStore) List(_ context.Context, scope Scope, f Filter) ([]*Receipt, 
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b *Receipt) int {
-		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.SessionID, b.SessionID))
+		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
@@ -248,8 +248,8 @@ func DecodeFile(id string, b []byte) (*Receipt, error) {
 	if r == nil {
 		return nil, errors.New("not a receipt (null)")
 	}
-	if r.SessionID != id {
-		return nil, fmt.Errorf("receipt of %s names %.64q", id, r.SessionID)
+	if r.ID != id {
+		return nil, fmt.Errorf("receipt of %s names %.64q", id, r.ID)
 	}
 	return r, nil
 }

@@ -21,7 +21,7 @@ func TestFileStoreHostileFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := &receipts.Receipt{SessionID: "proc_00000000000a", Status: receipts.StatusExited, Command: "true"}
+	good := &receipts.Receipt{ID: "proc_00000000000a", Status: receipts.StatusExited, Command: "true"}
 	if err := s.Put(context.Background(), good); err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +29,14 @@ func TestFileStoreHostileFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	outside := filepath.Join(t.TempDir(), "secret.json")
-	b, _ := json.Marshal(&receipts.Receipt{SessionID: "proc_000000000002", Status: receipts.StatusExited, Output: "outside"})
+	b, _ := json.Marshal(&receipts.Receipt{ID: "proc_000000000002", Status: receipts.StatusExited, Output: "outside"})
 	if err := os.WriteFile(outside, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(dir, "proc_000000000002.json")); err != nil {
 		t.Fatal(err)
 	}
-	mismatched, _ := json.Marshal(&receipts.Receipt{SessionID: "proc_0000000000ff", Status: receipts.StatusExited})
+	mismatched, _ := json.Marshal(&receipts.Receipt{ID: "proc_0000000000ff", Status: receipts.StatusExited})
 	for name, content := range map[string][]byte{
 		"proc_000000000003.json": []byte("null"),
 		"proc_000000000004.json": mismatched,
@@ -57,7 +57,7 @@ func TestFileStoreHostileFiles(t *testing.T) {
 	}()
 	select {
 	case list := <-done:
-		if len(list) != 1 || list[0].SessionID != good.SessionID {
+		if len(list) != 1 || list[0].ID != good.ID {
 			t.Fatalf("List = %+v, want only the sound receipt", list)
 		}
 	case <-time.After(5 * time.Second):
@@ -114,7 +114,7 @@ func FuzzDecodeFile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if r == nil || r.SessionID != "proc_000000000001" {
+		if r == nil || r.ID != "proc_000000000001" {
 			t.Fatalf("accepted %+v", r)
 		}
 	})

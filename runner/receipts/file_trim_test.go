@@ -31,7 +31,7 @@ func receiptFiles(t *testing.T, dir string) []string {
 // next file written to get a later mtime (file times move in clock ticks).
 func put(t *testing.T, s *receipts.FileStore, id string) {
 	t.Helper()
-	if err := s.Put(context.Background(), &receipts.Receipt{SessionID: id, Status: receipts.StatusExited}); err != nil {
+	if err := s.Put(context.Background(), &receipts.Receipt{ID: id, Status: receipts.StatusExited}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -115,7 +115,7 @@ func TestFileStoreCapOneWriter(t *testing.T) {
 	}
 	for n := range 3 * max {
 		id := fmt.Sprintf("proc_%012x", n)
-		if err := s.Put(context.Background(), &receipts.Receipt{SessionID: id, Status: receipts.StatusExited}); err != nil {
+		if err := s.Put(context.Background(), &receipts.Receipt{ID: id, Status: receipts.StatusExited}); err != nil {
 			t.Fatal(err)
 		}
 		if got := receiptFiles(t, dir); len(got) > max {

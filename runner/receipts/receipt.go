@@ -71,10 +71,10 @@ type Trace struct {
 
 // Receipt is the durable result of one finished process: the one record
 // of a process, from which every view (list, poll, start, completion)
-// derives. Field names follow the contract; SessionID is the process id,
-// for historical reasons.
+// derives. JSON names follow the contract, where the process id is
+// "session_id" for historical reasons; the Go name says what it holds.
 type Receipt struct {
-	SessionID       string    `json:"session_id"`
+	ID              string    `json:"session_id"`
 	Command         string    `json:"command"`
 	Backend         string    `json:"backend"`
 	Status          string    `json:"status"`

@@ -21,7 +21,7 @@ func fullReceipt(id string) *receipts.Receipt {
 	out = out[len(out)-receipts.MaxOutputChars:]
 	out = out[:100_000] + "export OPENAI_API_KEY=sk-" + strings.Repeat("a1B2", 12) + "\n" + out[100_050:]
 	return &receipts.Receipt{
-		SessionID:       id,
+		ID:              id,
 		Command:         "make test",
 		Backend:         "local",
 		Status:          receipts.StatusExited,
@@ -135,7 +135,7 @@ func BenchmarkFileStoreGet(b *testing.B) {
 			for b.Loop() {
 				i++
 				id := ids[i%len(ids)]
-				if r, err := s.Get(ctx, tc.key(id), scope); err != nil || r.SessionID != id {
+				if r, err := s.Get(ctx, tc.key(id), scope); err != nil || r.ID != id {
 					b.Fatalf("Get %s: %v", tc.key(id), err)
 				}
 			}

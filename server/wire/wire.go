@@ -67,10 +67,10 @@ const (
 type Error struct {
 	Error string `json:"error"`
 	Code  string `json:"code,omitempty"`
-	// SessionID and Status are set on not_found answers to poll, log and
+	// ID and Status are set on not_found answers to poll, log and
 	// wait, which mirror the CLI's {"session_id":…,"status":"not_found"}.
-	SessionID string `json:"session_id,omitempty"`
-	Status    string `json:"status,omitempty"`
+	ID     string `json:"session_id,omitempty"`
+	Status string `json:"status,omitempty"`
 	// Process is the failed_to_start record of a start the backend refused.
 	Process *runner.Info `json:"process,omitempty"`
 }
@@ -106,7 +106,7 @@ type WaitResult struct {
 
 // WriteResult answers POST /v1/processes/{id}/stdin.
 type WriteResult struct {
-	SessionID    string `json:"session_id"`
+	ID           string `json:"session_id"`
 	Status       string `json:"status"`
 	BytesWritten int    `json:"bytes_written"`
 	StdinClosed  bool   `json:"stdin_closed"`

@@ -113,7 +113,7 @@ func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error
 		if finished.IsZero() {
 			finished = time.Now()
 		}
-		args = append(args, w.r.SessionID, w.r.ParentSessionID, w.body,
+		args = append(args, w.r.ID, w.r.ParentSessionID, w.body,
 			finished.UnixMilli(), max(w.ttl.Milliseconds(), 1), w.mode, w.wrote)
 	}
 	res, err := writeScript.Run(ctx, s.rdb, nil, args...).Int64Slice()

@@ -47,7 +47,7 @@ func benchStore(b *testing.B) *redisstore.Store {
 func benchReceipt(n int64) *receipts.Receipt {
 	id := fmt.Sprintf("proc_%012x", n)
 	return &receipts.Receipt{
-		SessionID:  id,
+		ID:         id,
 		Command:    "go test ./...",
 		Backend:    "local",
 		Status:     receipts.StatusExited,

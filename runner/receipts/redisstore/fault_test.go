@@ -33,7 +33,7 @@ const fast = "?dial_timeout=300ms&read_timeout=300ms&write_timeout=300ms"
 
 func receipt(id, owner string) *receipts.Receipt {
 	return &receipts.Receipt{
-		SessionID:  id,
+		ID:         id,
 		Command:    "echo " + id,
 		Backend:    "local",
 		Status:     receipts.StatusExited,
@@ -158,7 +158,7 @@ func TestPasswordAndACLUser(t *testing.T) {
 			if _, err := s.Get(ctx, "proc_ac10", sc); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Get(ctx, r.SessionID, sc); err != nil {
+			if _, err := s.Get(ctx, r.ID, sc); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Create(ctx, r); !errors.Is(err, receipts.ErrExists) {
@@ -291,7 +291,7 @@ func TestOutageRestart(t *testing.T) {
 		t.Fatalf("%d receipts spooled; want %d", got, n)
 	}
 	// Reads on this host see the spool while Redis is away.
-	if r, err := s.Get(ctx, want[3], owner); err != nil || r.SessionID != want[3] {
+	if r, err := s.Get(ctx, want[3], owner); err != nil || r.ID != want[3] {
 		t.Errorf("Get of a spooled receipt during the outage = %v, %v", r, err)
 	}
 
@@ -344,7 +344,7 @@ func TestOutagePartition(t *testing.T) {
 	if err := s.Create(ctx, inFlight); err != nil {
 		t.Fatalf("Create during the partition: %v", err)
 	}
-	second := receipt(first.SessionID, "sess")
+	second := receipt(first.ID, "sess")
 	second.Output = "second observer"
 	if err := s.Create(ctx, second); err != nil {
 		t.Fatalf("Create during the partition: %v", err) // cannot know yet
@@ -372,10 +372,10 @@ func TestOutagePartition(t *testing.T) {
 	srv.Resume()
 	eventually(t, "the spool to drain", func() bool { return len(spooled(t, spool)) == 0 })
 	fresh := open(t, srv.URL(), prefix, "")
-	if r, err := fresh.Get(ctx, first.SessionID, owner); err != nil || r.Output != "first observer" {
+	if r, err := fresh.Get(ctx, first.ID, owner); err != nil || r.Output != "first observer" {
 		t.Errorf("the first observer's receipt = %v, %v; want it kept", r, err)
 	}
-	for _, id := range []string{inFlight.SessionID, put.SessionID} {
+	for _, id := range []string{inFlight.ID, put.ID} {
 		if _, err := fresh.Get(ctx, id, owner); err != nil {
 			t.Errorf("Get(%s) after the partition: %v", id, err)
 		}

@@ -57,7 +57,7 @@ func (sp *spool) has(id string) bool {
 // write spools a sanitized receipt. In create mode it fails with
 // receipts.ErrExists when a live entry for the id is already spooled.
 func (sp *spool) write(e *spoolEntry, retention time.Duration) error {
-	id := e.Receipt.SessionID
+	id := e.Receipt.ID
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("redis spool: %s: %w", id, err)
@@ -112,7 +112,7 @@ func (sp *spool) read(path string) (*spoolEntry, []byte, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return nil, nil, fmt.Errorf("redis spool: %s: %w", path, err)
 	}
-	if e.Receipt == nil || e.Receipt.SessionID+".json" != filepath.Base(path) {
+	if e.Receipt == nil || e.Receipt.ID+".json" != filepath.Base(path) {
 		return nil, nil, fmt.Errorf("redis spool: %s: not a spooled receipt", path)
 	}
 	return &e, b, nil

@@ -255,16 +255,16 @@ func (s *Store) Create(ctx context.Context, r *receipts.Receipt) error {
 }
 
 func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) error {
-	if !receipts.IsID(r.SessionID) {
-		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, r.SessionID)
+	if !receipts.IsID(r.ID) {
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, r.ID)
 	}
 	c := receipts.Sanitize(r)
-	if s.spool != nil && (s.down.Load() || s.spooled.Load() && s.spool.has(c.SessionID)) {
+	if s.spool != nil && (s.down.Load() || s.spooled.Load() && s.spool.has(c.ID)) {
 		return s.spoolWrite(c, mode)
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("receipt %s: %w", c.SessionID, err)
+		return fmt.Errorf("receipt %s: %w", c.ID, err)
 	}
 	written, err := s.redisWrite(ctx, s.newReq(c, b, s.opts.Retention, mode, time.Time{}))
 	if err == nil {
@@ -274,7 +274,7 @@ func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) err
 		return nil
 	}
 	if s.spool == nil {
-		return fmt.Errorf("receipt %s: redis: %w", c.SessionID, err)
+		return fmt.Errorf("receipt %s: redis: %w", c.ID, err)
 	}
 	// Whatever went wrong, the receipt must survive: even a cancelled
 	// caller's write may not have reached Redis.
@@ -447,7 +447,7 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 		}
 	}
 	slices.SortFunc(out, func(a, b *receipts.Receipt) int {
-		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.SessionID, b.SessionID))
+		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
@@ -673,9 +673,9 @@ func (s *Store) flushBatch(ctx context.Context, ids []string) (int, error) {
 	}
 	for i, w := range batch {
 		if !written[i] {
-			s.log.Info("spooled receipt already in redis; kept the first", "id", w.r.SessionID)
+			s.log.Info("spooled receipt already in redis; kept the first", "id", w.r.ID)
 		}
-		if err := s.spool.done(w.r.SessionID, raw[i]); err != nil {
+		if err := s.spool.done(w.r.ID, raw[i]); err != nil {
 			return i, err
 		}
 	}

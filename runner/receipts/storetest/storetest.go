@@ -97,7 +97,7 @@ func id(n int) string { return fmt.Sprintf("proc_%012x", n) }
 // fixture is a receipt with every field set, finishing n seconds after base.
 func fixture(pid, owner string, n int) *receipts.Receipt {
 	return &receipts.Receipt{
-		SessionID:  pid,
+		ID:         pid,
 		Command:    "echo " + pid,
 		Backend:    "local",
 		Status:     receipts.StatusExited,
@@ -120,7 +120,7 @@ func put(t *testing.T, s receipts.Store, rs ...*receipts.Receipt) {
 	t.Helper()
 	for _, r := range rs {
 		if err := s.Put(context.Background(), r); err != nil {
-			t.Fatalf("Put %s: %v", r.SessionID, err)
+			t.Fatalf("Put %s: %v", r.ID, err)
 		}
 	}
 }
@@ -156,7 +156,7 @@ func wantErr(t *testing.T, s receipts.Store, key string, sc receipts.Scope, want
 	if !errors.Is(err, want) {
 		got := "<nil>"
 		if r != nil {
-			got = r.SessionID
+			got = r.ID
 		}
 		t.Errorf("Get(%q, %q) = %s, %v; want %v", key, sc.Owners, got, err, want)
 	}
@@ -171,7 +171,7 @@ func ids(t *testing.T, s receipts.Store, sc receipts.Scope, f receipts.Filter) [
 	}
 	out := []string{}
 	for _, r := range rs {
-		out = append(out, r.SessionID)
+		out = append(out, r.ID)
 	}
 	return out
 }
@@ -184,7 +184,7 @@ func testRoundTrip(t *testing.T, open opener, _ Harness) {
 	r.Signal, r.Status, r.ExitCode = "SIGTERM", receipts.StatusKilled, 143
 	r.ContainerID, r.Image, r.Error = "c0ffee", "busybox:latest", "terminated"
 	put(t, s, r)
-	same(t, mustGet(t, s, r.SessionID, scope("sess-a")), r)
+	same(t, mustGet(t, s, r.ID, scope("sess-a")), r)
 	rs, err := s.List(context.Background(), scope("sess-a"), receipts.Filter{})
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("List = %d receipts, %v; want 1", len(rs), err)
@@ -199,7 +199,7 @@ func testSanitized(t *testing.T, open opener, _ Harness) {
 	for _, write := range []string{"Put", "Create"} {
 		r := fixture(id(1), "sess-a", 1)
 		if write == "Create" {
-			r.SessionID = id(2)
+			r.ID = id(2)
 		}
 		r.Command = "curl -H 'Authorization: Bearer " + secret + "' https://example.test"
 		r.Output = "key=" + secret + "\n" + long
@@ -213,7 +213,7 @@ func testSanitized(t *testing.T, open opener, _ Harness) {
 		if err != nil {
 			t.Fatalf("%s: %v", write, err)
 		}
-		got := mustGet(t, s, r.SessionID, scope("sess-a"))
+		got := mustGet(t, s, r.ID, scope("sess-a"))
 		same(t, got, r)
 		if n := utf8.RuneCountInString(got.Output); n != receipts.MaxOutputChars || !got.OutputTruncated {
 			t.Errorf("%s: output kept %d chars, truncated=%v; want %d, true", write, n, got.OutputTruncated, receipts.MaxOutputChars)
@@ -263,15 +263,15 @@ func testPutMovesOwner(t *testing.T, open opener, _ Harness) {
 	s := open(t, "a", receipts.Options{})
 	r := fixture("proc_aaaa00000001", "sess-a", 1)
 	put(t, s, r)
-	moved := fixture(r.SessionID, "sess-b", 1)
+	moved := fixture(r.ID, "sess-b", 1)
 	put(t, s, moved)
-	wantErr(t, s, r.SessionID, scope("sess-a"), receipts.ErrNotFound)
+	wantErr(t, s, r.ID, scope("sess-a"), receipts.ErrNotFound)
 	wantErr(t, s, "proc_aaaa", scope("sess-a"), receipts.ErrNotFound)
 	if got := ids(t, s, scope("sess-a"), receipts.Filter{}); len(got) != 0 {
 		t.Errorf("old owner lists %v", got)
 	}
 	same(t, mustGet(t, s, "proc_aaaa", scope("sess-b")), moved)
-	if got := ids(t, s, scope("sess-b"), receipts.Filter{}); !eq(got, []string{r.SessionID}) {
+	if got := ids(t, s, scope("sess-b"), receipts.Filter{}); !eq(got, []string{r.ID}) {
 		t.Errorf("new owner lists %v", got)
 	}
 }
@@ -361,15 +361,15 @@ func testScope(t *testing.T, open opener, _ Harness) {
 				t.Errorf("List = %v; want %v", got, tc.sees)
 			}
 			for _, r := range []*receipts.Receipt{a, b, none} {
-				visible := strings.Contains(strings.Join(tc.sees, ","), r.SessionID)
-				got, err := s.Get(context.Background(), r.SessionID, tc.scope)
+				visible := strings.Contains(strings.Join(tc.sees, ","), r.ID)
+				got, err := s.Get(context.Background(), r.ID, tc.scope)
 				switch {
 				case visible && err != nil:
-					t.Errorf("Get(%s) = %v; want the receipt", r.SessionID, err)
+					t.Errorf("Get(%s) = %v; want the receipt", r.ID, err)
 				case visible:
 					same(t, got, r)
 				case !errors.Is(err, receipts.ErrNotFound):
-					t.Errorf("Get(%s) = %v; want ErrNotFound", r.SessionID, err)
+					t.Errorf("Get(%s) = %v; want ErrNotFound", r.ID, err)
 				}
 			}
 		})
@@ -417,7 +417,7 @@ func testPrefix(t *testing.T, open opener, _ Harness) {
 			}
 			continue
 		}
-		if err != nil || r.SessionID != tc.want {
+		if err != nil || r.ID != tc.want {
 			t.Errorf("Get(%q, %q) = %v, %v; want %s", tc.key, tc.scope.Owners, r, err, tc.want)
 		}
 	}
@@ -465,17 +465,17 @@ func testExpire(t *testing.T, open opener, h Harness) {
 	x, y := fixture("proc_dead00000001", "sess-a", 1), fixture("proc_dead00000002", "sess-a", 2)
 	put(t, s, x, y)
 	wantErr(t, s, "proc_dead", scope("sess-a"), receipts.ErrNotFound) // ambiguous while both live
-	h.Expire(t, s, x.SessionID)
-	wantErr(t, s, x.SessionID, scope("sess-a"), receipts.ErrNotFound)
-	if got := ids(t, s, scope("sess-a"), receipts.Filter{}); !eq(got, []string{y.SessionID}) {
-		t.Errorf("List after expiry = %v; want [%s]", got, y.SessionID)
+	h.Expire(t, s, x.ID)
+	wantErr(t, s, x.ID, scope("sess-a"), receipts.ErrNotFound)
+	if got := ids(t, s, scope("sess-a"), receipts.Filter{}); !eq(got, []string{y.ID}) {
+		t.Errorf("List after expiry = %v; want [%s]", got, y.ID)
 	}
 	same(t, mustGet(t, s, "proc_dead", scope("sess-a")), y) // no longer ambiguous
-	again := fixture(x.SessionID, "sess-a", 3)
+	again := fixture(x.ID, "sess-a", 3)
 	if err := s.Create(context.Background(), again); err != nil {
 		t.Fatalf("Create over an expired receipt: %v", err)
 	}
-	same(t, mustGet(t, s, x.SessionID, scope("sess-a")), again)
+	same(t, mustGet(t, s, x.ID, scope("sess-a")), again)
 }
 
 func testRetention(t *testing.T, open opener, _ Harness) {
@@ -544,7 +544,7 @@ func testReopen(t *testing.T, open opener, _ Harness) {
 	}
 	second := open(t, "a", receipts.Options{})
 	same(t, mustGet(t, second, "proc_cafe", scope("sess-a")), r)
-	if err := second.Create(context.Background(), fixture(r.SessionID, "sess-a", 2)); !errors.Is(err, receipts.ErrExists) {
+	if err := second.Create(context.Background(), fixture(r.ID, "sess-a", 2)); !errors.Is(err, receipts.ErrExists) {
 		t.Errorf("Create through a second store = %v; want ErrExists", err)
 	}
 }
