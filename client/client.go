@@ -28,7 +28,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
-	"github.com/hermesrun/hermes/server/wire"
+	"github.com/hermesrun/hermes/api"
 )
 
 // DefaultTimeout bounds calls whose context has no deadline, except Wait,
@@ -101,7 +101,7 @@ func (c *Client) URL() string { return c.base.String() }
 type Error struct {
 	// StatusCode is the HTTP status.
 	StatusCode int
-	// Code is the machine-readable code (wire.Code*).
+	// Code is the machine-readable code (api.Code*).
 	Code string
 	// Message is the runner's explanation.
 	Message string
@@ -118,7 +118,7 @@ func (e *Error) Is(target error) bool {
 	case runner.ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case receipts.ErrInvalidID:
-		return e.Code == wire.CodeInvalidID
+		return e.Code == api.CodeInvalidID
 	}
 	return false
 }
@@ -145,7 +145,7 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}
 	if s := sessions.Current(ctx); s != "" {
-		req.Header.Set(wire.HeaderSession, s)
+		req.Header.Set(api.HeaderSession, s)
 	}
 	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.hc.Do(req)
@@ -210,7 +210,7 @@ func (c *Client) decode(resp *http.Response, out any) error {
 }
 
 func (c *Client) errorOf(resp *http.Response, body []byte) *Error {
-	var we wire.Error
+	var we api.Error
 	if json.Unmarshal(body, &we) != nil || we.Error == "" {
 		we.Error = strings.TrimSpace(string(body))
 		if len(we.Error) > 200 || we.Error == "" {
@@ -233,9 +233,9 @@ func procPath(id, suffix string) string {
 // in-process (ID, Tee, trace ids, StartedAt, ParentSessionID) are not sent:
 // the owner is the caller's session and the runner allocates the rest.
 func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
-	body := wire.StartRequest{
+	body := api.StartRequest{
 		Command: req.Command, Backend: req.Backend, Image: req.Image, Cwd: req.Cwd,
-		Env: req.Env, Timeout: wire.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
+		Env: req.Env, Timeout: api.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
 		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
 	}
 	if body.Cwd == "" {
@@ -244,7 +244,7 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 	var info runner.Info
 	err := c.call(ctx, http.MethodPost, "/v1/processes", nil, body, &info)
 	var e *Error
-	if errors.As(err, &e) && e.Code == wire.CodeFailedToStart {
+	if errors.As(err, &e) && e.Code == api.CodeFailedToStart {
 		// The runner recorded the failure; hand back its record too.
 		return e.Process, err
 	}
@@ -316,11 +316,11 @@ func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner
 }
 
 // Wait implements runner.Service. It waits in steps of at most
-// wire.MaxWait, for as long as ctx allows; when ctx's deadline passes first
+// api.MaxWait, for as long as ctx allows; when ctx's deadline passes first
 // the error wraps context.DeadlineExceeded, as the registry's does.
 func (c *Client) Wait(ctx context.Context, id string) (*runner.LogResult, error) {
 	for {
-		step := wire.MaxWait
+		step := api.MaxWait
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
 			if left < 10*time.Millisecond {
@@ -329,7 +329,7 @@ func (c *Client) Wait(ctx context.Context, id string) (*runner.LogResult, error)
 			step = min(step, left)
 		}
 		q := url.Values{"timeout": {step.String()}}
-		var res wire.WaitResult
+		var res api.WaitResult
 		// The step bounds this call, with slack for the answer to travel.
 		cctx, cancel := context.WithTimeout(ctx, step+30*time.Second)
 		err := c.call(cctx, http.MethodPost, procPath(id, "/wait"), q, nil, &res)
@@ -360,10 +360,10 @@ func (c *Client) Kill(ctx context.Context, id string) (*runner.Info, error) {
 }
 
 // Write implements runner.Service. Data beyond the runner's body limit
-// (wire.MaxBody) goes in several requests.
+// (api.MaxBody) goes in several requests.
 func (c *Client) Write(ctx context.Context, id string, data []byte) error {
 	for len(data) > 0 {
-		n := min(len(data), wire.MaxBody)
+		n := min(len(data), api.MaxBody)
 		if err := c.stdin(ctx, id, data[:n], false); err != nil {
 			return err
 		}
@@ -414,7 +414,7 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 	next := offset
 	failures := 0
 	for {
-		q := url.Values{"follow": {"1"}, "offset": {strconv.Itoa(next)}, "timeout": {wire.MaxWait.String()}}
+		q := url.Values{"follow": {"1"}, "offset": {strconv.Itoa(next)}, "timeout": {api.MaxWait.String()}}
 		resp, err := c.request(ctx, http.MethodGet, procPath(id, "/log"), q, nil, "")
 		if err != nil {
 			return err
@@ -430,9 +430,9 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 		progressed := false
 		ended, err := readEvents(resp.Body, func(name string, data []byte) (bool, error) {
 			switch name {
-			case wire.EventOutput, wire.EventEnd, wire.EventTimeout:
-			case wire.EventError:
-				var we wire.Error
+			case api.EventOutput, api.EventEnd, api.EventTimeout:
+			case api.EventError:
+				var we api.Error
 				_ = json.Unmarshal(data, &we)
 				return true, &Error{StatusCode: http.StatusInternalServerError, Code: we.Code, Message: we.Error}
 			default:
@@ -443,11 +443,11 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 				return true, fmt.Errorf("hermes runner at %s sent a bad event: %w", c.base, err)
 			}
 			switch name {
-			case wire.EventOutput:
+			case api.EventOutput:
 				progressed = true
 				next = ev.Offset + strings.Count(ev.Output, "\n")
 				return false, emit(ev)
-			case wire.EventEnd:
+			case api.EventEnd:
 				if ev.Status == receipts.StatusNotFound {
 					return true, fmt.Errorf("%s: %w", id, runner.ErrNotFound)
 				}

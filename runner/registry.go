@@ -313,7 +313,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 			p.mu.Lock()
 			p.timedOut = true
 			p.mu.Unlock()
-			r.terminate(ctx, p)
+			r.terminate(ctx, p, r.opts.KillGrace)
 		})
 		defer t.Stop()
 	}
@@ -335,8 +335,8 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 
 // terminate ends p's whole process tree: SIGTERM, then SIGKILL after the
 // grace period (the backend's Kill, or its supervisor's).
-func (r *Registry) terminate(ctx context.Context, p *Process) {
-	if err := p.handle.Kill(ctx, r.opts.KillGrace); err != nil {
+func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duration) {
+	if err := p.handle.Kill(ctx, grace); err != nil {
 		r.log.Warn("kill", "id", p.spec.ID, "err", err)
 	}
 }
@@ -1026,6 +1026,15 @@ func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 // Kill ends the process's whole group (SIGTERM, then SIGKILL after the
 // grace period) and waits, up to ctx, for its end to be recorded.
 func (r *Registry) Kill(ctx context.Context, id string) (*Info, error) {
+	return r.KillWithGrace(ctx, id, r.opts.KillGrace)
+}
+
+// KillWithGrace is Kill with grace instead of Options.KillGrace between
+// SIGTERM and SIGKILL (a supervisor passing on its launcher's grace).
+func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Duration) (*Info, error) {
+	if grace <= 0 {
+		grace = r.opts.KillGrace
+	}
 	f, err := r.lookup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -1040,7 +1049,7 @@ func (r *Registry) Kill(ctx context.Context, id string) (*Info, error) {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	r.terminate(ctx, p)
+	r.terminate(ctx, p, grace)
 	select {
 	case <-p.done:
 	case <-ctx.Done():

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/server/wire"
+	"github.com/hermesrun/hermes/api"
 )
 
 // follow streams a log as server-sent events: "output" events with new
@@ -56,7 +56,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(wire.Heartbeat)
+		tick := time.NewTicker(api.Heartbeat)
 		defer tick.Stop()
 		for {
 			select {
@@ -80,12 +80,12 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	fctx, cancelTimeout := context.WithTimeout(fctx, timeout)
 	defer cancelTimeout()
 	next := offset
-	err = runner.PollFollow(fctx, t.Registry, info.ID, offset, wire.FollowInterval, func(ev runner.FollowEvent) error {
+	err = runner.PollFollow(fctx, t.Registry, info.ID, offset, api.FollowInterval, func(ev runner.FollowEvent) error {
 		if ev.Final() {
-			return send(wire.EventEnd, ev)
+			return send(api.EventEnd, ev)
 		}
 		next = ev.Offset + strings.Count(ev.Output, "\n")
-		return send(wire.EventOutput, ev)
+		return send(api.EventOutput, ev)
 	})
 	switch {
 	case err == nil:
@@ -93,11 +93,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 		// The caller left.
 	case errors.Is(err, runner.ErrNotFound):
 		// Gone between the lookup and now (expired): nothing more to say.
-		_ = send(wire.EventEnd, runner.FollowEvent{ID: info.ID, Offset: next, Status: receipts.StatusNotFound})
+		_ = send(api.EventEnd, runner.FollowEvent{ID: info.ID, Offset: next, Status: receipts.StatusNotFound})
 	case fctx.Err() != nil:
-		_ = send(wire.EventTimeout, runner.FollowEvent{ID: info.ID, Offset: next})
+		_ = send(api.EventTimeout, runner.FollowEvent{ID: info.ID, Offset: next})
 	default:
 		s.log.Error("follow", "id", info.ID, "err", err)
-		_ = send(wire.EventError, wire.Error{Error: err.Error(), Code: wire.CodeInternal})
+		_ = send(api.EventError, api.Error{Error: err.Error(), Code: api.CodeInternal})
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/server/wire"
+	"github.com/hermesrun/hermes/api"
 )
 
 // killBudget covers the kill grace period and the receipt being recorded.
@@ -31,7 +31,7 @@ const maxEnv = 1000
 func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	if !receipts.IsPrefix(id) {
-		writeError(w, http.StatusBadRequest, wire.CodeInvalidID,
+		writeError(w, http.StatusBadRequest, api.CodeInvalidID,
 			fmt.Sprintf("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", id))
 		return "", false
 	}
@@ -42,8 +42,8 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 // answer is the same whether the id never existed, expired, or belongs to
 // another session or tenant.
 func notFound(w http.ResponseWriter, id string) {
-	writeJSON(w, http.StatusNotFound, wire.Error{
-		Error: runner.ErrNotFound.Error(), Code: wire.CodeNotFound,
+	writeJSON(w, http.StatusNotFound, api.Error{
+		Error: runner.ErrNotFound.Error(), Code: api.CodeNotFound,
 		ID: id, Status: receipts.StatusNotFound,
 	})
 }
@@ -54,19 +54,19 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 	case errors.Is(err, runner.ErrNotFound), errors.Is(err, receipts.ErrNotFound):
 		notFound(w, id)
 	case errors.Is(err, receipts.ErrInvalidID):
-		writeError(w, http.StatusBadRequest, wire.CodeInvalidID, err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeInvalidID, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "timed out: "+err.Error())
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "timed out: "+err.Error())
 	case r.Context().Err() != nil:
 		// The caller went away; nobody reads this answer.
-		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, err.Error())
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 	default:
 		s.log.Error("request failed", "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, wire.CodeInternal, err.Error())
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
 	}
 }
 
-// readBody reads at most wire.MaxBody bytes of the request body, answering
+// readBody reads at most api.MaxBody bytes of the request body, answering
 // 413 beyond that.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	rc := http.NewResponseController(w)
@@ -74,15 +74,15 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	// The deadline must not outlive the body: the server's background
 	// read would trip over it and cancel the request.
 	defer rc.SetReadDeadline(time.Time{})
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		writeError(w, http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
-			fmt.Sprintf("request body larger than %d bytes", wire.MaxBody))
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+			fmt.Sprintf("request body larger than %d bytes", api.MaxBody))
 		return nil, false
 	case err != nil:
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "read body: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "read body: "+err.Error())
 		return nil, false
 	}
 	return b, true
@@ -105,12 +105,12 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	req, err := decodeStart(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
 	sreq, err := s.startRequest(t, req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
 	began := time.Now()
@@ -122,10 +122,10 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	s.metrics.startLatency.WithLabelValues(backend).Observe(time.Since(began).Seconds())
 	if err != nil {
 		if info != nil {
-			writeJSON(w, http.StatusUnprocessableEntity, wire.Error{Error: err.Error(), Code: wire.CodeFailedToStart, Process: info})
+			writeJSON(w, http.StatusUnprocessableEntity, api.Error{Error: err.Error(), Code: api.CodeFailedToStart, Process: info})
 			return
 		}
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
 	w.Header().Set("Location", "/v1/processes/"+info.ID)
@@ -134,8 +134,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 
 // decodeStart decodes a start request body: one JSON object of known
 // fields, nothing after it.
-func decodeStart(body []byte) (wire.StartRequest, error) {
-	var req wire.StartRequest
+func decodeStart(body []byte) (api.StartRequest, error) {
+	var req api.StartRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -148,7 +148,7 @@ func decodeStart(body []byte) (wire.StartRequest, error) {
 }
 
 // startRequest checks a start request and turns it into the registry's.
-func (s *Server) startRequest(t *Tenant, req wire.StartRequest) (runner.StartRequest, error) {
+func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequest, error) {
 	var out runner.StartRequest
 	if strings.TrimSpace(req.Command) == "" {
 		return out, errors.New("command is empty")
@@ -207,7 +207,7 @@ func (s *Server) startRequest(t *Tenant, req wire.StartRequest) (runner.StartReq
 // cwd picks the working directory: the one asked for, which must exist on
 // the runner for local jobs; else the caller's own if the runner has it;
 // else the runner's.
-func (s *Server) cwd(backend string, req wire.StartRequest) (string, error) {
+func (s *Server) cwd(backend string, req api.StartRequest) (string, error) {
 	for name, v := range map[string]string{"cwd": req.Cwd, "default_cwd": req.DefaultCwd} {
 		if len(v) > 4096 || strings.ContainsRune(v, 0) {
 			return "", fmt.Errorf("%s is not a usable path", name)
@@ -240,13 +240,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	q := r.URL.Query()
 	retained, err := parseBool(q.Get("retained"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "retained: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "retained: "+err.Error())
 		return
 	}
 	o := runner.ListOptions{Retained: retained, TaskID: q.Get("task"), SessionKey: q.Get("session_key")}
 	for name, v := range map[string]string{"task": o.TaskID, "session_key": o.SessionKey} {
 		if err := checkText(name, v); err != nil {
-			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 			return
 		}
 	}
@@ -308,23 +308,23 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	var err error
 	if v := q.Get("offset"); v != "" {
 		if offset, err = strconv.Atoi(v); err != nil {
-			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "offset: want an integer")
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "offset: want an integer")
 			return
 		}
 	}
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 0 {
-			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "limit: want a non-negative integer")
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "limit: want a non-negative integer")
 			return
 		}
 	}
 	follow, err := parseBool(q.Get("follow"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "follow: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "follow: "+err.Error())
 		return
 	}
 	if follow {
-		timeout, ok := waitTimeout(w, r, wire.MaxWait)
+		timeout, ok := waitTimeout(w, r, api.MaxWait)
 		if !ok {
 			return
 		}
@@ -347,19 +347,19 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 }
 
 // waitTimeout reads the timeout parameter of wait and follow: a duration
-// ("90s") or seconds, capped at wire.MaxWait.
+// ("90s") or seconds, capped at api.MaxWait.
 func waitTimeout(w http.ResponseWriter, r *http.Request, def time.Duration) (time.Duration, bool) {
 	v := r.URL.Query().Get("timeout")
 	if v == "" {
 		return def, true
 	}
-	d, err := wire.ParseDuration(v)
+	d, err := api.ParseDuration(v)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "timeout: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "timeout: "+err.Error())
 		return 0, false
 	}
-	if d == 0 || d > wire.MaxWait {
-		d = wire.MaxWait
+	if d == 0 || d > api.MaxWait {
+		d = api.MaxWait
 	}
 	return d, true
 }
@@ -385,7 +385,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if !ok {
 		return
 	}
-	timeout, ok := waitTimeout(w, r, wire.DefaultWait)
+	timeout, ok := waitTimeout(w, r, api.DefaultWait)
 	if !ok {
 		return
 	}
@@ -396,7 +396,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	defer wcancel()
 	res, err := t.Registry.Wait(wctx, id)
 	if err != nil && wctx.Err() != nil && r.Context().Err() == nil {
-		writeJSON(w, http.StatusOK, wire.WaitResult{
+		writeJSON(w, http.StatusOK, api.WaitResult{
 			LogResult: runner.LogResult{ID: id, Status: receipts.StatusRunning},
 			TimedOut:  true,
 		})
@@ -410,7 +410,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		notFound(w, id)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.WaitResult{LogResult: *res})
+	writeJSON(w, http.StatusOK, api.WaitResult{LogResult: *res})
 }
 
 // kill handles POST /v1/processes/{id}/kill. Killing a finished process
@@ -446,7 +446,7 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	eof, err := parseBool(r.URL.Query().Get("eof"))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, wire.CodeBadRequest, "eof: "+err.Error())
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "eof: "+err.Error())
 		return
 	}
 	data, ok := readBody(w, r)
@@ -460,12 +460,12 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	if info.Status != receipts.StatusRunning {
-		writeError(w, http.StatusConflict, wire.CodeFinished, id+" has already finished")
+		writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
 		return
 	}
 	fail := func(err error) {
 		if now, gerr := t.Registry.Get(ctx, info.ID); gerr == nil && now.Status != receipts.StatusRunning {
-			writeError(w, http.StatusConflict, wire.CodeFinished, id+" has already finished")
+			writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
 			return
 		}
 		s.lookupFailed(w, r, id, err)
@@ -482,7 +482,7 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, wire.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
+	writeJSON(w, http.StatusOK, api.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
 }
 
 // receipt handles GET /v1/receipts/{id}.
@@ -494,7 +494,7 @@ func (s *Server) receipt(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	rec, err := t.Registry.Receipt(r.Context(), id)
 	if err != nil {
 		if info, gerr := t.Registry.Get(r.Context(), id); gerr == nil && info.Status == receipts.StatusRunning {
-			writeError(w, http.StatusConflict, wire.CodeRunning, err.Error())
+			writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
 			return
 		}
 		s.lookupFailed(w, r, id, err)
@@ -513,14 +513,14 @@ func (s *Server) receipt(w http.ResponseWriter, r *http.Request, t *Tenant) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-s.drain:
-		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "shutting down")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "shutting down")
 		return
 	default:
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	if msg := s.notReady(ctx); msg != "" {
-		writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, msg)
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, msg)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})

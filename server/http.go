@@ -16,7 +16,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/redact"
 	"github.com/hermesrun/hermes/runner/sessions"
-	"github.com/hermesrun/hermes/server/wire"
+	"github.com/hermesrun/hermes/api"
 )
 
 // routes is the API. Each path has a method-less fallback so that a wrong
@@ -46,11 +46,11 @@ func (s *Server) routes() *http.ServeMux {
 	} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeError(w, http.StatusMethodNotAllowed, wire.CodeMethodNotAllowed, r.Method+" not allowed here (allowed: "+allow+")")
+			writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, r.Method+" not allowed here (allowed: "+allow+")")
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, wire.CodeNotFound, "no such endpoint: "+runner.Clip(r.URL.Path))
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such endpoint: "+runner.Clip(r.URL.Path))
 	})
 	return mux
 }
@@ -147,7 +147,7 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 			tenant, ok := s.opts.Tokens.Lookup(bearer(r))
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="hermes"`)
-				writeError(w, http.StatusUnauthorized, wire.CodeUnauthenticated, "missing or invalid bearer token")
+				writeError(w, http.StatusUnauthorized, api.CodeUnauthenticated, "missing or invalid bearer token")
 				return
 			}
 			name = tenant
@@ -155,9 +155,9 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
 			info.tenant = name
 		}
-		session := r.Header.Get(wire.HeaderSession)
-		if err := checkText(wire.HeaderSession, session); err != nil {
-			writeError(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error())
+		session := r.Header.Get(api.HeaderSession)
+		if err := checkText(api.HeaderSession, session); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 			return
 		}
 		ctx := r.Context()
@@ -170,7 +170,7 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 		t, err := s.tenants.get(ctx, name)
 		if err != nil {
 			s.log.Error("tenant unavailable", "tenant", name, "err", err)
-			writeError(w, http.StatusServiceUnavailable, wire.CodeUnavailable, "tenant profile unavailable")
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "tenant profile unavailable")
 			return
 		}
 		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
@@ -194,7 +194,7 @@ func checkText(name, v string) error { return runner.CheckLabel(name, v) }
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "encode response: "+err.Error())
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "encode response: "+err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -204,7 +204,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, wire.Error{Error: msg, Code: code})
+	writeJSON(w, status, api.Error{Error: msg, Code: code})
 }
 
 // healthz says the process is up and serving.

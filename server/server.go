@@ -28,7 +28,7 @@ import (
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
-	"github.com/hermesrun/hermes/server/wire"
+	"github.com/hermesrun/hermes/api"
 )
 
 // Defaults for Options fields left zero.
@@ -36,7 +36,7 @@ const (
 	DefaultListen          = "127.0.0.1:7070"
 	DefaultShutdownTimeout = 30 * time.Second
 	// handlerBudget bounds ordinary requests; wait and follow are bounded
-	// by their own timeout parameter (at most wire.MaxWait).
+	// by their own timeout parameter (at most api.MaxWait).
 	handlerBudget = 30 * time.Second
 	readyTimeout  = 3 * time.Second
 )
@@ -348,6 +348,6 @@ func (s *Server) recovered(w *recorder, r *http.Request) {
 	}
 	s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 	if !w.wrote {
-		writeError(w, http.StatusInternalServerError, wire.CodeInternal, "internal error")
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
 	}
 }

@@ -239,7 +239,8 @@ func apply(ctx context.Context, reg *runner.Registry, id string, m local.CtlMess
 	case "close":
 		return reg.CloseStdin(ctx, id)
 	case "kill":
-		go func() { _, _ = reg.Kill(ctx, id) }()
+		grace := time.Duration(m.GraceMS) * time.Millisecond
+		go func() { _, _ = reg.KillWithGrace(ctx, id, grace) }()
 		return nil
 	case "signal":
 		return reg.Signal(ctx, id, syscall.Signal(m.Signal))

@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ExitCode", s.exitCode)
 	t.Run("SignalExitCode", s.signalExitCode)
 	t.Run("KillWholeTree", s.killWholeTree)
+	t.Run("KillEscalates", s.killEscalates)
 	t.Run("Stdin", s.stdin)
 	t.Run("AfterTheEnd", s.afterTheEnd)
 	t.Run("Recover", s.recover)
@@ -274,6 +275,31 @@ func (s *suite) killWholeTree(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// killEscalates: a job that ignores SIGTERM is SIGKILLed once the grace
+// Kill was given has passed, not a default one.
+func (s *suite) killEscalates(t *testing.T) {
+	b := s.h.New(t)
+	p := s.start(t, b, s.spec("trap '' TERM; echo ready; sleep 300"))
+	p.waitOutput(t, "ready")
+	const grace = time.Second
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := p.h.Kill(ctx, grace); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	o := s.end(t, p)
+	took := time.Since(began)
+	if o.err != nil || o.code != 128+int(syscall.SIGKILL) || o.signal != "SIGKILL" {
+		t.Errorf("outcome %+v, want exit 137 by SIGKILL", o)
+	}
+	// The default grace is 5s: a kill that ignores the one it was given
+	// shows here. The margin is for a loaded machine.
+	if took < grace || took > grace+3*time.Second {
+		t.Errorf("SIGKILL came %s after the kill, want about %s", took.Round(time.Millisecond), grace)
 	}
 }
 

@@ -1,7 +1,7 @@
-// Package wire holds the JSON shapes and names of the HTTP API that
+// Package api holds the JSON shapes and names of the HTTP API that
 // `hermes serve` speaks (package server) and package client calls, so the
 // two cannot drift apart. docs/api.md describes the API for people.
-package wire
+package api
 
 import (
 	"encoding/json"
