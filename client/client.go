@@ -25,10 +25,10 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
-	"github.com/hermesrun/hermes/api"
 )
 
 // DefaultTimeout bounds calls whose context has no deadline, except Wait,

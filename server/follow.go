@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/api"
 )
 
 // follow streams a log as server-sent events: "output" events with new

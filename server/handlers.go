@@ -15,10 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/api"
 )
 
 // killBudget covers the kill grace period and the receipt being recorded.

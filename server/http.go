@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/redact"
 	"github.com/hermesrun/hermes/runner/sessions"
-	"github.com/hermesrun/hermes/api"
 )
 
 // routes is the API. Each path has a method-less fallback so that a wrong

@@ -25,10 +25,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/runner"
-	"github.com/hermesrun/hermes/api"
 )
 
 // Defaults for Options fields left zero.
