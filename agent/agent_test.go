@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/runner/receipts"
+
 	"github.com/hermesrun/hermes/agent"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
@@ -275,7 +277,7 @@ func TestNoFollowUpForAnotherSession(t *testing.T) {
 	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "nothing to do"} })
 	reg, _ := newRegistry(t)
 	other := sessions.WithCurrent(context.Background(), "someone-else")
-	info, err := reg.Start(other, runner.StartRequest{Command: "echo theirs", Notify: true})
+	info, err := reg.Start(other, runner.StartRequest{Command: "echo theirs", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

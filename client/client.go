@@ -235,7 +235,7 @@ func procPath(id, suffix string) string {
 func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
 	body := api.StartRequest{
 		Command: req.Command, Backend: req.Backend, Image: req.Image, Cwd: req.Cwd,
-		Env: req.Env, Timeout: api.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
+		Env: req.Env, Timeout: api.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.NotifyOnComplete,
 		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
 	}
 	if body.Cwd == "" {

@@ -121,7 +121,7 @@ func TestAPIClientService(t *testing.T) {
 	c := newClient(t, url, client.Options{CallerCwd: cwd})
 	ctx := sessions.WithCurrent(context.Background(), "agent-x")
 
-	info, err := c.Start(ctx, runner.StartRequest{Command: "echo one; echo two; exit 5", TaskID: "tk", Timeout: time.Minute})
+	info, err := c.Start(ctx, runner.StartRequest{Command: "echo one; echo two; exit 5", Timeout: time.Minute, Owner: receipts.Owner{TaskID: "tk"}})
 	if err != nil {
 		t.Fatal(err)
 	}

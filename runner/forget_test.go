@@ -24,7 +24,7 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := sessions.WithCurrent(context.Background(), "owner")
-	info, err := reg.Start(ctx, StartRequest{Command: "echo bye", Notify: true})
+	info, err := reg.Start(ctx, StartRequest{Command: "echo bye", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,19 +170,14 @@ type StartRequest struct {
 	Env     []string
 	Timeout time.Duration
 	Stdin   bool
-	// Notify queues a completion for the owner when the process ends.
-	Notify      bool
-	TaskID      string
-	OwnerTaskID string
-	SessionKey  string
-	// ParentSessionID is the owner agent session; empty means the session
-	// carried by the context (sessions.WithCurrent).
-	ParentSessionID string
-	// TraceID and SpanID name the process span (allocated by the caller,
-	// see package tracing); ParentSpanID and TraceSampled let whoever
-	// observes the end record that span.
-	TraceID, SpanID, ParentSpanID string
-	TraceSampled                  bool
+	// Owner says whose process it is. Its ParentSessionID empty means
+	// the session carried by the context (sessions.WithCurrent);
+	// NotifyOnComplete queues a completion for the owner at the end.
+	receipts.Owner
+	// Trace names the process span when the caller allocated it (see
+	// package tracing); empty means the registry allocates one under the
+	// span in ctx.
+	receipts.Trace
 	// StartedAt overrides the start time (a shim reporting its launcher's).
 	StartedAt time.Time
 	// Tee also receives the output as it arrives (foreground runs).
@@ -219,17 +214,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	spec := Spec{
 		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
 		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
-		Meta: Meta{
-			Profile: r.opts.Profile,
-			Owner: receipts.Owner{
-				TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
-				ParentSessionID: req.ParentSessionID, NotifyOnComplete: req.Notify,
-			},
-			Trace: receipts.Trace{
-				TraceID: req.TraceID, SpanID: req.SpanID, ParentSpanID: req.ParentSpanID, TraceSampled: req.TraceSampled,
-			},
-			StartedAt: req.StartedAt.UTC(),
-		},
+		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()},
 	}
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()

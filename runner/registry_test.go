@@ -114,7 +114,8 @@ func TestRegistryLifecycle(t *testing.T) {
 	ctx := as("")
 	info := start(t, r, ctx, runner.StartRequest{
 		Command: "echo hello; echo oops >&2; read x; echo got $x; exit 5",
-		Stdin:   true, TaskID: "task-1", SessionKey: "key-1",
+		Stdin:   true,
+		Owner:   receipts.Owner{TaskID: "task-1", SessionKey: "key-1"},
 	})
 	if !receipts.IsID(info.ID) || info.Status != receipts.StatusRunning || info.PID <= 0 ||
 		info.Backend != "local" || info.ExitCode != nil || info.TaskID != "task-1" {
@@ -317,7 +318,7 @@ func TestRegistryFailedToStart(t *testing.T) {
 		o.Backends = []runner.Backend{&local.Backend{Shell: "/nonexistent/hermes-bash"}}
 	})
 	ctx := as("owner")
-	info, err := r.Start(ctx, runner.StartRequest{Command: "echo never", Notify: true})
+	info, err := r.Start(ctx, runner.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if err == nil {
 		t.Fatal("Start with a missing shell succeeded")
 	}
@@ -406,11 +407,11 @@ func TestCompletionQueue(t *testing.T) {
 	owner, other := as("owner"), as("other")
 	ctx := waitCtx(t, "owner")
 
-	waited := start(t, r, owner, runner.StartRequest{Command: "echo w; exit 1", Notify: true})
-	logged := start(t, r, owner, runner.StartRequest{Command: "echo l", Notify: true})
-	polled := start(t, r, owner, runner.StartRequest{Command: "echo p; exit 2", Notify: true})
+	waited := start(t, r, owner, runner.StartRequest{Command: "echo w; exit 1", Owner: receipts.Owner{NotifyOnComplete: true}})
+	logged := start(t, r, owner, runner.StartRequest{Command: "echo l", Owner: receipts.Owner{NotifyOnComplete: true}})
+	polled := start(t, r, owner, runner.StartRequest{Command: "echo p; exit 2", Owner: receipts.Owner{NotifyOnComplete: true}})
 	quiet := start(t, r, owner, runner.StartRequest{Command: "echo q"}) // no notify
-	theirs := start(t, r, other, runner.StartRequest{Command: "echo t", Notify: true})
+	theirs := start(t, r, other, runner.StartRequest{Command: "echo t", Owner: receipts.Owner{NotifyOnComplete: true}})
 	for _, in := range []*runner.Info{waited, logged, polled, quiet, theirs} {
 		done(t, r, in.ID)
 	}
@@ -456,7 +457,7 @@ func TestCompletionQueue(t *testing.T) {
 		t.Fatalf("PendingCompletions = %d after all were taken or seen", n)
 	}
 	// A process still running is owned; finished ones are not.
-	run := start(t, r, owner, runner.StartRequest{Command: "sleep 300", Notify: true})
+	run := start(t, r, owner, runner.StartRequest{Command: "sleep 300", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if ids := r.OwnedRunning("owner", true); !slices.Equal(ids, []string{run.ID}) {
 		t.Fatalf("OwnedRunning = %v", ids)
 	}

@@ -226,7 +226,9 @@ func TestSeedProfileOverrideStaysOnItsGoroutine(t *testing.T) {
 			ctx := sessions.WithCurrent(context.Background(), name+"-owner")
 			reg := prof.registry(t, shellBackend{})
 			info, err := reg.Start(ctx, StartRequest{
-				Command: "echo SCOPED_RESULT_" + name, Cwd: tmp, TaskID: name + "-task",
+				Command: "echo SCOPED_RESULT_" + name,
+				Cwd:     tmp,
+				Owner:   receipts.Owner{TaskID: name + "-task"},
 			})
 			if err != nil {
 				t.Errorf("%s: start: %v", name, err)

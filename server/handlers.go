@@ -199,8 +199,8 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	}
 	return runner.StartRequest{
 		Command: req.Command, Backend: backend, Image: image, Cwd: cwd, Env: req.Env,
-		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.Notify,
-		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
+		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin,
+		Owner: receipts.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
 	}, nil
 }
 

@@ -69,7 +69,9 @@ func loadTest(t *testing.T, store, config string) {
 		wg.Go(func() {
 			for n := range work {
 				info, err := c.Start(ctx, runner.StartRequest{
-					Command: fmt.Sprintf("echo job-%d; exit %d", n, n%7), TaskID: strconv.Itoa(n), Stdin: true,
+					Command: fmt.Sprintf("echo job-%d; exit %d", n, n%7),
+					Stdin:   true,
+					Owner:   receipts.Owner{TaskID: strconv.Itoa(n)},
 				})
 				if err != nil {
 					errs <- fmt.Errorf("start job %d: %w", n, err)

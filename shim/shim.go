@@ -133,9 +133,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
 	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, Timeout: spec.Timeout,
-		Notify: m.NotifyOnComplete, TaskID: m.TaskID, OwnerTaskID: m.OwnerTaskID,
-		SessionKey: m.SessionKey, ParentSessionID: m.ParentSessionID, TraceID: m.TraceID,
-		SpanID: m.SpanID, ParentSpanID: m.ParentSpanID, TraceSampled: m.TraceSampled, StartedAt: m.StartedAt,
+		Owner: m.Owner, Trace: m.Trace, StartedAt: m.StartedAt,
 	})
 	if err != nil {
 		// The registry recorded a failed_to_start receipt already.

@@ -131,7 +131,7 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 	}
 	if background {
 		// A background job keeps stdin open for process_manage write.
-		req.Stdin, req.Notify = true, notify
+		req.Stdin, req.NotifyOnComplete = true, notify
 		if haveTimeout {
 			req.Timeout = timeout
 		}

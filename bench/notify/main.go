@@ -103,7 +103,9 @@ func newRegistry(dir string, n int) (*runner.Registry, error) {
 
 func start(ctx context.Context, reg *runner.Registry) error {
 	_, err := reg.Start(ctx, runner.StartRequest{
-		Command: command, Notify: true, ParentSessionID: owner, Env: []string{"LC_ALL=C"},
+		Command: command,
+		Env:     []string{"LC_ALL=C"},
+		Owner:   receipts.Owner{NotifyOnComplete: true, ParentSessionID: owner},
 	})
 	return err
 }

@@ -208,7 +208,7 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 	t0 := time.Now()
 	for range jobs {
 		t := time.Now()
-		info, err := reg.Start(ctx, runner.StartRequest{Command: "sleep 60", Cwd: cwd, ParentSessionID: owner, Notify: true})
+		info, err := reg.Start(ctx, runner.StartRequest{Command: "sleep 60", Cwd: cwd, Owner: receipts.Owner{ParentSessionID: owner, NotifyOnComplete: true}})
 		if err != nil {
 			killAll()
 			return err

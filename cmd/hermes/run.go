@@ -129,7 +129,7 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 		return req, badInput("--notify needs --background")
 	}
 	req.Cwd, req.Env, req.Timeout = cwd, c.Env, c.Timeout
-	req.Backend, req.Image, req.Notify = c.Backend, c.Image, c.Notify
+	req.Backend, req.Image, req.NotifyOnComplete = c.Backend, c.Image, c.Notify
 	req.TaskID, req.OwnerTaskID, req.SessionKey = c.Task, c.Task, c.SessionKey
 	req.Stdin = c.Background
 	return req, nil

@@ -174,7 +174,7 @@ func BenchmarkTracingOverheadRegistry(bb *testing.B) {
 	ids := tracing.NewProcessSpan(context.Background())
 	without := func() sample {
 		start, cpu0 := time.Now(), cpuNow()
-		startWait(ctx, bare, runner.StartRequest{Command: "true", TraceID: ids.TraceID, SpanID: ids.SpanID})
+		startWait(ctx, bare, runner.StartRequest{Command: "true", Trace: receipts.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID}})
 		return sample{wall: time.Since(start), cpu: cpuNow() - cpu0}
 	}
 	withTracing()

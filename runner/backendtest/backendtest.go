@@ -461,8 +461,11 @@ func (s *suite) timeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	info, err := reg.Start(ctx, runner.StartRequest{
-		Command: "echo started; sleep 60", Timeout: time.Second, Cwd: s.h.Cwd, Image: s.h.Image,
-		ParentSessionID: owner,
+		Command: "echo started; sleep 60",
+		Timeout: time.Second,
+		Cwd:     s.h.Cwd,
+		Image:   s.h.Image,
+		Owner:   receipts.Owner{ParentSessionID: owner},
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
