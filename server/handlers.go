@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/api"
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -159,8 +159,8 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	backend := req.Backend
 	switch {
 	case backend != "":
-	case t.Engine.Profile.Config.Terminal.Env != "":
-		backend = t.Engine.Profile.Config.Terminal.Env
+	case t.Profile.Config.Terminal.Env != "":
+		backend = t.Profile.Config.Terminal.Env
 	case len(s.opts.Backends) == 1:
 		backend = s.opts.Backends[0]
 	default:
@@ -192,7 +192,7 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	}
 	image := req.Image
 	if backend == "docker" && image == "" {
-		image = t.Engine.Profile.Config.Terminal.DockerImage
+		image = t.Profile.Config.Terminal.DockerImage
 		if image == "" {
 			return out, errors.New("backend docker needs an image (or terminal.docker_image in the runner's config.yaml)")
 		}
@@ -529,29 +529,29 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // notReady returns why the server cannot serve, or "".
 func (s *Server) notReady(ctx context.Context) string {
 	open := s.tenants.opened()
-	engines := make([]*engine.Engine, 0, len(open))
+	profiles := make([]*profile.Profile, 0, len(open))
 	for _, t := range open {
-		engines = append(engines, t.Engine)
+		profiles = append(profiles, t.Profile)
 	}
-	if len(engines) == 0 {
+	if len(profiles) == 0 {
 		if s.tenants.dir == "" {
 			return "profile not open"
 		}
-		e, err := s.probeEngine(ctx)
+		e, err := s.probeProfile(ctx)
 		if err != nil {
 			s.log.Warn("not ready: no tenant store opens", "err", err)
 			return "no receipt store opens"
 		}
-		engines = append(engines, e)
+		profiles = append(profiles, e)
 	}
-	for _, e := range engines {
+	for _, e := range profiles {
 		if err := pingStore(ctx, e.Store); err != nil {
 			s.log.Warn("not ready: store unreachable", "err", err)
 			return "a receipt store is unreachable"
 		}
 	}
 	if slices.Contains(s.opts.Backends, "docker") {
-		d, err := engines[0].Docker()
+		d, err := profiles[0].Docker()
 		if err == nil {
 			err = d.Ping(ctx)
 		}
@@ -572,20 +572,20 @@ func (s *Server) notReady(ctx context.Context) string {
 	return ""
 }
 
-// probeEngine opens, once, the runner's own profile: the configuration
+// probeProfile opens, once, the runner's own profile: the configuration
 // every tenant without its own uses, so that readiness is known before the
 // first tenant opens.
-func (s *Server) probeEngine(ctx context.Context) (*engine.Engine, error) {
+func (s *Server) probeProfile(ctx context.Context) (*profile.Profile, error) {
 	s.probeMu.Lock()
 	defer s.probeMu.Unlock()
 	if s.probe != nil {
 		return s.probe, nil
 	}
-	e, err := engine.Open(ctx, engine.Options{Getenv: s.opts.Getenv, Exe: s.opts.Exe, Logger: s.log})
+	e, err := profile.Open(ctx, profile.Options{Getenv: s.opts.Getenv, Exe: s.opts.Exe, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	if e.Profile.Config.Store.Prefix != "" {
+	if e.Config.Store.Prefix != "" {
 		// The rule tenants are opened by: one prefix for all would mix
 		// their receipts, so no tenant could open.
 		e.Close()

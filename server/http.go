@@ -178,7 +178,7 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 		// and whatever the request starts (a process span): one trace
 		// from the client to the job. A free no-op with tracing off.
 		route := strings.TrimPrefix(r.Pattern, r.Method+" ")
-		ctx, span := t.Engine.Tracing.Tracer("hermes/server").Start(ctx, r.Method+" "+route,
+		ctx, span := t.Profile.Tracing.Tracer("hermes/server").Start(ctx, r.Method+" "+route,
 			trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
 		defer span.End()

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 )
@@ -34,7 +34,7 @@ func TestAPIReadyzFollowsTheStore(t *testing.T) {
 	// The tenant as an opened profile with a Redis store.
 	ready := make(chan struct{})
 	close(ready)
-	s.tenants.slots[""] = &slot{ready: ready, t: &Tenant{Engine: &engine.Engine{Store: st}}}
+	s.tenants.slots[""] = &slot{ready: ready, t: &Tenant{Profile: &profile.Profile{Store: st}}}
 
 	probe := func() int {
 		rec := httptest.NewRecorder()

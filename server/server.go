@@ -7,7 +7,7 @@
 // HERMES_SESSION_ID does for the CLI.
 //
 // Jobs outlive the server: local jobs run behind detached shims that write
-// their own receipts, containers run in the engine. A restarted server
+// their own receipts, containers run in the profile. A restarted server
 // finds the running ones again and watches them to their end.
 package server
 
@@ -27,7 +27,7 @@ import (
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/config"
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -92,7 +92,7 @@ type Server struct {
 
 	// probe is the runner's own profile, opened for readiness checks.
 	probeMu sync.Mutex
-	probe   *engine.Engine
+	probe   *profile.Profile
 }
 
 // New checks opts and builds a Server. It opens no tenant yet: Start does.

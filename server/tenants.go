@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/hermesrun/hermes/config"
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -24,18 +24,18 @@ type Tenant struct {
 	// Name is the tenant's name, empty for the single tenant of a server
 	// without tokens.
 	Name     string
-	Engine   *engine.Engine
+	Profile  *profile.Profile
 	Registry *runner.Registry
 }
 
 // RegistryFunc builds the registry of an opened profile.
-type RegistryFunc func(e *engine.Engine) (*runner.Registry, error)
+type RegistryFunc func(e *profile.Profile) (*runner.Registry, error)
 
 // DefaultRegistry is the profile's background registry: local jobs run
 // behind detached shims and containers under detached watchers, so both
 // survive the server; Registry.Recover finds them again after a restart.
-func DefaultRegistry(e *engine.Engine) (*runner.Registry, error) {
-	return e.Registry(engine.Background)
+func DefaultRegistry(e *profile.Profile) (*runner.Registry, error) {
+	return e.Registry(profile.Background)
 }
 
 // tenants opens tenant profiles on first use and keeps them open.
@@ -135,11 +135,11 @@ func (p *tenants) open(ctx context.Context, name string) (*Tenant, error) {
 		log = log.With("tenant", name)
 	}
 	// The engine outlives this request: it must not inherit its deadline.
-	e, err := engine.Open(context.WithoutCancel(ctx), engine.Options{Getenv: getenv, Exe: p.exe, Logger: log, LongLived: true})
+	e, err := profile.Open(context.WithoutCancel(ctx), profile.Options{Getenv: getenv, Exe: p.exe, Logger: log, LongLived: true})
 	if err != nil {
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
-	if shared && e.Profile.Config.Store.Prefix != "" {
+	if shared && e.Config.Store.Prefix != "" {
 		e.Close()
 		return nil, fmt.Errorf("tenant %s: the shared config.yaml sets store.prefix, which would put every tenant under one prefix; give tenants their own config.yaml or drop store.prefix", name)
 	}
@@ -148,7 +148,7 @@ func (p *tenants) open(ctx context.Context, name string) (*Tenant, error) {
 		e.Close()
 		return nil, fmt.Errorf("tenant %q: %w", name, err)
 	}
-	t := &Tenant{Name: name, Engine: e, Registry: reg}
+	t := &Tenant{Name: name, Profile: e, Registry: reg}
 	if p.onOpen != nil {
 		p.onOpen(t)
 	}
@@ -227,7 +227,7 @@ func (p *tenants) close() error {
 	for name, s := range slots {
 		<-s.ready
 		if s.t != nil {
-			if err := s.t.Engine.Close(); err != nil {
+			if err := s.t.Profile.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("tenant %q: %w", name, err))
 			}
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/config"
-	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/internal/tty"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -66,12 +66,12 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if c.Oneshot && strings.TrimSpace(c.Query) == "" {
 		return badInput("--oneshot needs a query (-q)")
 	}
-	ctx, e, reg, err := open(ctx, g, "chat", engine.Background)
+	ctx, e, reg, err := open(ctx, g, "chat", profile.Background)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	cfg := e.Profile.Config
+	cfg := e.Config
 	client, model, err := c.client(cfg, e)
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func oneshotWait(cfg config.Config) time.Duration {
 
 // client resolves provider, endpoint and model from flags, environment
 // (through the flags' env tags) and config.yaml, in that order.
-func (c *ChatCmd) client(cfg config.Config, e *engine.Engine) (*openai.Client, string, error) {
+func (c *ChatCmd) client(cfg config.Config, e *profile.Profile) (*openai.Client, string, error) {
 	provider := firstNonEmpty(c.Provider, cfg.Model.Provider, "custom")
 	if !strings.EqualFold(provider, "custom") {
 		return nil, "", badInput("provider %q is not supported: use --provider custom with --base-url pointing at an OpenAI-compatible endpoint", provider)

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -313,12 +313,12 @@ func checkFreshRegistry(t *testing.T, home, owner, id string) {
 	t.Helper()
 	env := map[string]string{"HERMES_HOME": home, "HOME": t.TempDir()}
 	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Options{Getenv: func(k string) string { return env[k] }, Exe: hermesBin})
+	e, err := profile.Open(ctx, profile.Options{Getenv: func(k string) string { return env[k] }, Exe: hermesBin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	reg, err := e.Registry(engine.Background)
+	reg, err := e.Registry(profile.Background)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func TestChatEnvAndConfigFallbacks(t *testing.T) {
 // config.yaml, a review script in a work directory that waits for its
 // release file, and a local provider that asks for it in the background and
 // releases it once the start receipt arrives. It returns the provider's URL.
-func seedScenario(t *testing.T) (*profile, string, *seedProvider, string) {
+func seedScenario(t *testing.T) (*testProfile, string, *seedProvider, string) {
 	t.Helper()
 	p := newProfile(t)
 	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(seedConfig), 0o600); err != nil {

@@ -47,8 +47,8 @@ func TestMain(m *testing.M) {
 
 var idPattern = regexp.MustCompile(`^proc_[0-9a-f]{12}$`)
 
-// profile is one $HERMES_HOME with the environment that selects it.
-type profile struct {
+// testProfile is one $HERMES_HOME with the environment that selects it.
+type testProfile struct {
 	t    *testing.T
 	home string
 	env  []string
@@ -57,11 +57,11 @@ type profile struct {
 // newProfile returns a fresh profile. Whatever background jobs it still
 // has when the test ends are killed, with their shims, before the
 // temporary directories go.
-func newProfile(t *testing.T) *profile {
+func newProfile(t *testing.T) *testProfile {
 	t.Helper()
 	home := t.TempDir()
 	userHome := t.TempDir()
-	p := &profile{t: t, home: home, env: []string{
+	p := &testProfile{t: t, home: home, env: []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + userHome,
 		"HERMES_HOME=" + home,
@@ -78,7 +78,7 @@ type shimState struct {
 	ShimPID int    `json:"shim_pid"`
 }
 
-func (p *profile) state(id string) (shimState, error) {
+func (p *testProfile) state(id string) (shimState, error) {
 	var st shimState
 	b, err := os.ReadFile(filepath.Join(p.home, "run", id+".json"))
 	if err != nil {
@@ -87,7 +87,7 @@ func (p *profile) state(id string) (shimState, error) {
 	return st, json.Unmarshal(b, &st)
 }
 
-func (p *profile) killAll() {
+func (p *testProfile) killAll() {
 	paths, _ := filepath.Glob(filepath.Join(p.home, "run", "*.json"))
 	var shims []int
 	for _, path := range paths {
@@ -124,7 +124,7 @@ func (r result) String() string {
 }
 
 // run runs hermes with args in p's environment plus extra variables.
-func (p *profile) run(extra []string, args ...string) result {
+func (p *testProfile) run(extra []string, args ...string) result {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -153,13 +153,13 @@ func (p *profile) run(extra []string, args ...string) result {
 }
 
 // hermes runs hermes with args in p's environment.
-func (p *profile) hermes(args ...string) result {
+func (p *testProfile) hermes(args ...string) result {
 	p.t.Helper()
 	return p.run(nil, args...)
 }
 
 // ok runs hermes and requires exit status 0.
-func (p *profile) ok(args ...string) result {
+func (p *testProfile) ok(args ...string) result {
 	p.t.Helper()
 	res := p.hermes(args...)
 	if res.code != 0 {
@@ -216,7 +216,7 @@ func (s cliStatus) code() int {
 
 // background starts cmd with `hermes run --background` plus flags and
 // checks the start receipt.
-func (p *profile) background(extra []string, cmd string, flags ...string) cliStart {
+func (p *testProfile) background(extra []string, cmd string, flags ...string) cliStart {
 	p.t.Helper()
 	args := append(append([]string{"run", "--background"}, flags...), "--", cmd)
 	res := p.run(extra, args...)
@@ -233,14 +233,14 @@ func (p *profile) background(extra []string, cmd string, flags ...string) cliSta
 	return sr
 }
 
-func (p *profile) poll(extra []string, id string) (cliStatus, result) {
+func (p *testProfile) poll(extra []string, id string) (cliStatus, result) {
 	p.t.Helper()
 	res := p.run(extra, "poll", "--json", id)
 	return jsonOf[cliStatus](p.t, res), res
 }
 
 // waitStatus polls until id reports want.
-func (p *profile) waitStatus(id, want string) cliStatus {
+func (p *testProfile) waitStatus(id, want string) cliStatus {
 	p.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

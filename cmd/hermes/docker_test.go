@@ -41,7 +41,7 @@ const (
 // newDockerProfile is newProfile for container jobs: it returns the test
 // image too, and when the test ends it kills the profile's watchers and
 // removes its containers, so that a failed test leaves nothing behind.
-func newDockerProfile(t *testing.T) (*profile, string) {
+func newDockerProfile(t *testing.T) (*testProfile, string) {
 	t.Helper()
 	image := testenv.Docker(t)
 	p := newProfile(t)
@@ -223,7 +223,7 @@ func readReceipt(t *testing.T, home, id string) (storedReceipt, []byte, os.FileI
 
 // try runs hermes like profile.run but reports failures instead of ending
 // the test, so that goroutines may call it.
-func (p *profile) try(extra []string, args ...string) (result, error) {
+func (p *testProfile) try(extra []string, args ...string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hermesBin, args...)
@@ -762,7 +762,7 @@ func TestDockerChat(t *testing.T) {
 		return "model:\n  provider: custom\nterminal:\n  env: docker\n  docker_image: " + image +
 			"\n  oneshot_completion_wait_seconds: 60\n"
 	}
-	chat := func(p *profile, url string) result {
+	chat := func(p *testProfile, url string) result {
 		return p.run([]string{"TERMINAL_CWD=/tmp"}, "chat", "-q", "Run it", "--oneshot", "--quiet",
 			"--provider", "custom", "--model", "test-model", "--api-key", "local-test-only",
 			"--base-url", url, "--toolsets", "terminal", "--max-turns", "3")

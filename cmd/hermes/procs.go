@@ -14,7 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -25,8 +25,8 @@ import (
 // carries the caller's session (HERMES_SESSION_ID) and the command's span
 // ("hermes <name>"), which joins the caller's trace (TRACEPARENT) and ends
 // when the engine closes.
-func open(ctx context.Context, g *Globals, name string, mode engine.Mode) (context.Context, *engine.Engine, *runner.Registry, error) {
-	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv})
+func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (context.Context, *profile.Profile, *runner.Registry, error) {
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv})
 	if err != nil {
 		return ctx, nil, nil, err
 	}
@@ -426,7 +426,7 @@ type ShimCmd struct{}
 // command context's: it handles SIGTERM/SIGINT itself by ending the job.
 func (c *ShimCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv, Supervisor: true})
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Supervisor: true})
 	if err != nil {
 		_ = json.NewEncoder(os.Stdout).Encode(map[string]string{"error": err.Error()})
 		return err
@@ -444,7 +444,7 @@ type WatchCmd struct {
 // its job and is not bound to any terminal.
 func (c *WatchCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	e, err := engine.Open(ctx, engine.Options{Getenv: g.Getenv, Supervisor: true})
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Supervisor: true})
 	if err != nil {
 		return err
 	}

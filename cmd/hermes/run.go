@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/config"
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -54,9 +54,9 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	if g.RunnerURL != "" {
 		return c.remote(ctx, g, req)
 	}
-	mode := engine.Foreground
+	mode := profile.Foreground
 	if c.Background {
-		mode = engine.Background
+		mode = profile.Background
 	}
 	ctx, e, reg, err := open(ctx, g, "run", mode)
 	if err != nil {
@@ -64,7 +64,7 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	defer e.Close()
 	if c.Backend == "docker" && req.Image == "" {
-		req.Image = e.Profile.Config.Terminal.DockerImage
+		req.Image = e.Config.Terminal.DockerImage
 		if req.Image == "" {
 			return badInput("--backend docker needs --image (or terminal.docker_image in config.yaml)")
 		}

@@ -45,7 +45,7 @@ func deadPID(t *testing.T) int {
 
 // plantState writes a live-state file for id as a shim that died would
 // have left it, naming pid as the job.
-func (p *profile) plantState(id string, pid, shimPID int, jobStart uint64) {
+func (p *testProfile) plantState(id string, pid, shimPID int, jobStart uint64) {
 	p.t.Helper()
 	dir := filepath.Join(p.home, "run")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/client"
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/tracing"
@@ -32,7 +32,7 @@ func service(ctx context.Context, g *Globals, name string) (context.Context, run
 		}
 		return ctx, c, done, nil
 	}
-	ctx, e, reg, err := open(ctx, g, name, engine.Background)
+	ctx, e, reg, err := open(ctx, g, name, profile.Background)
 	if err != nil {
 		return ctx, nil, nil, err
 	}

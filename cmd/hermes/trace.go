@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/hermesrun/hermes/engine"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -30,7 +30,7 @@ func (c *TraceCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		base = u
 	}
-	ctx, e, reg, err := open(ctx, g, "trace", engine.Background)
+	ctx, e, reg, err := open(ctx, g, "trace", profile.Background)
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/shim"
 )
 
 // shimHomeEnv, set in the environment of this test binary, makes it a shim

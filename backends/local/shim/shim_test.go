@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/shim"
 )
 
 type fixture struct {

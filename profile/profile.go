@@ -1,8 +1,8 @@
-// Package engine assembles a working hermes for one profile: the profile's
-// configuration, its receipt and session stores, and registries wired to
-// the right backends. The CLI, the shim, the agent and the server all start
+// Package profile opens a hermes profile ($HERMES_HOME) for work: its
+// configuration, its receipt and session stores, its tracing, and
+// registries wired to the right backends. The CLI, the shim, the agent and the server all start
 // here, so they cannot disagree about where things live.
-package engine
+package profile
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"github.com/hermesrun/hermes/tracing"
 )
 
-// Options say how to build an Engine.
+// Options say how to build an Profile.
 type Options struct {
 	// Getenv reads the environment; default os.Getenv.
 	Getenv func(string) string
@@ -44,9 +44,10 @@ type Options struct {
 	Supervisor bool
 }
 
-// Engine is an opened profile.
-type Engine struct {
-	Profile  *config.Profile
+// Profile is an opened profile: its directory and configuration
+// (embedded), and what was opened from them.
+type Profile struct {
+	*config.Profile
 	Store    receipts.Store
 	Sessions sessions.Store
 	Logger   *slog.Logger
@@ -62,7 +63,7 @@ type Engine struct {
 }
 
 // Open loads the profile named by the environment and opens its stores.
-func Open(ctx context.Context, opts Options) (*Engine, error) {
+func Open(ctx context.Context, opts Options) (*Profile, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
@@ -73,7 +74,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(filepath.Join(prof.Home, "logs"), 0o700); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
 	}
-	e := &Engine{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor}
+	e := &Profile{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor}
 	if e.Logger == nil {
 		e.Logger = e.fileLogger()
 	}
@@ -100,8 +101,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 
 // fileLogger logs warnings and errors to the profile's hermes.log, so that
 // background machinery never writes on a user's terminal.
-func (e *Engine) fileLogger() *slog.Logger {
-	f, err := os.OpenFile(e.Profile.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+func (e *Profile) fileLogger() *slog.Logger {
+	f, err := os.OpenFile(e.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -113,8 +114,8 @@ func (e *Engine) fileLogger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
 }
 
-func (e *Engine) openStores(ctx context.Context) error {
-	if url := e.Profile.Config.Store.RedisURL; url != "" {
+func (e *Profile) openStores(ctx context.Context) error {
+	if url := e.Config.Store.RedisURL; url != "" {
 		st, ss, err := openRedis(ctx, url, e.Profile, e.Logger, e.supervisor)
 		if err != nil {
 			return err
@@ -123,13 +124,13 @@ func (e *Engine) openStores(ctx context.Context) error {
 		e.closers = append(e.closers, st)
 		return nil
 	}
-	opts := e.Profile.ReceiptOptions()
-	opts.LogDir = e.Profile.SpillDir() // a receipt's removal takes its log along
-	st, err := receipts.NewFileStore(e.Profile.ReceiptDir(), opts)
+	opts := e.ReceiptOptions()
+	opts.LogDir = e.SpillDir() // a receipt's removal takes its log along
+	st, err := receipts.NewFileStore(e.ReceiptDir(), opts)
 	if err != nil {
 		return err
 	}
-	ss, err := sessions.NewFileStore(e.Profile.SessionDir())
+	ss, err := sessions.NewFileStore(e.SessionDir())
 	if err != nil {
 		return err
 	}
@@ -138,12 +139,12 @@ func (e *Engine) openStores(ctx context.Context) error {
 }
 
 // Detached is the local backend that runs jobs behind shims.
-func (e *Engine) Detached() *local.Detached {
-	env := append(os.Environ(), "HERMES_HOME="+e.Profile.Home)
+func (e *Profile) Detached() *local.Detached {
+	env := append(os.Environ(), "HERMES_HOME="+e.Home)
 	return &local.Detached{
 		Exe: e.exe, Args: []string{"shim"}, Env: env,
-		RunDir: e.Profile.RunDir(), LogDir: e.Profile.SpillDir(),
-		ShimLog: e.Profile.LogFile(), Logger: e.Logger,
+		RunDir: e.RunDir(), LogDir: e.SpillDir(),
+		ShimLog: e.LogFile(), Logger: e.Logger,
 	}
 }
 
@@ -161,7 +162,7 @@ const (
 
 // Registry returns a registry for this profile. extra backends (docker)
 // come after the local one.
-func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry, error) {
+func (e *Profile) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry, error) {
 	// Local jobs always run behind a shim, foreground ones too: the shim
 	// is a subreaper that ends every descendant with the job, and records
 	// the end even when this process is killed.
@@ -179,14 +180,14 @@ func (e *Engine) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry,
 	}
 	return runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
-		Profile: e.Profile.Home, SpillDir: e.Profile.SpillDir(),
-		RedactLive: e.Profile.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
+		Profile: e.Home, SpillDir: e.SpillDir(),
+		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 	})
 }
 
 // Defer runs f when the engine closes, before the tracing provider flushes
 // and the stores close (a command's own span ends there).
-func (e *Engine) Defer(f func()) {
+func (e *Profile) Defer(f func()) {
 	e.closers = append(e.closers, closerFunc(func() error { f(); return nil }))
 }
 
@@ -195,7 +196,7 @@ type closerFunc func() error
 func (f closerFunc) Close() error { return f() }
 
 // Close releases the stores.
-func (e *Engine) Close() error {
+func (e *Profile) Close() error {
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		errs = append(errs, e.closers[i].Close())

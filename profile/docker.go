@@ -1,4 +1,4 @@
-package engine
+package profile
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 // dockerWanted reports whether this profile may have docker jobs: it is
 // configured for them, or an engine is announced (DOCKER_HOST) or present
 // (the default socket). Lookups then include containers.
-func (e *Engine) dockerWanted() bool {
-	if e.Profile.Config.Terminal.Env == "docker" || e.getenv("DOCKER_HOST") != "" {
+func (e *Profile) dockerWanted() bool {
+	if e.Config.Terminal.Env == "docker" || e.getenv("DOCKER_HOST") != "" {
 		return true
 	}
 	_, err := os.Stat("/var/run/docker.sock")
@@ -25,13 +25,13 @@ func (e *Engine) dockerWanted() bool {
 }
 
 // Docker returns the profile's docker backend, created on first use.
-func (e *Engine) Docker() (*docker.Backend, error) {
+func (e *Profile) Docker() (*docker.Backend, error) {
 	if e.docker != nil {
 		return e.docker, nil
 	}
-	c := e.Profile.Config.Terminal.Docker
+	c := e.Config.Terminal.Docker
 	opts := docker.Options{
-		Profile: e.Profile.Home, DefaultImage: e.Profile.Config.Terminal.DockerImage,
+		Profile: e.Home, DefaultImage: e.Config.Terminal.DockerImage,
 		PidsLimit: c.PidsLimit, NetworkMode: c.Network, CapAdd: c.CapAdd,
 		Keep: c.Keep, MountWorkdir: c.MountWorkdir, Logger: e.Logger,
 		Host: e.getenv("DOCKER_HOST"),
@@ -62,7 +62,7 @@ func (e *Engine) Docker() (*docker.Backend, error) {
 // written if-absent, so the watcher and any other observer write one.
 type watchedDocker struct {
 	*docker.Backend
-	e *Engine
+	e *Profile
 }
 
 func (w watchedDocker) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
@@ -76,9 +76,9 @@ func (w watchedDocker) Start(ctx context.Context, spec runner.Spec) (runner.Hand
 	return h, nil
 }
 
-func (e *Engine) spawnWatcher(id string) error {
+func (e *Profile) spawnWatcher(id string) error {
 	cmd := exec.Command(e.exe, "watch", id)
-	cmd.Env = append(os.Environ(), "HERMES_HOME="+e.Profile.Home)
+	cmd.Env = append(os.Environ(), "HERMES_HOME="+e.Home)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -91,14 +91,14 @@ func (e *Engine) spawnWatcher(id string) error {
 // RunWatch supervises the container job id until it ends and its receipt
 // is written (`hermes watch`). It ignores session scope: a supervisor acts
 // for the job's owner.
-func (e *Engine) RunWatch(ctx context.Context, id string) error {
+func (e *Profile) RunWatch(ctx context.Context, id string) error {
 	b, err := e.Docker()
 	if err != nil {
 		return err
 	}
 	reg, err := runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: []runner.Backend{b},
-		Profile: e.Profile.Home, Logger: e.Logger, Tracing: e.Tracing,
+		Profile: e.Home, Logger: e.Logger, Tracing: e.Tracing,
 	})
 	if err != nil {
 		return err

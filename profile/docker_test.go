@@ -1,4 +1,4 @@
-package engine_test
+package profile_test
 
 // The engine's docker wiring against the real engine: RunWatch (what
 // `hermes watch` runs) records a container job's end exactly once and
@@ -20,15 +20,15 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/hermesrun/hermes/backends/docker"
-	"github.com/hermesrun/hermes/engine"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
-// openEngine opens the profile home (a fresh one when empty) with env on
+// openProfile opens the profile home (a fresh one when empty) with env on
 // top, closing it when the test ends.
-func openEngine(t *testing.T, home string, env map[string]string) *engine.Engine {
+func openProfile(t *testing.T, home string, env map[string]string) *profile.Profile {
 	t.Helper()
 	if home == "" {
 		home = t.TempDir()
@@ -37,13 +37,13 @@ func openEngine(t *testing.T, home string, env map[string]string) *engine.Engine
 	for k, v := range env {
 		vars[k] = v
 	}
-	e, err := engine.Open(context.Background(), engine.Options{
+	e, err := profile.Open(context.Background(), profile.Options{
 		Getenv: func(k string) string { return vars[k] },
 		// No test here starts shims or watchers.
 		Exe: "/nonexistent/hermes",
 	})
 	if err != nil {
-		t.Fatalf("engine.Open: %v", err)
+		t.Fatalf("profile.Open: %v", err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
@@ -88,7 +88,7 @@ func profileContainers(t *testing.T, cli *client.Client, home string) []containe
 
 // startContainer starts a container job the way a registry would, without
 // one: straight through the engine's docker backend.
-func startContainer(t *testing.T, e *engine.Engine, image, command string, timeout time.Duration) string {
+func startContainer(t *testing.T, e *profile.Profile, image, command string, timeout time.Duration) string {
 	t.Helper()
 	b, err := e.Docker()
 	if err != nil {
@@ -99,7 +99,7 @@ func startContainer(t *testing.T, e *engine.Engine, image, command string, timeo
 	defer cancel()
 	_, err = b.Start(ctx, runner.Spec{
 		ID: id, Command: command, Image: image, Timeout: timeout,
-		Meta: runner.Meta{Profile: e.Profile.Home, StartedAt: time.Now().UTC()},
+		Meta: runner.Meta{Profile: e.Home, StartedAt: time.Now().UTC()},
 	})
 	if err != nil {
 		t.Fatalf("start %q: %v", command, err)
@@ -108,7 +108,7 @@ func startContainer(t *testing.T, e *engine.Engine, image, command string, timeo
 }
 
 // exitedContainer waits until id's container has stopped on its own.
-func exitedContainer(t *testing.T, e *engine.Engine, id string) {
+func exitedContainer(t *testing.T, e *profile.Profile, id string) {
 	t.Helper()
 	b, err := e.Docker()
 	if err != nil {
@@ -131,7 +131,7 @@ func exitedContainer(t *testing.T, e *engine.Engine, id string) {
 	}
 }
 
-func watch(t *testing.T, e *engine.Engine, id string) error {
+func watch(t *testing.T, e *profile.Profile, id string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -162,7 +162,7 @@ func TestRunWatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			home, image := dockerProfile(t)
-			e := openEngine(t, home, nil)
+			e := openProfile(t, home, nil)
 			id := startContainer(t, e, image, tc.command, tc.timeout)
 			if tc.stopsFirst {
 				exitedContainer(t, e, id)
@@ -201,11 +201,11 @@ func TestRunWatch(t *testing.T) {
 func TestRunWatchTwice(t *testing.T) {
 	t.Parallel()
 	home, image := dockerProfile(t)
-	e1, e2 := openEngine(t, home, nil), openEngine(t, home, nil)
+	e1, e2 := openProfile(t, home, nil), openProfile(t, home, nil)
 	id := startContainer(t, e1, image, "sleep 1; echo twice; exit 3", 0)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, e := range []*engine.Engine{e1, e2} {
+	for i, e := range []*profile.Profile{e1, e2} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -237,7 +237,7 @@ func TestRunWatchTwice(t *testing.T) {
 func TestRunWatchNotFound(t *testing.T) {
 	t.Parallel()
 	home, image := dockerProfile(t)
-	e := openEngine(t, home, nil)
+	e := openProfile(t, home, nil)
 	if err := watch(t, e, runner.NewID()); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("RunWatch of an unknown id: %v", err)
 	}
@@ -246,7 +246,7 @@ func TestRunWatchNotFound(t *testing.T) {
 	}
 	// Another profile's container is not this profile's to watch.
 	otherHome, _ := dockerProfile(t)
-	other := openEngine(t, otherHome, nil)
+	other := openProfile(t, otherHome, nil)
 	id := startContainer(t, other, image, "sleep 30", 0)
 	if err := watch(t, e, id); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("RunWatch of another profile's container: %v", err)
@@ -256,13 +256,13 @@ func TestRunWatchNotFound(t *testing.T) {
 // TestDockerEngineUnreachable: with DOCKER_HOST naming a socket nobody
 // listens on, a container start fails at once with an error naming it and
 // is on record as failed_to_start; local jobs run as ever. It needs no
-// engine. (The backend's client reads DOCKER_HOST from the process
+// profile. (The backend's client reads DOCKER_HOST from the process
 // environment, so the test sets it there as well.)
 func TestDockerEngineUnreachable(t *testing.T) {
 	const sock = "unix:///nonexistent/hermes-test.sock"
 	t.Setenv("DOCKER_HOST", sock)
-	for _, mode := range []engine.Mode{engine.Background, engine.Foreground} {
-		e := openEngine(t, "", map[string]string{"DOCKER_HOST": sock})
+	for _, mode := range []profile.Mode{profile.Background, profile.Foreground} {
+		e := openProfile(t, "", map[string]string{"DOCKER_HOST": sock})
 		reg, err := e.Registry(mode)
 		if err != nil {
 			t.Fatalf("Registry: %v", err)

@@ -1,4 +1,4 @@
-package engine
+package profile
 
 import (
 	"context"
