@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/duration"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -104,13 +104,9 @@ type WaitResult struct {
 	TimedOut bool `json:"timed_out,omitempty"`
 }
 
-// WriteResult answers POST /v1/processes/{id}/stdin.
-type WriteResult struct {
-	ID           string `json:"session_id"`
-	Status       string `json:"status"`
-	BytesWritten int    `json:"bytes_written"`
-	StdinClosed  bool   `json:"stdin_closed"`
-}
+// WriteResult answers POST /v1/processes/{id}/stdin: the same answer as
+// the CLI's and the agent tool's.
+type WriteResult = runner.WriteResult
 
 // Duration is a time.Duration that travels as a Go duration string ("90s",
 // "1m30s") and is also read from a plain number of seconds.
@@ -142,18 +138,12 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // ParseDuration reads "90s"-style durations and plain numbers of seconds.
 // Negative durations are errors.
 func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	var v time.Duration
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(f) || f > float64(1<<62)/float64(time.Second) {
-			return 0, fmt.Errorf("duration %q is too long", s)
-		}
-		v = time.Duration(f * float64(time.Second))
-	} else if v, err = time.ParseDuration(s); err != nil {
-		return 0, fmt.Errorf("%q is not a duration (e.g. 30s, 5m, or seconds)", s)
+	v, err := duration.Parse(s)
+	if err != nil {
+		return 0, err
 	}
 	if v < 0 {
-		return 0, fmt.Errorf("duration %q must not be negative", s)
+		return 0, fmt.Errorf("duration %s must not be negative", strconv.Quote(strings.TrimSpace(s)))
 	}
 	return v, nil
 }

@@ -286,9 +286,6 @@ func (c *Client) Get(ctx context.Context, id string) (*runner.Info, error) {
 func (c *Client) Poll(ctx context.Context, id string) (*runner.PollResult, error) {
 	var res runner.PollResult
 	err := c.call(ctx, http.MethodGet, procPath(id, "/poll"), nil, nil, &res)
-	if errors.Is(err, runner.ErrNotFound) {
-		return &runner.PollResult{ID: id, Status: receipts.StatusNotFound}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -306,9 +303,6 @@ func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner
 	}
 	var res runner.LogResult
 	err := c.call(ctx, http.MethodGet, procPath(id, "/log"), q, nil, &res)
-	if errors.Is(err, runner.ErrNotFound) {
-		return &runner.LogResult{ID: id, Status: receipts.StatusNotFound}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -335,8 +329,6 @@ func (c *Client) Wait(ctx context.Context, id string) (*runner.LogResult, error)
 		err := c.call(cctx, http.MethodPost, procPath(id, "/wait"), q, nil, &res)
 		cancel()
 		switch {
-		case errors.Is(err, runner.ErrNotFound):
-			return &runner.LogResult{ID: id, Status: receipts.StatusNotFound}, nil
 		case err != nil && ctx.Err() != nil:
 			return nil, fmt.Errorf("wait %s: %w", id, ctx.Err())
 		case err != nil:

@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hermesrun/hermes/internal/duration"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -92,15 +91,7 @@ type Duration time.Duration
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	s := strings.TrimSpace(n.Value)
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		// Seconds: within what a time.Duration holds, or it would wrap.
-		if math.IsNaN(f) || math.Abs(f) > float64(math.MaxInt64)/float64(time.Second) {
-			return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 168h)", n.Line, clip(s))
-		}
-		*d = Duration(time.Duration(f * float64(time.Second)))
-		return nil
-	}
-	v, err := time.ParseDuration(s)
+	v, err := duration.Parse(s)
 	if err != nil {
 		return fmt.Errorf("line %d: %q is not a duration (e.g. 90s, 168h)", n.Line, clip(s))
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -15,9 +14,10 @@ import (
 // its processes run here or on a shared runner.
 //
 // Lookups take a process id or a unique prefix and are scoped by the session
-// carried by ctx (sessions.WithCurrent). Poll, Log and Wait answer an
-// unknown id with status not_found; the others return an error wrapping
-// ErrNotFound.
+// carried by ctx (sessions.WithCurrent). Every call answers an id the
+// caller cannot see (absent, expired, another session's, an ambiguous
+// prefix) with an error wrapping ErrNotFound; front ends show it in the
+// contract's shape with NotFound.
 type Service interface {
 	// Start launches a process and returns its start receipt. When the
 	// backend could not start it, the failed_to_start record is returned
@@ -94,9 +94,6 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 		if err != nil {
 			return err
 		}
-		if res.Status == receipts.StatusNotFound {
-			return fmt.Errorf("%s: %w", id, ErrNotFound)
-		}
 		if first && printed < 0 {
 			printed = max(res.TotalLines+printed, 0)
 		}
@@ -126,4 +123,46 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 		case <-time.After(interval):
 		}
 	}
+}
+
+// NotFound is the answer, in the contract's shape, of op (poll, log, wait,
+// or any other) for an id the caller cannot see: poll's and log's own
+// result with status not_found, else just the id and the status. The CLI,
+// the agent's process tool and the HTTP API all show it.
+func NotFound(op, id string) any {
+	switch op {
+	case "poll":
+		return &PollResult{ID: id, Status: receipts.StatusNotFound}
+	case "log", "wait":
+		return &LogResult{ID: id, Status: receipts.StatusNotFound}
+	default:
+		return &NotFoundResult{ID: id, Status: receipts.StatusNotFound}
+	}
+}
+
+// NotFoundResult is NotFound's answer for kill, write and the other calls.
+type NotFoundResult struct {
+	ID     string `json:"session_id"`
+	Status string `json:"status"`
+}
+
+// WriteResult is the answer of write, submit and close (stdin).
+type WriteResult struct {
+	ID           string `json:"session_id"`
+	Status       string `json:"status"`
+	BytesWritten int    `json:"bytes_written"`
+	StdinClosed  bool   `json:"stdin_closed"`
+}
+
+// WaitTimedOut is the answer of a wait whose timeout came before the end.
+type WaitTimedOut struct {
+	ID       string `json:"session_id"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	TimedOut bool   `json:"timed_out"`
+}
+
+// StillRunning is the WaitTimedOut answer for id.
+func StillRunning(id string) *WaitTimedOut {
+	return &WaitTimedOut{ID: id, Status: receipts.StatusRunning, TimedOut: true}
 }

@@ -181,6 +181,19 @@ func recordOf(spec Spec, backend string) *receipts.Receipt {
 	}
 }
 
+// answer is p's Info for a lookup: an end recorded before the lookup is
+// answered from the receipt (retained), as a fresh reader of the store
+// would see it, so that every front end, in-process or remote, answers
+// alike.
+func (p *Process) answer() *Info {
+	if rec := p.finalReceipt(); rec != nil {
+		return infoOf(rec, true)
+	}
+	return infoOf(p.record(), false)
+}
+
+// info is p's Info as its observer sees it: an end this call observed is
+// not retained.
 func (p *Process) info() *Info {
 	if rec := p.finalReceipt(); rec != nil {
 		return infoOf(rec, false)

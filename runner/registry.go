@@ -37,6 +37,10 @@ import (
 // Defaults for Options fields left zero.
 const (
 	DefaultKillGrace = 5 * time.Second
+	// KillBudget bounds a Kill with the default grace: the grace, then
+	// the end observed and recorded. Kill applies it itself; callers that
+	// wait for a kill's end elsewhere use it too.
+	KillBudget = DefaultKillGrace + 15*time.Second
 	// outputDrainAfterExit and outputDrainAfterLoss bound how long the
 	// output may still flow once a process has ended, or was found lost.
 	outputDrainAfterExit = 30 * time.Second
@@ -58,6 +62,10 @@ const (
 
 // ErrNotFound is returned when no process visible to the caller matches.
 var ErrNotFound = errors.New("process not found")
+
+// ErrRunning is returned by Receipt for a process that has not ended: it
+// has no receipt yet.
+var ErrRunning = errors.New("is still running")
 
 // Options configure a Registry. Store and at least one Backend are required.
 type Options struct {
@@ -812,7 +820,7 @@ func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
 		return nil, err
 	}
 	if f.proc != nil {
-		return f.proc.info(), nil
+		return f.proc.answer(), nil
 	}
 	return infoFromReceipt(f.receipt), nil
 }
@@ -827,7 +835,7 @@ func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, e
 		if rec := f.proc.finalReceipt(); rec != nil {
 			return rec, nil
 		}
-		return nil, fmt.Errorf("%s is still running", f.proc.spec.ID)
+		return nil, fmt.Errorf("%s %w", f.proc.spec.ID, ErrRunning)
 	}
 	return f.receipt, nil
 }
@@ -855,9 +863,11 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 	seen := make(map[string]bool)
 	r.mu.Lock()
 	for id, p := range r.procs {
-		if match(p.spec.Meta) {
+		// An ended process is a retained receipt, listed only when asked
+		// for, as a fresh reader of the store would see it.
+		if match(p.spec.Meta) && (o.Retained || !p.isDone()) {
 			seen[id] = true
-			out = append(out, p.info())
+			out = append(out, p.answer())
 		}
 	}
 	r.mu.Unlock()
@@ -909,9 +919,6 @@ type PollResult struct {
 // seen.
 func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 	f, err := r.lookup(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return &PollResult{ID: id, Status: receipts.StatusNotFound}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -945,9 +952,6 @@ type LogResult struct {
 // process marks its completion as seen.
 func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
 	f, err := r.lookup(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return &LogResult{ID: id, Status: receipts.StatusNotFound}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -992,9 +996,6 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 // log. It marks the completion as seen.
 func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 	f, err := r.lookup(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		return &LogResult{ID: id, Status: receipts.StatusNotFound}, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -1020,6 +1021,8 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	if grace <= 0 {
 		grace = r.opts.KillGrace
 	}
+	ctx, cancel := context.WithTimeout(ctx, KillBudget-DefaultKillGrace+grace)
+	defer cancel()
 	f, err := r.lookup(ctx, id)
 	if err != nil {
 		return nil, err
@@ -1029,7 +1032,8 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	}
 	p := f.proc
 	if p.isDone() {
-		return p.info(), nil
+		// Killing what has ended changes nothing: its record is the answer.
+		return p.answer(), nil
 	}
 	p.mu.Lock()
 	p.killed = true
@@ -1058,10 +1062,11 @@ func (r *Registry) Signal(ctx context.Context, id string, sig syscall.Signal) er
 	return p.handle.Signal(ctx, sig)
 }
 
-// Write sends data to the process's stdin.
+// Write sends data to the process's stdin. Writing nothing only checks
+// that the process still runs.
 func (r *Registry) Write(ctx context.Context, id string, data []byte) error {
 	p, err := r.liveProc(ctx, id)
-	if err != nil {
+	if err != nil || len(data) == 0 {
 		return err
 	}
 	return p.handle.Write(ctx, data)

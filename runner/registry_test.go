@@ -226,14 +226,14 @@ func TestRegistryLookupErrors(t *testing.T) {
 	if _, err := r.Get(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
 		t.Errorf("Get(unknown) = %v", err)
 	}
-	if p, err := r.Poll(ctx, unknown); err != nil || p.Status != receipts.StatusNotFound {
-		t.Errorf("Poll(unknown) = %+v, %v", p, err)
+	if _, err := r.Poll(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Poll(unknown) = %v", err)
 	}
-	if l, err := r.Log(ctx, unknown, 0, 0); err != nil || l.Status != receipts.StatusNotFound {
-		t.Errorf("Log(unknown) = %+v, %v", l, err)
+	if _, err := r.Log(ctx, unknown, 0, 0); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Log(unknown) = %v", err)
 	}
-	if l, err := r.Wait(ctx, unknown); err != nil || l.Status != receipts.StatusNotFound {
-		t.Errorf("Wait(unknown) = %+v, %v", l, err)
+	if _, err := r.Wait(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Wait(unknown) = %v", err)
 	}
 	if _, err := r.Kill(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
 		t.Errorf("Kill(unknown) = %v", err)
@@ -347,8 +347,8 @@ func TestRegistrySessionScoping(t *testing.T) {
 	}
 	done(t, r, id)
 	for _, reader := range []string{"b", ""} {
-		if p, err := r.Poll(as(reader), id); err != nil || p.Status != receipts.StatusNotFound {
-			t.Errorf("Poll as %q = %+v, %v; want not_found", reader, p, err)
+		if _, err := r.Poll(as(reader), id); !errors.Is(err, runner.ErrNotFound) {
+			t.Errorf("Poll as %q = %v; want not_found", reader, err)
 		}
 		if list, _ := r.List(as(reader), runner.ListOptions{Retained: true}); len(list) != 0 {
 			t.Errorf("List as %q = %v", reader, list)
@@ -376,8 +376,8 @@ func TestRegistrySessionScoping(t *testing.T) {
 	if p, _ := fresh.Poll(as("a2"), id); p.Status != receipts.StatusExited {
 		t.Errorf("Poll by compression tip = %+v", p)
 	}
-	if p, _ := fresh.Poll(as("a-sub"), id); p.Status != receipts.StatusNotFound {
-		t.Errorf("Poll by subagent = %+v", p)
+	if _, err := fresh.Poll(as("a-sub"), id); !errors.Is(err, runner.ErrNotFound) {
+		t.Errorf("Poll by subagent = %v", err)
 	}
 }
 
@@ -388,14 +388,14 @@ func TestRegistryAmbiguousPrefix(t *testing.T) {
 	b := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000002", Command: "true"})
 	done(t, r, a.ID)
 	done(t, r, b.ID)
-	if p, _ := r.Poll(ctx, "proc_abcd"); p.Status != receipts.StatusNotFound {
-		t.Fatalf("ambiguous prefix resolved: %+v", p)
+	if _, err := r.Poll(ctx, "proc_abcd"); !errors.Is(err, runner.ErrNotFound) {
+		t.Fatalf("ambiguous prefix resolved: %v", err)
 	}
 	if p, _ := r.Poll(ctx, "proc_abcd00000002"); p.Status != receipts.StatusExited {
 		t.Fatalf("full id = %+v", p)
 	}
-	if p, _ := newHome(t).registry(t, nil).Poll(ctx, "proc_abcd00000002"); p.Status != receipts.StatusNotFound {
-		t.Fatalf("another profile sees %+v", p)
+	if _, err := newHome(t).registry(t, nil).Poll(ctx, "proc_abcd00000002"); !errors.Is(err, runner.ErrNotFound) {
+		t.Fatalf("another profile sees %v", err)
 	}
 }
 
@@ -565,8 +565,8 @@ func TestProfilesPerGoroutine(t *testing.T) {
 			if _, err := other.store.Get(context.Background(), id, scope); !errors.Is(err, receipts.ErrNotFound) {
 				t.Fatalf("profile %d's %s is visible in profile %d: %v", i, id, 1-i, err)
 			}
-			if p, _ := regs[1-i].Poll(as("a"), id); p.Status != receipts.StatusNotFound {
-				t.Fatalf("registry %d polls %s as %+v", 1-i, id, p)
+			if _, err := regs[1-i].Poll(as("a"), id); !errors.Is(err, runner.ErrNotFound) {
+				t.Fatalf("registry %d polls %s: %v", 1-i, id, err)
 			}
 		}
 	}

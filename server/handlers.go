@@ -21,9 +21,6 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
-// killBudget covers the kill grace period and the receipt being recorded.
-const killBudget = runner.DefaultKillGrace + 15*time.Second
-
 // maxEnv bounds the environment entries of one start request.
 const maxEnv = 1000
 
@@ -55,6 +52,10 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 		notFound(w, id)
 	case errors.Is(err, receipts.ErrInvalidID):
 		writeError(w, http.StatusBadRequest, api.CodeInvalidID, err.Error())
+	case errors.Is(err, runner.ErrFinished):
+		writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
+	case errors.Is(err, runner.ErrRunning):
+		writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "timed out: "+err.Error())
 	case r.Context().Err() != nil:
@@ -86,15 +87,6 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
-}
-
-// finished marks infos of ended processes as read from their receipt, as a
-// fresh CLI reading the store would see them.
-func finished(in *runner.Info) *runner.Info {
-	if in != nil && in.Status != receipts.StatusRunning {
-		in.Retained = true
-	}
-	return in
 }
 
 // start handles POST /v1/processes.
@@ -255,14 +247,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.lookupFailed(w, r, "", err)
 		return
 	}
-	out := make([]*runner.Info, 0, len(list))
-	for _, in := range list {
-		if !retained && in.Status != receipts.StatusRunning {
-			continue
-		}
-		out = append(out, finished(in))
+	if list == nil {
+		list = []*runner.Info{}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, list)
 }
 
 // get handles GET /v1/processes/{id}.
@@ -276,7 +264,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.lookupFailed(w, r, id, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, finished(info))
+	writeJSON(w, http.StatusOK, info)
 }
 
 // poll handles GET /v1/processes/{id}/poll.
@@ -406,10 +394,6 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.lookupFailed(w, r, id, err)
 		return
 	}
-	if res.Status == receipts.StatusNotFound {
-		notFound(w, id)
-		return
-	}
 	writeJSON(w, http.StatusOK, api.WaitResult{LogResult: *res})
 }
 
@@ -420,16 +404,7 @@ func (s *Server) kill(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if !ok {
 		return
 	}
-	info, err := t.Registry.Get(r.Context(), id)
-	if err != nil {
-		s.lookupFailed(w, r, id, err)
-		return
-	}
-	if info.Status != receipts.StatusRunning {
-		writeJSON(w, http.StatusOK, finished(info))
-		return
-	}
-	info, err = t.Registry.Kill(r.Context(), info.ID)
+	info, err := t.Registry.Kill(r.Context(), id)
 	if err != nil {
 		s.lookupFailed(w, r, id, err)
 		return
@@ -454,33 +429,14 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	ctx := r.Context()
-	info, err := t.Registry.Get(ctx, id)
+	// An empty write still answers whether the process runs.
+	err = t.Registry.Write(ctx, id, data)
+	if err == nil && eof {
+		err = t.Registry.CloseStdin(ctx, id)
+	}
 	if err != nil {
 		s.lookupFailed(w, r, id, err)
 		return
-	}
-	if info.Status != receipts.StatusRunning {
-		writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
-		return
-	}
-	fail := func(err error) {
-		if now, gerr := t.Registry.Get(ctx, info.ID); gerr == nil && now.Status != receipts.StatusRunning {
-			writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
-			return
-		}
-		s.lookupFailed(w, r, id, err)
-	}
-	if len(data) > 0 {
-		if err := t.Registry.Write(ctx, info.ID, data); err != nil {
-			fail(err)
-			return
-		}
-	}
-	if eof {
-		if err := t.Registry.CloseStdin(ctx, info.ID); err != nil {
-			fail(err)
-			return
-		}
 	}
 	writeJSON(w, http.StatusOK, api.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
 }
@@ -493,10 +449,6 @@ func (s *Server) receipt(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	rec, err := t.Registry.Receipt(r.Context(), id)
 	if err != nil {
-		if info, gerr := t.Registry.Get(r.Context(), id); gerr == nil && info.Status == receipts.StatusRunning {
-			writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
-			return
-		}
 		s.lookupFailed(w, r, id, err)
 		return
 	}

@@ -33,7 +33,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/processes/{id}/poll", s.api(handlerBudget, s.poll))
 	mux.HandleFunc("GET /v1/processes/{id}/log", s.api(0, s.logs))
 	mux.HandleFunc("POST /v1/processes/{id}/wait", s.api(0, s.wait))
-	mux.HandleFunc("POST /v1/processes/{id}/kill", s.api(killBudget, s.kill))
+	mux.HandleFunc("POST /v1/processes/{id}/kill", s.api(runner.KillBudget, s.kill))
 	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.api(handlerBudget, s.stdin))
 	mux.HandleFunc("GET /v1/receipts/{id}", s.api(handlerBudget, s.receipt))
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/duration"
 )
 
 // ErrBadArguments is wrapped by every complaint about a tool call's
@@ -131,22 +133,17 @@ func (a Args) Duration(name string) (time.Duration, bool, error) {
 		return 0, false, nil
 	}
 	const want = "a positive number of seconds or a duration such as \"90s\""
-	var d time.Duration
+	// A JSON number or a JSON string, each read as the other front ends
+	// read durations.
+	var text string
 	if f, err := a.number(name); err == nil {
-		if f <= 0 || f > math.MaxInt64/float64(time.Second) || math.IsNaN(f) {
-			return 0, false, a.typeError(name, want)
-		}
-		d = time.Duration(f * float64(time.Second))
-	} else {
-		var s string
-		if json.Unmarshal(a[name], &s) != nil {
-			return 0, false, a.typeError(name, want)
-		}
-		v, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil || v <= 0 {
-			return 0, false, a.typeError(name, want)
-		}
-		d = v
+		text = strconv.FormatFloat(f, 'f', -1, 64)
+	} else if json.Unmarshal(a[name], &text) != nil {
+		return 0, false, a.typeError(name, want)
+	}
+	d, err := duration.Parse(text)
+	if err != nil || d <= 0 {
+		return 0, false, a.typeError(name, want)
 	}
 	return d, true, nil
 }

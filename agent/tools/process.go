@@ -79,20 +79,6 @@ func (p *Process) Definition() openai.Tool {
 		processParams)
 }
 
-// notFoundResult is what every action answers for an id the caller cannot see.
-type notFoundResult struct {
-	SessionID string `json:"session_id"`
-	Status    string `json:"status"`
-}
-
-// writeResult is the answer to write, submit and close.
-type writeResult struct {
-	SessionID    string `json:"session_id"`
-	Status       string `json:"status"`
-	BytesWritten int    `json:"bytes_written"`
-	StdinClosed  bool   `json:"stdin_closed"`
-}
-
 // Call implements Tool.
 func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 	action, err := a.RequiredString("action")
@@ -129,6 +115,15 @@ func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 	if !receipts.IsPrefix(id) {
 		return "", fmt.Errorf("%w: %q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", ErrBadArguments, id)
 	}
+	out, err := p.act(ctx, action, id, a)
+	if errors.Is(err, runner.ErrNotFound) {
+		return marshal(runner.NotFound(action, id)), nil
+	}
+	return out, err
+}
+
+// act runs one action on process id.
+func (p *Process) act(ctx context.Context, action, id string, a Args) (string, error) {
 	switch action {
 	case "poll":
 		res, err := p.opts.Runner.Poll(ctx, id)
@@ -141,12 +136,7 @@ func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 	case "wait":
 		return p.wait(ctx, id, a)
 	case "kill":
-		kctx, cancel := context.WithTimeout(ctx, runner.DefaultKillGrace+10*time.Second)
-		defer cancel()
-		info, err := p.opts.Runner.Kill(kctx, id)
-		if errors.Is(err, runner.ErrNotFound) {
-			return marshal(notFoundResult{id, receipts.StatusNotFound}), nil
-		}
+		info, err := p.opts.Runner.Kill(ctx, id)
 		if err != nil {
 			return "", err
 		}
@@ -183,14 +173,6 @@ func (p *Process) logResult(res *runner.LogResult) string {
 	return marshal(r)
 }
 
-// waitTimeout is the JSON `hermes wait --json` prints when time runs out.
-type waitTimeout struct {
-	SessionID string `json:"session_id"`
-	Status    string `json:"status"`
-	ExitCode  *int   `json:"exit_code"`
-	TimedOut  bool   `json:"timed_out"`
-}
-
 func (p *Process) wait(ctx context.Context, id string, a Args) (string, error) {
 	timeout, ok, err := a.Duration("timeout")
 	if err != nil {
@@ -204,7 +186,7 @@ func (p *Process) wait(ctx context.Context, id string, a Args) (string, error) {
 	defer cancel()
 	res, err := p.opts.Runner.Wait(wctx, id)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return marshal(waitTimeout{SessionID: id, Status: receipts.StatusRunning, TimedOut: true}), nil
+		return marshal(runner.StillRunning(id)), nil
 	}
 	if err != nil {
 		return "", err
@@ -232,13 +214,10 @@ func (p *Process) write(ctx context.Context, id, action string, a Args) (string,
 	} else {
 		err = p.opts.Runner.Write(ctx, id, []byte(data))
 	}
-	if errors.Is(err, runner.ErrNotFound) {
-		return marshal(notFoundResult{id, receipts.StatusNotFound}), nil
-	}
 	if err != nil {
 		return "", err
 	}
-	return marshal(writeResult{SessionID: id, Status: "ok", BytesWritten: len(data), StdinClosed: action == "close"}), nil
+	return marshal(runner.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: action == "close"}), nil
 }
 
 // TerminalToolset is the toolset name of terminal and process_manage.

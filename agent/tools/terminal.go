@@ -185,11 +185,11 @@ func (t *Terminal) foreground(ctx context.Context, req runner.StartRequest) (str
 	if err != nil {
 		return "", err
 	}
-	wctx, cancel := context.WithTimeout(ctx, req.Timeout+runner.DefaultKillGrace+10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, req.Timeout+runner.KillBudget)
 	defer cancel()
 	res, err := t.opts.Runner.Wait(wctx, info.ID)
 	if err != nil {
-		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+10*time.Second)
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), runner.KillBudget)
 		defer kcancel()
 		if _, kerr := t.opts.Runner.Kill(kctx, info.ID); kerr != nil {
 			err = errors.Join(err, kerr)

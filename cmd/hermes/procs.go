@@ -58,6 +58,19 @@ func notFound(id string) error {
 	return fmt.Errorf("%s: no such process in this profile and session", runner.Clip(id))
 }
 
+// answer maps the error of op on id to the command's outcome: an id the
+// caller cannot see prints the contract's not_found answer (with --json)
+// and fails with one line; other errors pass through.
+func answer(g *Globals, op, id string, err error) error {
+	if !errors.Is(err, runner.ErrNotFound) {
+		return err
+	}
+	if g.JSON {
+		_ = printJSON(g, runner.NotFound(op, id))
+	}
+	return notFound(id)
+}
+
 // checkLabels applies the runner's label rule to --task and --session-key.
 func checkLabels(task, sessionKey string) error {
 	if err := runner.CheckLabel("--task", task); err != nil {
@@ -174,19 +187,13 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 	}
 	res, err := svc.Log(ctx, c.ID, c.Offset, c.Limit)
 	if err != nil {
-		return err
+		return answer(g, "log", c.ID, err)
 	}
 	if g.JSON {
-		if err := printJSON(g, res); err != nil {
-			return err
-		}
-	} else if res.Status != receipts.StatusNotFound {
-		fmt.Fprint(g.Stdout, res.Output)
+		return printJSON(g, res)
 	}
-	if res.Status == receipts.StatusNotFound {
-		return notFound(c.ID)
-	}
-	return nil
+	_, err = fmt.Fprint(g.Stdout, res.Output)
+	return err
 }
 
 // follow prints complete lines as they appear, then the rest at the end.
@@ -204,13 +211,7 @@ func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) err
 			return err
 		}
 	})
-	if errors.Is(err, runner.ErrNotFound) {
-		if g.JSON {
-			_ = printJSON(g, &runner.LogResult{ID: c.ID, Status: receipts.StatusNotFound})
-		}
-		return notFound(c.ID)
-	}
-	return err
+	return answer(g, "log", c.ID, err)
 }
 
 // PollCmd shows status.
@@ -230,19 +231,13 @@ func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
 	defer done()
 	res, err := svc.Poll(ctx, c.ID)
 	if err != nil {
-		return err
+		return answer(g, "poll", c.ID, err)
 	}
 	if g.JSON {
-		if err := printJSON(g, res); err != nil {
-			return err
-		}
-	} else if res.Status != receipts.StatusNotFound {
-		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.ID, res.Status, code(res.ExitCode), res.OutputTail)
+		return printJSON(g, res)
 	}
-	if res.Status == receipts.StatusNotFound {
-		return notFound(c.ID)
-	}
-	return nil
+	_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.ID, res.Status, code(res.ExitCode), res.OutputTail)
+	return err
 }
 
 // WaitCmd waits for the end.
@@ -269,7 +264,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 		// process has already ended (then its final log counts as read).
 		pr, err := svc.Poll(ctx, c.ID)
 		if err != nil {
-			return err
+			return answer(g, "wait", c.ID, err)
 		}
 		if pr.Status == receipts.StatusRunning {
 			return c.stillRunning(g, pr.ID, 0)
@@ -286,13 +281,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 		return c.stillRunning(g, c.ID, *c.Timeout)
 	}
 	if err != nil {
-		return err
-	}
-	if res.Status == receipts.StatusNotFound {
-		if g.JSON {
-			_ = printJSON(g, res)
-		}
-		return notFound(c.ID)
+		return answer(g, "wait", c.ID, err)
 	}
 	if g.JSON {
 		if err := printJSON(g, res); err != nil {
@@ -311,7 +300,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 // like timeout(1).
 func (c *WaitCmd) stillRunning(g *Globals, id string, after time.Duration) error {
 	if g.JSON {
-		_ = printJSON(g, map[string]any{"session_id": id, "status": receipts.StatusRunning, "exit_code": nil, "timed_out": true})
+		_ = printJSON(g, runner.StillRunning(id))
 	}
 	fmt.Fprintf(g.Stderr, "hermes: %s still running after %s\n", id, after)
 	return exitError{124}
@@ -340,17 +329,9 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	defer done()
-	kctx, cancel := context.WithTimeout(ctx, runner.DefaultKillGrace+10*time.Second)
-	defer cancel()
-	info, err := svc.Kill(kctx, c.ID)
-	if errors.Is(err, runner.ErrNotFound) {
-		if g.JSON {
-			_ = printJSON(g, map[string]any{"session_id": c.ID, "status": receipts.StatusNotFound})
-		}
-		return notFound(c.ID)
-	}
+	info, err := svc.Kill(ctx, c.ID)
 	if err != nil {
-		return err
+		return answer(g, "kill", c.ID, err)
 	}
 	if g.JSON {
 		return printJSON(g, info)
@@ -414,7 +395,7 @@ func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
 		}
 	}
 	if g.JSON {
-		return printJSON(g, map[string]any{"session_id": c.ID, "status": "ok", "bytes_written": n, "stdin_closed": c.EOF})
+		return printJSON(g, &runner.WriteResult{ID: c.ID, Status: "ok", BytesWritten: n, StdinClosed: c.EOF})
 	}
 	return nil
 }

@@ -166,7 +166,7 @@ func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registr
 	select {
 	case <-done:
 	case <-ctx.Done():
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+5*time.Second)
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.KillBudget)
 		defer cancel()
 		if _, err := reg.Kill(kctx, info.ID); err != nil {
 			return err
@@ -208,7 +208,7 @@ func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest
 		})
 	}
 	if ctx.Err() != nil {
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.DefaultKillGrace+15*time.Second)
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runner.KillBudget)
 		defer cancel()
 		if _, err := svc.Kill(kctx, info.ID); err != nil {
 			return err
