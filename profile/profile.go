@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -160,14 +161,20 @@ const (
 	Foreground
 )
 
-// Registry returns a registry for this profile. extra backends (docker)
-// come after the local one.
-func (e *Profile) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry, error) {
-	// Local jobs always run behind a shim, foreground ones too: the shim
-	// is a subreaper that ends every descendant with the job, and records
-	// the end even when this process is killed.
-	backends := append([]runner.Backend{e.Detached()}, extra...)
-	if e.dockerWanted() {
+// Registry returns a registry for this profile. With allowed, only the
+// backends it names are there (a runner's --backends); docker is there
+// when allowed names it, or when the profile wants it (terminal.env,
+// DOCKER_HOST).
+func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, error) {
+	ok := func(name string) bool { return len(allowed) == 0 || slices.Contains(allowed, name) }
+	var backends []runner.Backend
+	if ok(local.Name) {
+		// Local jobs always run behind a shim, foreground ones too: the
+		// shim is a subreaper that ends every descendant with the job,
+		// and records the end even when this process is killed.
+		backends = append(backends, e.Detached())
+	}
+	if ok("docker") && (e.dockerWanted() || len(allowed) > 0) {
 		d, err := e.Docker()
 		if err != nil {
 			return nil, err
@@ -180,6 +187,7 @@ func (e *Profile) Registry(mode Mode, extra ...runner.Backend) (*runner.Registry
 	}
 	return runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
+		DefaultBackend: e.Config.Terminal.Env, DefaultImage: e.Config.Terminal.DockerImage,
 		Profile: e.Home, SpillDir: e.SpillDir(),
 		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 	})

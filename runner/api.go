@@ -146,19 +146,21 @@ type NotFoundResult struct {
 	Status string `json:"status"`
 }
 
-// WriteResult is the answer of write, submit and close (stdin).
+// WriteResult is the answer of write, submit and close (stdin). Its keys
+// are in the order the CLI has always printed them.
 type WriteResult struct {
+	BytesWritten int    `json:"bytes_written"`
 	ID           string `json:"session_id"`
 	Status       string `json:"status"`
-	BytesWritten int    `json:"bytes_written"`
 	StdinClosed  bool   `json:"stdin_closed"`
 }
 
 // WaitTimedOut is the answer of a wait whose timeout came before the end.
+// Its keys are in the order the CLI has always printed them.
 type WaitTimedOut struct {
+	ExitCode *int   `json:"exit_code"`
 	ID       string `json:"session_id"`
 	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
 	TimedOut bool   `json:"timed_out"`
 }
 

@@ -75,6 +75,9 @@ type Capabilities struct {
 	// Foreground: Start honours Spec.Tee itself (the supervisor tees the
 	// output), and a job whose starter dies is ended and recorded.
 	Foreground bool
+	// Images: processes run in a container image, Spec.Image, which the
+	// registry fills with Options.DefaultImage when the request names none.
+	Images bool
 }
 
 // Backend starts processes and, with Capabilities.Recover, finds them again.

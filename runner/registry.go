@@ -63,6 +63,11 @@ const (
 // ErrNotFound is returned when no process visible to the caller matches.
 var ErrNotFound = errors.New("process not found")
 
+// ErrInvalid is wrapped by Start for a request that cannot be started as
+// asked (no command, a backend that is not here, no image): the caller's
+// mistake, and nothing is recorded.
+var ErrInvalid = errors.New("invalid start request")
+
 // ErrRunning is returned by Receipt for a process that has not ended: it
 // has no receipt yet.
 var ErrRunning = errors.New("is still running")
@@ -74,8 +79,15 @@ type Options struct {
 	// Sessions resolves the caller's session lineage for scoping. Nil
 	// means owner-only scoping.
 	Sessions sessions.Store
-	// Backends by name; the first is the default.
+	// Backends by name; the first is the default unless DefaultBackend
+	// names another.
 	Backends []Backend
+	// DefaultBackend is the backend of requests that name none, when it
+	// is among Backends (terminal.env in config.yaml).
+	DefaultBackend string
+	// DefaultImage is the image of requests that name none, for backends
+	// that run images (terminal.docker_image in config.yaml).
+	DefaultImage string
 	// Profile names the $HERMES_HOME this registry serves (for labels).
 	Profile string
 	// SpillDir, when set, receives the full output of processes this
@@ -197,11 +209,16 @@ type StartRequest struct {
 // returned together with the error.
 func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	if strings.TrimSpace(req.Command) == "" {
-		return nil, errors.New("empty command")
+		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
 	b, err := r.backend(req.Backend)
 	if err != nil {
 		return nil, err
+	}
+	if b.Capabilities().Images && req.Image == "" {
+		if req.Image = r.opts.DefaultImage; req.Image == "" {
+			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or terminal.docker_image in config.yaml)", ErrInvalid, b.Name())
+		}
 	}
 	if req.ID == "" {
 		req.ID = NewID()
@@ -242,13 +259,31 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	return p.info(), nil
 }
 
+// ResolveBackend names the backend a request naming name (empty: the
+// default) would start on, or says why none.
+func (r *Registry) ResolveBackend(name string) (string, error) {
+	b, err := r.backend(name)
+	if err != nil {
+		return "", err
+	}
+	return b.Name(), nil
+}
+
 func (r *Registry) backend(name string) (Backend, error) {
+	what := "backend"
 	if name == "" {
-		return r.opts.Backends[0], nil
+		if r.opts.DefaultBackend == "" {
+			return r.opts.Backends[0], nil
+		}
+		name, what = r.opts.DefaultBackend, "default backend (terminal.env)"
 	}
 	b, ok := r.backends[name]
 	if !ok {
-		return nil, fmt.Errorf("unknown backend %q", name)
+		names := make([]string, 0, len(r.opts.Backends))
+		for _, b := range r.opts.Backends {
+			names = append(names, b.Name())
+		}
+		return nil, fmt.Errorf("%w: %s %q is not available here (available: %s)", ErrInvalid, what, Clip(name), strings.Join(names, ", "))
 	}
 	return b, nil
 }

@@ -148,18 +148,14 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	if strings.ContainsRune(req.Command, 0) {
 		return out, errors.New("command contains a NUL byte")
 	}
-	backend := req.Backend
-	switch {
-	case backend != "":
-	case t.Profile.Config.Terminal.Env != "":
-		backend = t.Profile.Config.Terminal.Env
-	case len(s.opts.Backends) == 1:
-		backend = s.opts.Backends[0]
-	default:
-		backend = "local"
+	// The registry holds only the allowed backends and picks the default
+	// among them; the runner's policy is named here for a clear answer.
+	if req.Backend != "" && len(s.opts.Backends) > 0 && !slices.Contains(s.opts.Backends, req.Backend) {
+		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)", runner.Clip(req.Backend), strings.Join(s.opts.Backends, ", "))
 	}
-	if len(s.opts.Backends) > 0 && !slices.Contains(s.opts.Backends, backend) {
-		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)", backend, strings.Join(s.opts.Backends, ", "))
+	backend, err := t.Registry.ResolveBackend(req.Backend)
+	if err != nil {
+		return out, err
 	}
 	if len(req.Env) > maxEnv {
 		return out, fmt.Errorf("more than %d env entries", maxEnv)
@@ -182,15 +178,8 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	if err != nil {
 		return out, err
 	}
-	image := req.Image
-	if backend == "docker" && image == "" {
-		image = t.Profile.Config.Terminal.DockerImage
-		if image == "" {
-			return out, errors.New("backend docker needs an image (or terminal.docker_image in the runner's config.yaml)")
-		}
-	}
 	return runner.StartRequest{
-		Command: req.Command, Backend: backend, Image: image, Cwd: cwd, Env: req.Env,
+		Command: req.Command, Backend: backend, Image: req.Image, Cwd: cwd, Env: req.Env,
 		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin,
 		Owner: receipts.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
 	}, nil

@@ -60,7 +60,8 @@ type Options struct {
 	// Logger receives structured logs, one line per request; default
 	// slog.Default().
 	Logger *slog.Logger
-	// Registry builds each tenant's registry; default DefaultRegistry.
+	// Registry builds each tenant's registry; default the profile's
+	// background registry with the allowed Backends.
 	Registry RegistryFunc
 	// Backends restricts the backends callers may ask for; empty allows
 	// every backend the registry has.
@@ -106,9 +107,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Registry == nil {
-		opts.Registry = DefaultRegistry
-	}
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -126,6 +124,9 @@ func New(opts Options) (*Server, error) {
 		// allows it.
 		opts.Backends = []string{"docker"}
 		opts.Logger.Info("local backend off for a runner with several tenants; allow it with --backends local,docker")
+	}
+	if opts.Registry == nil {
+		opts.Registry = backgroundRegistry(opts.Backends)
 	}
 	if opts.WorkDir == "" {
 		wd, err := os.Getwd()

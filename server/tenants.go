@@ -31,11 +31,14 @@ type Tenant struct {
 // RegistryFunc builds the registry of an opened profile.
 type RegistryFunc func(e *profile.Profile) (*runner.Registry, error)
 
-// DefaultRegistry is the profile's background registry: local jobs run
-// behind detached shims and containers under detached watchers, so both
-// survive the server; Registry.Recover finds them again after a restart.
-func DefaultRegistry(e *profile.Profile) (*runner.Registry, error) {
-	return e.Registry(profile.Background)
+// backgroundRegistry builds a tenant's registry of the allowed backends:
+// local jobs behind detached shims and containers under detached watchers,
+// so both survive the server; Registry.Recover finds them again after a
+// restart.
+func backgroundRegistry(allowed []string) RegistryFunc {
+	return func(e *profile.Profile) (*runner.Registry, error) {
+		return e.Registry(profile.Background, allowed...)
+	}
 }
 
 // tenants opens tenant profiles on first use and keeps them open.

@@ -192,7 +192,7 @@ func (b *Backend) Name() string { return "docker" }
 // the output and writes the receipt: there is no supervisor of its own
 // (a `hermes watch` process is just another holder).
 func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Recover: true}
+	return runner.Capabilities{Recover: true, Images: true}
 }
 
 // Close releases the engine client. Containers keep running.

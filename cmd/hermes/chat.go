@@ -296,10 +296,9 @@ func (c *ChatCmd) tools(cfg config.Config, g *Globals, reg *runner.Registry) (*t
 		}
 		cwd = wd
 	}
+	// The backend and image are the registry's defaults (terminal.env,
+	// terminal.docker_image).
 	term := tools.TerminalOptions{Runner: reg, Cwd: cwd, ForegroundTimeout: time.Duration(cfg.Terminal.Timeout)}
-	if env := cfg.Terminal.Env; env != "" && env != "local" {
-		term.Backend, term.Image = env, cfg.Terminal.DockerImage
-	}
 	set, err := tools.Toolsets(c.Toolsets, term, tools.ProcessOptions{Runner: reg})
 	if err != nil {
 		return nil, badInput("--toolsets: %v", err)

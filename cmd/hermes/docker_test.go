@@ -637,7 +637,9 @@ func TestDockerIsolation(t *testing.T) {
 	other, _ := newDockerProfile(t)
 	a := []string{"HERMES_SESSION_ID=a"}
 	b := []string{"HERMES_SESSION_ID=b"}
-	sr := p.background(a, "echo secret-of-a; sleep 4", "--backend", "docker", "--image", image)
+	// Long enough to outlast the checks of a loaded machine: the owner
+	// kills it once they are done.
+	sr := p.background(a, "echo secret-of-a; sleep 120", "--backend", "docker", "--image", image)
 	id := sr.SessionID
 	if sr.ParentSessionID != "a" {
 		t.Fatalf("owner = %q, want a", sr.ParentSessionID)
@@ -685,8 +687,8 @@ func TestDockerIsolation(t *testing.T) {
 	if list := jsonOf[[]cliStatus](t, p.run(a, "--json", "ps")); len(list) != 1 || list[0].SessionID != id || list[0].Status != "running" {
 		t.Fatalf("ps as owner = %+v", list)
 	}
-	if res := p.run(a, "wait", id); res.code != 0 {
-		t.Fatalf("wait as owner = %s", res)
+	if res := p.run(a, "kill", id); res.code != 0 {
+		t.Fatalf("kill as owner = %s", res)
 	}
 	waitContainersGone(t, 30*time.Second, labelID+"="+id)
 	check("finished")

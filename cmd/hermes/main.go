@@ -39,8 +39,8 @@ type CLI struct {
 	Version kong.VersionFlag `help:"Print the version and exit."`
 	// Runner and RunnerToken point the process commands at a shared
 	// runner (hermes serve) instead of this profile.
-	Runner      string `help:"URL of a shared hermes runner (hermes serve) to use instead of this profile (default $HERMES_RUNNER_URL)." placeholder:"URL"`
-	RunnerToken string `help:"Bearer token for --runner (default $HERMES_RUNNER_TOKEN)." placeholder:"TOKEN"`
+	Runner      string `help:"URL of a shared hermes runner (hermes serve) to use instead of this profile." env:"HERMES_RUNNER_URL" placeholder:"URL"`
+	RunnerToken string `help:"Bearer token for --runner." env:"HERMES_RUNNER_TOKEN" placeholder:"TOKEN"`
 
 	Run   RunCmd   `cmd:"" help:"Run a command in the foreground, or start it in the background."`
 	Ps    PsCmd    `cmd:"" help:"List processes: live ones, and retained receipts with --retained."`
@@ -120,7 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
-	g.RunnerURL, g.RunnerToken = orEnv(cli.Runner, "HERMES_RUNNER_URL"), orEnv(cli.RunnerToken, "HERMES_RUNNER_TOKEN")
+	g.RunnerURL, g.RunnerToken = cli.Runner, cli.RunnerToken
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	err = kctx.Run(g)
 	var ee exitError
@@ -132,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		var ue usageError
 		fmt.Fprintf(stderr, "hermes: error: %s\n", oneLine(err.Error()))
-		if errors.As(err, &ue) {
+		if errors.As(err, &ue) || errors.Is(err, runner.ErrInvalid) {
 			return 2
 		}
 		return 1

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -34,24 +33,11 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Backend != "" && c.Backend != "local" && c.Backend != "docker" {
 		return badInput("--backend %q: want local or docker", runner.Clip(c.Backend))
 	}
-	if c.Backend == "" && g.RunnerURL == "" {
-		prof, err := config.Load(g.Getenv)
+	if g.RunnerURL != "" {
+		req, err := c.request(g)
 		if err != nil {
 			return err
 		}
-		c.Backend = prof.Config.Terminal.Env
-		if c.Backend == "" {
-			c.Backend = "local"
-		}
-		if c.Backend != "local" && c.Backend != "docker" {
-			return badInput("terminal.env %q in config.yaml: want local or docker", c.Backend)
-		}
-	}
-	req, err := c.request(g)
-	if err != nil {
-		return err
-	}
-	if g.RunnerURL != "" {
 		return c.remote(ctx, g, req)
 	}
 	mode := profile.Foreground
@@ -63,11 +49,14 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	defer e.Close()
-	if c.Backend == "docker" && req.Image == "" {
-		req.Image = e.Config.Terminal.DockerImage
-		if req.Image == "" {
-			return badInput("--backend docker needs --image (or terminal.docker_image in config.yaml)")
-		}
+	// The registry's default (terminal.env), so that a local job's --cwd
+	// is checked here.
+	if c.Backend, err = reg.ResolveBackend(c.Backend); err != nil {
+		return badInput("%v", err)
+	}
+	req, err := c.request(g)
+	if err != nil {
+		return err
 	}
 	if c.Background {
 		return c.background(ctx, g, reg, req)

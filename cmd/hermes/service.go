@@ -12,14 +12,6 @@ import (
 	"github.com/hermesrun/hermes/tracing"
 )
 
-// orEnv is v, or the environment variable key when v is empty.
-func orEnv(v, key string) string {
-	if v != "" {
-		return v
-	}
-	return os.Getenv(key)
-}
-
 // service opens what a process command talks to: the shared runner named
 // by --runner / HERMES_RUNNER_URL, or else this profile's registry. The
 // returned context carries the caller's session and the command's span;
