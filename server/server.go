@@ -332,12 +332,6 @@ func (s *Server) closeAll() error {
 	return s.tenants.close()
 }
 
-// Close releases the tenants of a server that was never served (tests).
-func (s *Server) Close() error {
-	s.drainOnce.Do(func() { close(s.drain) })
-	return s.closeAll()
-}
-
 // recovered turns a handler panic into a 500 and a log line with the stack.
 func (s *Server) recovered(w *recorder, r *http.Request) {
 	v := recover()

@@ -126,16 +126,10 @@ func Noop() *Provider {
 	return &Provider{tp: noop.NewTracerProvider()}
 }
 
-// NewWithExporter builds an enabled Provider that batches spans to exp,
-// regardless of the endpoint variables. The sampler and service name still
-// come from opts. It exists for tests (an in-memory exporter) and for
-// embedding hermes with a custom exporter.
-func NewWithExporter(exp sdktrace.SpanExporter, opts Options) (*Provider, error) {
-	return NewWithProcessor(sdktrace.NewBatchSpanProcessor(exp), opts)
-}
-
-// NewWithProcessor is NewWithExporter for a span processor, such as
-// tracetest.NewSpanRecorder() or a simple (synchronous) processor.
+// NewWithProcessor builds an enabled Provider that sends spans to sp (such
+// as tracetest.NewSpanRecorder(), or a batch processor around a custom
+// exporter), whatever the endpoint variables say. The sampler and service
+// name still come from opts.
 func NewWithProcessor(sp sdktrace.SpanProcessor, opts Options) (*Provider, error) {
 	get := envLookup(opts.Getenv)
 	sampler, err := samplerFromEnv(get)

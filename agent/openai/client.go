@@ -92,9 +92,6 @@ type Client struct {
 // Option configures a Client built by New.
 type Option func(*Client)
 
-// WithHTTPClient sets the HTTP client used for requests.
-func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.HTTP = h } }
-
 // WithMaxRetries sets how many times a failed call is retried (0: never).
 func WithMaxRetries(n int) Option { return func(c *Client) { c.MaxRetries = n } }
 

@@ -58,6 +58,21 @@ func notFound(id string) error {
 	return fmt.Errorf("%s: no such process in this profile and session", runner.Clip(id))
 }
 
+// onProcess runs command op on process id: it checks the id, opens the
+// service (this profile, or the runner), runs fn, and answers an id the
+// caller cannot see as the contract says.
+func onProcess(ctx context.Context, g *Globals, op, id string, fn func(context.Context, runner.Service) error) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	ctx, svc, done, err := service(ctx, g, op)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return answer(g, op, id, fn(ctx, svc))
+}
+
 // answer maps the error of op on id to the command's outcome: an id the
 // caller cannot see prints the contract's not_found answer (with --json)
 // and fails with one line; other errors pass through.
@@ -169,36 +184,35 @@ type LogCmd struct {
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
 }
 
+// Validate implements kong.Validatable.
+func (c *LogCmd) Validate() error {
+	if c.Limit < 0 {
+		return errors.New("--limit must not be negative")
+	}
+	return nil
+}
+
 // Run implements the command.
 func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
-	if err := checkID(c.ID); err != nil {
+	return onProcess(ctx, g, "log", c.ID, func(ctx context.Context, svc runner.Service) error {
+		if c.Follow {
+			return c.follow(ctx, g, svc)
+		}
+		res, err := svc.Log(ctx, c.ID, c.Offset, c.Limit)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, res)
+		}
+		_, err = fmt.Fprint(g.Stdout, res.Output)
 		return err
-	}
-	if c.Limit < 0 {
-		return badInput("--limit must not be negative")
-	}
-	ctx, svc, done, err := service(ctx, g, "log")
-	if err != nil {
-		return err
-	}
-	defer done()
-	if c.Follow {
-		return c.follow(ctx, g, svc)
-	}
-	res, err := svc.Log(ctx, c.ID, c.Offset, c.Limit)
-	if err != nil {
-		return answer(g, "log", c.ID, err)
-	}
-	if g.JSON {
-		return printJSON(g, res)
-	}
-	_, err = fmt.Fprint(g.Stdout, res.Output)
-	return err
+	})
 }
 
 // follow prints complete lines as they appear, then the rest at the end.
 func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) error {
-	err := runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
+	return runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
 		switch {
 		case ev.Final() && g.JSON:
 			return printJSON(g, map[string]any{"session_id": ev.ID, "status": ev.Status, "exit_code": ev.ExitCode})
@@ -211,7 +225,6 @@ func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) err
 			return err
 		}
 	})
-	return answer(g, "log", c.ID, err)
 }
 
 // PollCmd shows status.
@@ -221,23 +234,17 @@ type PollCmd struct {
 
 // Run implements the command.
 func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
-	if err := checkID(c.ID); err != nil {
+	return onProcess(ctx, g, "poll", c.ID, func(ctx context.Context, svc runner.Service) error {
+		res, err := svc.Poll(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, res)
+		}
+		_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.ID, res.Status, code(res.ExitCode), res.OutputTail)
 		return err
-	}
-	ctx, svc, done, err := service(ctx, g, "poll")
-	if err != nil {
-		return err
-	}
-	defer done()
-	res, err := svc.Poll(ctx, c.ID)
-	if err != nil {
-		return answer(g, "poll", c.ID, err)
-	}
-	if g.JSON {
-		return printJSON(g, res)
-	}
-	_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n%s", res.ID, res.Status, code(res.ExitCode), res.OutputTail)
-	return err
+	})
 }
 
 // WaitCmd waits for the end.
@@ -246,54 +253,54 @@ type WaitCmd struct {
 	Timeout *time.Duration `help:"Give up after this long (e.g. 30s, 5m); 0 does not wait: it reports the status now (exit 124 if still running). Default: wait as long as it takes."`
 }
 
-// Run implements the command.
-func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
-	if err := checkID(c.ID); err != nil {
-		return err
-	}
+// Validate implements kong.Validatable.
+func (c *WaitCmd) Validate() error {
 	if c.Timeout != nil && *c.Timeout < 0 {
-		return badInput("--timeout must not be negative")
-	}
-	ctx, svc, done, err := service(ctx, g, "wait")
-	if err != nil {
-		return err
-	}
-	defer done()
-	if c.Timeout != nil && *c.Timeout == 0 {
-		// Do not wait: a poll that leaves the completion alone unless the
-		// process has already ended (then its final log counts as read).
-		pr, err := svc.Poll(ctx, c.ID)
-		if err != nil {
-			return answer(g, "wait", c.ID, err)
-		}
-		if pr.Status == receipts.StatusRunning {
-			return c.stillRunning(g, pr.ID, 0)
-		}
-	}
-	wctx := ctx
-	if c.Timeout != nil && *c.Timeout > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, *c.Timeout)
-		defer cancel()
-	}
-	res, err := svc.Wait(wctx, c.ID)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return c.stillRunning(g, c.ID, *c.Timeout)
-	}
-	if err != nil {
-		return answer(g, "wait", c.ID, err)
-	}
-	if g.JSON {
-		if err := printJSON(g, res); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", res.ID, res.Status, code(res.ExitCode))
-	}
-	if res.ExitCode != nil && *res.ExitCode != 0 {
-		return exitError{exitStatus(*res.ExitCode)}
+		return errors.New("--timeout must not be negative")
 	}
 	return nil
+}
+
+// Run implements the command.
+func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
+	return onProcess(ctx, g, "wait", c.ID, func(ctx context.Context, svc runner.Service) error {
+		if c.Timeout != nil && *c.Timeout == 0 {
+			// Do not wait: a poll that leaves the completion alone unless
+			// the process has already ended (then its final log counts as
+			// read).
+			pr, err := svc.Poll(ctx, c.ID)
+			if err != nil {
+				return err
+			}
+			if pr.Status == receipts.StatusRunning {
+				return c.stillRunning(g, pr.ID, 0)
+			}
+		}
+		wctx := ctx
+		if c.Timeout != nil && *c.Timeout > 0 {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, *c.Timeout)
+			defer cancel()
+		}
+		res, err := svc.Wait(wctx, c.ID)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return c.stillRunning(g, c.ID, *c.Timeout)
+		}
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			if err := printJSON(g, res); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", res.ID, res.Status, code(res.ExitCode))
+		}
+		if res.ExitCode != nil && *res.ExitCode != 0 {
+			return exitError{exitStatus(*res.ExitCode)}
+		}
+		return nil
+	})
 }
 
 // stillRunning reports a wait that ended before the process: exit 124,
@@ -321,23 +328,17 @@ type KillCmd struct {
 
 // Run implements the command.
 func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
-	if err := checkID(c.ID); err != nil {
+	return onProcess(ctx, g, "kill", c.ID, func(ctx context.Context, svc runner.Service) error {
+		info, err := svc.Kill(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, info)
+		}
+		_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
 		return err
-	}
-	ctx, svc, done, err := service(ctx, g, "kill")
-	if err != nil {
-		return err
-	}
-	defer done()
-	info, err := svc.Kill(ctx, c.ID)
-	if err != nil {
-		return answer(g, "kill", c.ID, err)
-	}
-	if g.JSON {
-		return printJSON(g, info)
-	}
-	fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
-	return nil
+	})
 }
 
 // maxStdinCopy bounds what `hermes write` copies from its own stdin.
@@ -360,44 +361,35 @@ type WriteCmd struct {
 
 // Run implements the command.
 func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
-	if err := checkID(c.ID); err != nil {
-		return err
-	}
-	ctx, svc, done, err := service(ctx, g, "write")
-	if err != nil {
-		return err
-	}
-	defer done()
-	data := []byte(c.Data)
-	if c.Data == "" && !isTerminal(os.Stdin) {
-		if data, err = io.ReadAll(io.LimitReader(os.Stdin, maxStdinCopy+1)); err != nil {
-			return fmt.Errorf("read stdin: %w", err)
-		}
-		if len(data) > maxStdinCopy {
-			return badInput("stdin holds more than %d bytes; write it in parts", maxStdinCopy)
-		}
-	}
-	if c.Submit {
-		data = append(data, '\n')
-	}
-	n := len(data)
-	if len(data) > 0 {
-		if err := svc.Write(ctx, c.ID, data); err != nil {
-			if errors.Is(err, runner.ErrNotFound) {
-				return notFound(c.ID)
+	return onProcess(ctx, g, "write", c.ID, func(ctx context.Context, svc runner.Service) error {
+		data := []byte(c.Data)
+		if c.Data == "" && !isTerminal(os.Stdin) {
+			var err error
+			if data, err = io.ReadAll(io.LimitReader(os.Stdin, maxStdinCopy+1)); err != nil {
+				return fmt.Errorf("read stdin: %w", err)
 			}
-			return err
+			if len(data) > maxStdinCopy {
+				return badInput("stdin holds more than %d bytes; write it in parts", maxStdinCopy)
+			}
 		}
-	}
-	if c.EOF {
-		if err := svc.CloseStdin(ctx, c.ID); err != nil {
-			return err
+		if c.Submit {
+			data = append(data, '\n')
 		}
-	}
-	if g.JSON {
-		return printJSON(g, &runner.WriteResult{ID: c.ID, Status: "ok", BytesWritten: n, StdinClosed: c.EOF})
-	}
-	return nil
+		if len(data) > 0 {
+			if err := svc.Write(ctx, c.ID, data); err != nil {
+				return err
+			}
+		}
+		if c.EOF {
+			if err := svc.CloseStdin(ctx, c.ID); err != nil {
+				return err
+			}
+		}
+		if g.JSON {
+			return printJSON(g, &runner.WriteResult{ID: c.ID, Status: "ok", BytesWritten: len(data), StdinClosed: c.EOF})
+		}
+		return nil
+	})
 }
 
 // ShimCmd is the detached supervisor's entry point.

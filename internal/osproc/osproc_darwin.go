@@ -50,7 +50,3 @@ const SubreaperSupported = false
 // WaitExitedNoReap is not available on macOS (no waitid WNOWAIT in the
 // portable surface); it returns at once and the caller reaps as usual.
 func WaitExitedNoReap(int) error { return errors.ErrUnsupported }
-
-// SetParentDeathSignal is not available on macOS; supervisors poll their
-// parent pid instead.
-func SetParentDeathSignal(syscall.Signal) error { return errors.ErrUnsupported }

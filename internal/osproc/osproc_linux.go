@@ -100,9 +100,3 @@ func WaitExitedNoReap(pid int) error {
 		return err
 	}
 }
-
-// SetParentDeathSignal asks the kernel to send sig to the calling process
-// when its parent dies.
-func SetParentDeathSignal(sig syscall.Signal) error {
-	return unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sig), 0, 0, 0)
-}

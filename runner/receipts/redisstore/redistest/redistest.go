@@ -148,9 +148,6 @@ func (s *Server) Resume() {
 	}
 }
 
-// Log is what the server printed since its last start.
-func (s *Server) Log() string { return s.log.String() }
-
 func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
