@@ -1,0 +1,304 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/outbuf"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/redact"
+)
+
+// Get returns what is known of one process, live or retained.
+func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc != nil {
+		return f.proc.answer(), nil
+	}
+	return infoFromReceipt(f.receipt), nil
+}
+
+// Receipt returns the receipt of a finished process visible to the caller.
+func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc != nil {
+		if rec := f.proc.finalReceipt(); rec != nil {
+			return rec, nil
+		}
+		return nil, fmt.Errorf("%s %w", f.proc.spec.ID, ErrRunning)
+	}
+	return f.receipt, nil
+}
+
+// ListOptions narrow List.
+type ListOptions struct {
+	// Retained adds receipts of processes that ended elsewhere or earlier.
+	Retained   bool
+	TaskID     string
+	SessionKey string
+}
+
+// List returns the processes visible to the caller: live ones (this
+// registry's and those running elsewhere) and, when asked, retained ones.
+func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
+	scope, err := r.scope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f := receipts.Filter{TaskID: o.TaskID, SessionKey: o.SessionKey}
+	match := func(m Meta) bool {
+		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
+	}
+	var out []*Info
+	seen := make(map[string]bool)
+	r.mu.Lock()
+	for id, p := range r.procs {
+		// An ended process is a retained receipt, listed only when asked
+		// for, as a fresh reader of the store would see it.
+		if match(p.spec.Meta) && (o.Retained || !p.isDone()) {
+			seen[id] = true
+			out = append(out, p.answer())
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range r.liveElsewhere(ctx) {
+		if seen[l.ID] || !match(l.Meta) {
+			continue
+		}
+		seen[l.ID] = true
+		if l.Lost {
+			if p, err := r.attach(ctx, l); err == nil {
+				out = append(out, p.info())
+			}
+			continue
+		}
+		out = append(out, infoFromLive(l))
+	}
+	if o.Retained {
+		recs, err := r.opts.Store.List(ctx, scope, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, rec := range recs {
+			if !seen[rec.ID] {
+				out = append(out, infoFromReceipt(rec))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *Info) int {
+		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// PollResult is the answer to poll: status without consuming the result.
+type PollResult struct {
+	ID         string `json:"session_id"`
+	Status     string `json:"status"`
+	ExitCode   *int   `json:"exit_code"`
+	OutputTail string `json:"output_tail"`
+	Command    string `json:"command,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Poll reports status and the output tail. It never marks a completion as
+// seen.
+func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out, info := r.output(ctx, f)
+	res := &PollResult{
+		ID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
+		OutputTail: receipts.TailChars(out, DefaultTailChars), Command: info.Command, PID: info.PID,
+		Error: info.Error,
+	}
+	if f.proc != nil {
+		if err := f.proc.pendingStoreErr(); err != nil {
+			res.Error = "its end is not readable yet (receipt store: " + err.Error() + ")"
+		}
+	}
+	return res, nil
+}
+
+// LogResult is the answer to log.
+type LogResult struct {
+	ID              string `json:"session_id"`
+	Status          string `json:"status"`
+	Output          string `json:"output"`
+	ExitCode        *int   `json:"exit_code"`
+	TotalLines      int    `json:"total_lines"`
+	Offset          int    `json:"offset"`
+	OutputTruncated bool   `json:"output_truncated"`
+}
+
+// Log returns lines [offset, offset+limit) of the output (limit <= 0: all;
+// a negative offset counts from the end). Reading the log of a finished
+// process marks its completion as seen.
+func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out, info := r.output(ctx, f)
+	if f.proc != nil && info.Status != receipts.StatusRunning {
+		f.proc.markSeen()
+	}
+	text, total := outbuf.Lines(out, offset, limit)
+	return &LogResult{
+		ID: info.ID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
+		TotalLines: total, Offset: offset, OutputTruncated: info.OutputTruncated,
+	}, nil
+}
+
+// output returns the current output and info of what lookup found.
+func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
+	if f.receipt != nil {
+		return f.receipt.Output, infoFromReceipt(f.receipt)
+	}
+	p := f.proc
+	if rec := p.finalReceipt(); rec != nil {
+		return rec.Output, p.info()
+	}
+	var out string
+	switch {
+	case p.buf != nil:
+		out, _ = p.buf.String()
+	case p.supervised:
+		s, _, err := p.handle.Snapshot(ctx)
+		if err != nil {
+			r.log.Debug("snapshot", "id", p.spec.ID, "err", err)
+		}
+		out = s
+	}
+	if r.opts.RedactLive {
+		out = redact.String(out)
+	}
+	return receipts.TailChars(out, r.opts.MaxOutputChars), p.info()
+}
+
+// Wait blocks until the process ends (or ctx is done) and returns its final
+// log. It marks the completion as seen.
+func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc != nil {
+		select {
+		case <-f.proc.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait %s: %w", f.proc.spec.ID, ctx.Err())
+		}
+	}
+	return r.Log(ctx, id, 0, 0)
+}
+
+// Kill ends the process's whole group (SIGTERM, then SIGKILL after the
+// grace period) and waits, up to ctx, for its end to be recorded.
+func (r *Registry) Kill(ctx context.Context, id string) (*Info, error) {
+	return r.KillWithGrace(ctx, id, r.opts.KillGrace)
+}
+
+// KillWithGrace is Kill with grace instead of Options.KillGrace between
+// SIGTERM and SIGKILL (a supervisor passing on its launcher's grace).
+func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Duration) (*Info, error) {
+	if grace <= 0 {
+		grace = r.opts.KillGrace
+	}
+	ctx, cancel := context.WithTimeout(ctx, KillBudget-DefaultKillGrace+grace)
+	defer cancel()
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.receipt != nil {
+		return infoFromReceipt(f.receipt), nil
+	}
+	p := f.proc
+	if p.isDone() {
+		// Killing what has ended changes nothing: its record is the answer.
+		return p.answer(), nil
+	}
+	p.mu.Lock()
+	p.killed = true
+	p.mu.Unlock()
+	r.terminate(ctx, p, grace)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return p.info(), fmt.Errorf("kill %s: its end was not confirmed (supervisor not responding?): %w", p.spec.ID, ctx.Err())
+	}
+	return p.info(), nil
+}
+
+// Signal sends sig to the process's whole group. A process that then dies
+// is recorded as killed.
+func (r *Registry) Signal(ctx context.Context, id string, sig syscall.Signal) error {
+	p, err := r.liveProc(ctx, id)
+	if err != nil {
+		return err
+	}
+	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
+		p.mu.Lock()
+		p.killed = true
+		p.mu.Unlock()
+	}
+	return p.handle.Signal(ctx, sig)
+}
+
+// Write sends data to the process's stdin. Writing nothing only checks
+// that the process still runs.
+func (r *Registry) Write(ctx context.Context, id string, data []byte) error {
+	p, err := r.liveProc(ctx, id)
+	if err != nil || len(data) == 0 {
+		return err
+	}
+	return p.handle.Write(ctx, data)
+}
+
+// CloseStdin closes the process's stdin.
+func (r *Registry) CloseStdin(ctx context.Context, id string) error {
+	p, err := r.liveProc(ctx, id)
+	if err != nil {
+		return err
+	}
+	return p.handle.CloseStdin(ctx)
+}
+
+func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
+	f, err := r.lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if f.proc == nil || f.proc.isDone() {
+		return nil, fmt.Errorf("%s: %w", id, ErrFinished)
+	}
+	return f.proc, nil
+}
+
+// Done returns a channel closed when the process id (of this registry)
+// has ended and its receipt is recorded, or nil for an unknown id.
+func (r *Registry) Done(id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[id]; p != nil {
+		return p.done
+	}
+	return nil
+}

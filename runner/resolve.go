@@ -1,0 +1,245 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// scope is the receipt scope of the session carried by ctx.
+func (r *Registry) scope(ctx context.Context) (receipts.Scope, error) {
+	reader := sessions.Current(ctx)
+	if r.opts.Sessions == nil {
+		if reader == "" {
+			return receipts.Anonymous(), nil
+		}
+		return receipts.Scope{Owners: []string{reader}}, nil
+	}
+	return sessions.Scope(ctx, r.opts.Sessions, reader)
+}
+
+// found is what a lookup resolved to: a live process, or a receipt.
+type found struct {
+	proc    *Process
+	receipt *receipts.Receipt
+}
+
+// lookup resolves idOrPrefix among live processes visible to the caller
+// (this registry's, then those Attacher backends find elsewhere) and then
+// the store. An ambiguous prefix resolves to nothing.
+func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error) {
+	if !receipts.IsPrefix(idOrPrefix) {
+		return found{}, fmt.Errorf("%w: %q (want proc_ and at least 4 hex digits)", receipts.ErrInvalidID, idOrPrefix)
+	}
+	scope, err := r.scope(ctx)
+	if err != nil {
+		return found{}, err
+	}
+	if receipts.IsID(idOrPrefix) {
+		return r.lookupID(ctx, idOrPrefix, scope)
+	}
+	var procs []*Process
+	r.mu.Lock()
+	for id, p := range r.procs {
+		if strings.HasPrefix(id, idOrPrefix) && scope.Allows(p.spec.Meta.ParentSessionID) {
+			procs = append(procs, p)
+		}
+	}
+	r.mu.Unlock()
+	seen := make(map[string]bool)
+	for _, p := range procs {
+		seen[p.spec.ID] = true
+	}
+	var live []Live
+	for _, l := range r.liveElsewhere(ctx) {
+		if strings.HasPrefix(l.ID, idOrPrefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
+			seen[l.ID] = true
+			live = append(live, l)
+		}
+	}
+	if len(procs)+len(live) > 1 {
+		return found{}, ErrNotFound
+	}
+	if len(procs) == 1 {
+		return found{proc: procs[0]}, nil
+	}
+	if len(live) == 1 {
+		p, err := r.attach(ctx, live[0])
+		if err == nil {
+			return found{proc: p}, nil
+		}
+		if !errors.Is(err, ErrNoProcess) {
+			return found{}, err
+		}
+		// It ended between List and Attach: its receipt is the answer.
+	}
+	rec, err := r.opts.Store.Get(ctx, idOrPrefix, scope)
+	if errors.Is(err, receipts.ErrNotFound) {
+		return found{}, ErrNotFound
+	}
+	if err != nil {
+		return found{}, err
+	}
+	if len(live) == 1 && rec.ID != live[0].ID {
+		return found{}, ErrNotFound
+	}
+	r.mu.Lock()
+	p := r.procs[rec.ID]
+	r.mu.Unlock()
+	if p != nil {
+		return found{proc: p}, nil
+	}
+	return found{receipt: rec}, nil
+}
+
+// lookupID resolves a complete id without listing every live process:
+// memory, then each Recover backend's Peek, then the store.
+func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope) (found, error) {
+	r.mu.Lock()
+	p := r.procs[id]
+	r.mu.Unlock()
+	if p != nil {
+		if !scope.Allows(p.spec.Meta.ParentSessionID) {
+			return found{}, ErrNotFound
+		}
+		return found{proc: p}, nil
+	}
+	for _, b := range r.opts.Backends {
+		if !b.Capabilities().Recover {
+			continue
+		}
+		l, err := b.Peek(ctx, id)
+		if errors.Is(err, ErrNoProcess) {
+			continue
+		}
+		if err != nil {
+			r.log.Warn("peek live process", "backend", b.Name(), "err", err)
+			continue
+		}
+		if !scope.Allows(l.Meta.ParentSessionID) {
+			return found{}, ErrNotFound
+		}
+		p, err := r.attach(ctx, l)
+		if err == nil {
+			return found{proc: p}, nil
+		}
+		if !errors.Is(err, ErrNoProcess) {
+			return found{}, err
+		}
+		break // it ended meanwhile: the store has it
+	}
+	rec, err := r.opts.Store.Get(ctx, id, scope)
+	if errors.Is(err, receipts.ErrNotFound) {
+		return found{}, ErrNotFound
+	}
+	if err != nil {
+		return found{}, err
+	}
+	return found{receipt: rec}, nil
+}
+
+// attach adopts a process running outside this registry.
+func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
+	for _, b := range r.opts.Backends {
+		caps := b.Capabilities()
+		if !caps.Recover {
+			continue
+		}
+		h, l2, err := b.Attach(ctx, l.ID)
+		if errors.Is(err, ErrNoProcess) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		if p := r.procs[l.ID]; p != nil { // a concurrent lookup won
+			r.mu.Unlock()
+			return p, nil
+		}
+		r.mu.Unlock()
+		spec := Spec{ID: l2.ID, Command: l2.Command, Cwd: l2.Cwd, Image: l2.Image, Timeout: l2.Timeout, Meta: l2.Meta}
+		p := newProcess(spec, l2.Backend)
+		r.track(p, h, caps, nil)
+		if l2.Lost {
+			// Recording the loss takes a moment; answer with the outcome.
+			select {
+			case <-p.done:
+			case <-time.After(2 * time.Second):
+			case <-ctx.Done():
+			}
+		}
+		return p, nil
+	}
+	return nil, ErrNoProcess
+}
+
+// Adopt starts supervising the live process id (an exact id) found by an
+// Attacher backend, whoever owns it, and returns a channel closed once its
+// end is recorded. It is for supervisors acting on the owner's behalf
+// (hermes watch), so it applies no session scope.
+func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error) {
+	if !receipts.IsID(id) {
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
+	}
+	if done := r.Done(id); done != nil {
+		return done, nil
+	}
+	for _, l := range r.liveElsewhere(ctx) {
+		if l.ID == id {
+			p, err := r.attach(ctx, l)
+			if err != nil {
+				return nil, err
+			}
+			return p.done, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// Recover adopts every process that the Recover backends find running
+// outside this registry (started before a restart, or by another hermes
+// process of the profile), whoever owns it, and returns the ids of those
+// still running: their ends are then observed and recorded here. A backend
+// that cannot answer is logged and skipped. It is for long-lived owners of
+// a profile (hermes serve), so it applies no session scope.
+func (r *Registry) Recover(ctx context.Context) []string {
+	var running []string
+	for _, l := range r.liveElsewhere(ctx) {
+		p, err := r.attach(ctx, l)
+		if err != nil {
+			if !errors.Is(err, ErrNoProcess) {
+				r.log.Warn("recover", "id", l.ID, "err", err)
+			}
+			continue
+		}
+		if !p.isDone() {
+			running = append(running, p.spec.ID)
+		}
+	}
+	return running
+}
+
+// liveElsewhere lists the processes that Attacher backends find running
+// outside this registry. A backend that cannot answer is logged and
+// skipped: one unreachable engine must not hide every other process.
+func (r *Registry) liveElsewhere(ctx context.Context) []Live {
+	var out []Live
+	for _, b := range r.opts.Backends {
+		if !b.Capabilities().Recover {
+			continue
+		}
+		list, err := b.List(ctx)
+		if err != nil {
+			r.log.Warn("list live processes", "backend", b.Name(), "err", err)
+			continue
+		}
+		out = append(out, list...)
+	}
+	return out
+}

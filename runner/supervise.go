@@ -1,0 +1,371 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/outbuf"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/tracing"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// StartRequest asks for one process.
+type StartRequest struct {
+	// ID, when set, is used instead of a fresh one (a shim starting the
+	// process its launcher already named).
+	ID      string
+	Command string
+	// Backend names the backend; empty means the default.
+	Backend string
+	Image   string
+	Cwd     string
+	Env     []string
+	Timeout time.Duration
+	Stdin   bool
+	// Owner says whose process it is. Its ParentSessionID empty means
+	// the session carried by the context (sessions.WithCurrent);
+	// NotifyOnComplete queues a completion for the owner at the end.
+	receipts.Owner
+	// Trace names the process span when the caller allocated it (see
+	// package tracing); empty means the registry allocates one under the
+	// span in ctx.
+	receipts.Trace
+	// StartedAt overrides the start time (a shim reporting its launcher's).
+	StartedAt time.Time
+	// Tee also receives the output as it arrives (foreground runs).
+	Tee io.Writer
+}
+
+// Start launches a process and returns its start receipt. A process that
+// the backend could not start is recorded with status failed_to_start and
+// returned together with the error.
+func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
+	}
+	b, err := r.backend(req.Backend)
+	if err != nil {
+		return nil, err
+	}
+	if b.Capabilities().Images && req.Image == "" {
+		if req.Image = r.opts.DefaultImage; req.Image == "" {
+			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or terminal.docker_image in config.yaml)", ErrInvalid, b.Name())
+		}
+	}
+	if req.ID == "" {
+		req.ID = NewID()
+	} else if !receipts.IsID(req.ID) {
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
+	}
+	if req.ParentSessionID == "" {
+		req.ParentSessionID = sessions.Current(ctx)
+	}
+	if req.StartedAt.IsZero() {
+		req.StartedAt = time.Now()
+	}
+	if req.TraceID == "" {
+		ids := r.processSpanIDs(ctx)
+		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
+		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
+	}
+	spec := Spec{
+		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
+		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
+		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()},
+	}
+	p := newProcess(spec, b.Name())
+	caps := b.Capabilities()
+	tee := req.Tee
+	if caps.Foreground {
+		// Its supervisor tees the output and ends the job with us.
+		spec.Tee, tee = tee, nil
+	}
+	h, err := b.Start(ctx, spec)
+	if err != nil {
+		p.errMsg = err.Error()
+		p.failed = true
+		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
+		return p.info(), fmt.Errorf("start %s: %w", req.ID, err)
+	}
+	r.track(p, h, caps, tee)
+	return p.info(), nil
+}
+
+// ResolveBackend names the backend a request naming name (empty: the
+// default) would start on, or says why none.
+func (r *Registry) ResolveBackend(name string) (string, error) {
+	b, err := r.backend(name)
+	if err != nil {
+		return "", err
+	}
+	return b.Name(), nil
+}
+
+func (r *Registry) backend(name string) (Backend, error) {
+	what := "backend"
+	if name == "" {
+		if r.opts.DefaultBackend == "" {
+			return r.opts.Backends[0], nil
+		}
+		name, what = r.opts.DefaultBackend, "default backend (terminal.env)"
+	}
+	b, ok := r.backends[name]
+	if !ok {
+		names := make([]string, 0, len(r.opts.Backends))
+		for _, b := range r.opts.Backends {
+			names = append(names, b.Name())
+		}
+		return nil, fmt.Errorf("%w: %s %q is not available here (available: %s)", ErrInvalid, what, Clip(name), strings.Join(names, ", "))
+	}
+	return b, nil
+}
+
+// track registers a live handle and supervises it until it ends.
+func (r *Registry) track(p *Process, h Handle, caps Capabilities, tee io.Writer) {
+	p.handle = h
+	p.pid, p.ref = h.PID(), h.Ref()
+	if caps.Supervised {
+		p.supervised = true
+	} else {
+		// The margin keeps whole any secret the bound would cut in two:
+		// redaction runs on the wider window, the cut comes after it.
+		p.buf = outbuf.New(r.opts.MaxOutputChars + RedactMargin)
+	}
+	r.mu.Lock()
+	r.procs[p.spec.ID] = p
+	r.mu.Unlock()
+	r.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID})
+	go r.supervise(p, tee)
+}
+
+func (r *Registry) supervise(p *Process, tee io.Writer) {
+	ctx := context.Background()
+	pumped := make(chan struct{})
+	if out := p.handle.Output(); out != nil && p.buf != nil {
+		w := io.Writer(p.buf)
+		writers := []io.Writer{p.buf}
+		if r.opts.SpillDir != "" {
+			spill := &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
+			// Closed (held output written on) before the end is recorded,
+			// so that the log is complete until the receipt replaces it.
+			defer spill.Close()
+			p.closeSpill = spill.Close
+			writers = append(writers, spill)
+		}
+		if tee != nil {
+			writers = append(writers, &tolerantWriter{w: tee})
+		}
+		if len(writers) > 1 {
+			w = io.MultiWriter(writers...)
+		}
+		go func() {
+			defer close(pumped)
+			if _, err := pump(w, out); err != nil {
+				r.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
+			}
+		}()
+	} else {
+		close(pumped)
+	}
+	if !p.supervised && p.spec.Timeout > 0 {
+		remaining := time.Until(p.spec.Meta.StartedAt.Add(p.spec.Timeout))
+		t := time.AfterFunc(max(remaining, 0), func() {
+			p.mu.Lock()
+			p.timedOut = true
+			p.mu.Unlock()
+			r.terminate(ctx, p, r.opts.KillGrace)
+		})
+		defer t.Stop()
+	}
+	exit, err := p.handle.Wait(ctx)
+	// The output normally ends with the process; a stream that does not
+	// (a container that never started, an engine gone mid-stream) must not
+	// hold the receipt back.
+	grace := outputDrainAfterExit
+	if err != nil {
+		grace = outputDrainAfterLoss
+	}
+	select {
+	case <-pumped:
+	case <-time.After(grace):
+		r.log.Warn("output still open after the end; recording without the rest", "id", p.spec.ID)
+	}
+	r.finish(ctx, p, exit, err)
+}
+
+// terminate ends p's whole process tree: SIGTERM, then SIGKILL after the
+// grace period (the backend's Kill, or its supervisor's).
+func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duration) {
+	if err := p.handle.Kill(ctx, grace); err != nil {
+		r.log.Warn("kill", "id", p.spec.ID, "err", err)
+	}
+}
+
+// finish records the end of p: its receipt (written once, whoever observes
+// the end first), its completion, and its in-memory final state. What the
+// backend observed is what is recorded: a store that fails is retried, and
+// never turns an exit into another status.
+func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr error) {
+	if exit.FinishedAt.IsZero() {
+		exit.FinishedAt = time.Now()
+	}
+	if p.closeSpill != nil {
+		_ = p.closeSpill()
+	}
+	// Sanitized now, not only in the store: the in-memory copy feeds
+	// listings and the completion an agent sends to its model.
+	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
+	recorded := false
+	if p.supervised && waitErr == nil {
+		// The shim wrote the receipt before it exited; read it back.
+		stored, err := r.readBack(ctx, p)
+		if err == nil {
+			rec, recorded = stored, true
+		} else {
+			rec.Status, rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
+			rec.ExitCode = -1
+			waitErr = ErrLost
+		}
+	}
+	if p.supervised && waitErr != nil {
+		// Keep what the job printed before its supervisor vanished.
+		if out, trunc, err := p.handle.Snapshot(ctx); err == nil && out != "" {
+			rec.Output, rec.OutputTruncated = out, trunc
+			rec = receipts.Sanitize(rec)
+		}
+	}
+	if !recorded {
+		if stored, err := r.record(ctx, rec); err == nil {
+			rec, recorded = stored, true
+		} else {
+			// The true end stays in memory (answers from here are right)
+			// and the write is retried until the store takes it.
+			r.log.Error("receipt not written; retrying", "id", p.spec.ID, "err", err)
+			go r.retryRecord(p, rec)
+		}
+	}
+	if recorded {
+		if !p.supervised || waitErr != nil {
+			removeSpill(r.opts.SpillDir, p.spec.ID)
+		}
+		close(p.recorded)
+	}
+	if p.handle != nil {
+		if err := p.handle.Release(ctx); err != nil {
+			r.log.Warn("release", "id", p.spec.ID, "err", err)
+		}
+	}
+	p.mu.Lock()
+	p.receipt = rec
+	p.mu.Unlock()
+	// The end is an event before the process counts as done: the
+	// completion queue (a subscriber) then holds its completion by the
+	// time an owner no longer finds it in OwnedRunning.
+	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec})
+	close(p.done)
+	if r.opts.ForgetAfter > 0 {
+		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
+	}
+}
+
+// record writes rec if no receipt of its process exists yet and returns
+// the receipt that is stored: rec, or the one another observer wrote.
+func (r *Registry) record(ctx context.Context, rec *receipts.Receipt) (*receipts.Receipt, error) {
+	err := r.opts.Store.Create(ctx, rec)
+	if err == nil {
+		// Whoever records the receipt records the span: once.
+		r.recordSpan(ctx, rec)
+		return rec, nil
+	}
+	if !errors.Is(err, receipts.ErrExists) {
+		return nil, err
+	}
+	stored, gerr := r.opts.Store.Get(ctx, rec.ID, receipts.Scope{Owners: []string{rec.ParentSessionID}})
+	if gerr != nil {
+		return rec, nil //nolint:nilerr // it is stored; ours is as good a copy
+	}
+	return stored, nil
+}
+
+// Backoff of the store retries.
+const (
+	retryFirst = 50 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// readBack reads the receipt a supervisor wrote. Only "not found" means
+// there is none: any other error is the store's, retried (with backoff, as
+// long as ctx lasts) rather than taken for an answer.
+func (r *Registry) readBack(ctx context.Context, p *Process) (*receipts.Receipt, error) {
+	owner := receipts.Scope{Owners: []string{p.spec.Meta.ParentSessionID}}
+	delay := retryFirst
+	for {
+		stored, err := r.opts.Store.Get(ctx, p.spec.ID, owner)
+		if err == nil || errors.Is(err, receipts.ErrNotFound) {
+			return stored, err
+		}
+		r.log.Warn("receipt not readable; retrying", "id", p.spec.ID, "err", err)
+		p.setStoreErr(err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// retryRecord writes rec until the store takes it (or the registry is
+// closed), then marks p recorded.
+func (r *Registry) retryRecord(p *Process, rec *receipts.Receipt) {
+	delay := retryFirst
+	for {
+		select {
+		case <-r.closed:
+			return
+		case <-time.After(delay):
+		}
+		stored, err := r.record(context.Background(), rec)
+		if err == nil {
+			p.mu.Lock()
+			p.receipt = stored
+			p.mu.Unlock()
+			removeSpill(r.opts.SpillDir, p.spec.ID)
+			close(p.recorded)
+			r.log.Info("receipt written after retries", "id", p.spec.ID)
+			return
+		}
+		delay = min(2*delay, retryMax)
+	}
+}
+
+// Recorded returns a channel closed once the receipt of process id (of
+// this registry) is in the store, or nil for an unknown id. A supervisor
+// must not exit before: its receipt is the only record of the end.
+func (r *Registry) Recorded(id string) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[id]; p != nil {
+		return p.recorded
+	}
+	return nil
+}
+
+// forget drops a finished process and any completion of it still queued;
+// its receipt stays in the store.
+func (r *Registry) forget(p *Process) {
+	r.mu.Lock()
+	if r.procs[p.spec.ID] == p {
+		delete(r.procs, p.spec.ID)
+	}
+	r.mu.Unlock()
+	r.completions.drop(p.spec.ID)
+}
