@@ -99,6 +99,8 @@ type Backend interface {
 	// handle.
 	Peek(ctx context.Context, id string) (Live, error)
 	// Attach returns a handle on the running process id, or ErrNoProcess.
+	// The handle is passive until Wait or Output: a reader that only takes
+	// a Snapshot starts no background work.
 	Attach(ctx context.Context, id string) (Handle, Live, error)
 }
 
@@ -129,9 +131,10 @@ type Handle interface {
 	// the process and everything holding its output have gone. It is nil
 	// when the backend is Supervised: output then lives with the supervisor.
 	Output() io.Reader
-	// Snapshot returns the supervisor's current output and whether it was
-	// cut. Only handles of a Supervised backend have one; the others return
-	// ErrNotSupported.
+	// Snapshot returns the output so far and whether it was cut, without
+	// consuming Output: how a reader looks at a process it does not
+	// supervise. Handles of Supervised or Recover backends have one; the
+	// others return ErrNotSupported.
 	Snapshot(ctx context.Context) (output string, truncated bool, err error)
 	// Wait blocks until the process ends.
 	Wait(ctx context.Context) (Exit, error)

@@ -250,6 +250,17 @@ func infoOf(rec *receipts.Receipt, retained bool) *Info {
 
 func infoFromReceipt(rec *receipts.Receipt) *Info { return infoOf(rec, true) }
 
+// infoOfLive is the view of a process running elsewhere, through a handle
+// on it.
+func infoOfLive(l Live, h Handle) *Info {
+	rec := recordOf(Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Meta: l.Meta}, l.Backend)
+	rec.PID = h.PID()
+	if l.Backend != "local" {
+		rec.ContainerID = h.Ref()
+	}
+	return infoOf(rec, false)
+}
+
 // infoFromLive is the view of a process running elsewhere; its pid and
 // container are known only once attached.
 func infoFromLive(l Live) *Info {

@@ -15,19 +15,22 @@ import (
 
 // Get returns what is known of one process, live or retained.
 func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
-	if f.proc != nil {
+	switch {
+	case f.proc != nil:
 		return f.proc.answer(), nil
+	case f.live != nil:
+		return infoOfLive(*f.live, f.handle), nil
 	}
 	return infoFromReceipt(f.receipt), nil
 }
 
 // Receipt returns the receipt of a finished process visible to the caller.
 func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, error) {
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
@@ -36,6 +39,9 @@ func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, e
 			return rec, nil
 		}
 		return nil, fmt.Errorf("%s %w", f.proc.spec.ID, ErrRunning)
+	}
+	if f.live != nil {
+		return nil, fmt.Errorf("%s %w", f.live.ID, ErrRunning)
 	}
 	return f.receipt, nil
 }
@@ -118,7 +124,7 @@ type PollResult struct {
 // Poll reports status and the output tail. It never marks a completion as
 // seen.
 func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +157,7 @@ type LogResult struct {
 // a negative offset counts from the end). Reading the log of a finished
 // process marks its completion as seen.
 func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
@@ -170,6 +176,16 @@ func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogR
 func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 	if f.receipt != nil {
 		return f.receipt.Output, infoFromReceipt(f.receipt)
+	}
+	if f.live != nil {
+		out, _, err := f.handle.Snapshot(ctx)
+		if err != nil {
+			r.log.Debug("snapshot", "id", f.live.ID, "err", err)
+		}
+		if r.opts.RedactLive {
+			out = redact.String(out)
+		}
+		return receipts.TailChars(out, r.opts.MaxOutputChars), infoOfLive(*f.live, f.handle)
 	}
 	p := f.proc
 	if rec := p.finalReceipt(); rec != nil {
@@ -195,7 +211,7 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 // Wait blocks until the process ends (or ctx is done) and returns its final
 // log. It marks the completion as seen.
 func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +239,7 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	}
 	ctx, cancel := context.WithTimeout(ctx, KillBudget-DefaultKillGrace+grace)
 	defer cancel()
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +298,7 @@ func (r *Registry) CloseStdin(ctx context.Context, id string) error {
 }
 
 func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
-	f, err := r.lookup(ctx, id)
+	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
 		return nil, err
 	}

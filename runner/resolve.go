@@ -23,16 +23,27 @@ func (r *Registry) scope(ctx context.Context) (receipts.Scope, error) {
 	return sessions.Scope(ctx, r.opts.Sessions, reader)
 }
 
-// found is what a lookup resolved to: a live process, or a receipt.
+// found is what a lookup resolved to: a process of this registry, one
+// running elsewhere (live, with a passive handle), or a receipt.
 type found struct {
 	proc    *Process
+	live    *Live
+	handle  Handle
 	receipt *receipts.Receipt
 }
 
+// Lookup modes: a read answers what is; control (wait, kill, signal,
+// stdin) adopts a process running elsewhere so that this registry observes
+// its end.
+const (
+	forRead    = false
+	forControl = true
+)
+
 // lookup resolves idOrPrefix among live processes visible to the caller
-// (this registry's, then those Attacher backends find elsewhere) and then
+// (this registry's, then those Recover backends find elsewhere) and then
 // the store. An ambiguous prefix resolves to nothing.
-func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error) {
+func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (found, error) {
 	if !receipts.IsPrefix(idOrPrefix) {
 		return found{}, fmt.Errorf("%w: %q (want proc_ and at least 4 hex digits)", receipts.ErrInvalidID, idOrPrefix)
 	}
@@ -41,7 +52,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 		return found{}, err
 	}
 	if receipts.IsID(idOrPrefix) {
-		return r.lookupID(ctx, idOrPrefix, scope)
+		return r.lookupID(ctx, idOrPrefix, scope, adopt)
 	}
 	var procs []*Process
 	r.mu.Lock()
@@ -69,9 +80,9 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 		return found{proc: procs[0]}, nil
 	}
 	if len(live) == 1 {
-		p, err := r.attach(ctx, live[0])
+		f, err := r.resolveLive(ctx, live[0], adopt)
 		if err == nil {
-			return found{proc: p}, nil
+			return f, nil
 		}
 		if !errors.Is(err, ErrNoProcess) {
 			return found{}, err
@@ -99,7 +110,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string) (found, error)
 
 // lookupID resolves a complete id without listing every live process:
 // memory, then each Recover backend's Peek, then the store.
-func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope) (found, error) {
+func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope, adopt bool) (found, error) {
 	r.mu.Lock()
 	p := r.procs[id]
 	r.mu.Unlock()
@@ -124,9 +135,9 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 		if !scope.Allows(l.Meta.ParentSessionID) {
 			return found{}, ErrNotFound
 		}
-		p, err := r.attach(ctx, l)
+		f, err := r.resolveLive(ctx, l, adopt)
 		if err == nil {
-			return found{proc: p}, nil
+			return f, nil
 		}
 		if !errors.Is(err, ErrNoProcess) {
 			return found{}, err
@@ -141,6 +152,35 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 		return found{}, err
 	}
 	return found{receipt: rec}, nil
+}
+
+// resolveLive answers for a process running elsewhere. Control adopts it,
+// and so does a read of one whose end or loss nobody recorded yet (Lost):
+// recording what already happened is the honest answer. Any other read
+// gets a passive handle (no supervision, no background work) and changes
+// nothing.
+func (r *Registry) resolveLive(ctx context.Context, l Live, adopt bool) (found, error) {
+	if adopt || l.Lost {
+		p, err := r.attach(ctx, l)
+		if err != nil {
+			return found{}, err
+		}
+		return found{proc: p}, nil
+	}
+	for _, b := range r.opts.Backends {
+		if !b.Capabilities().Recover {
+			continue
+		}
+		h, l2, err := b.Attach(ctx, l.ID)
+		if errors.Is(err, ErrNoProcess) {
+			continue
+		}
+		if err != nil {
+			return found{}, err
+		}
+		return found{live: &l2, handle: h}, nil
+	}
+	return found{}, ErrNoProcess
 }
 
 // attach adopts a process running outside this registry.

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +10,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Handle is one container, started by this process or attached to. Besides
@@ -291,9 +294,21 @@ func (h *Handle) stdinConn(ctx context.Context) (*types.HijackedResponse, error)
 	return h.attach, nil
 }
 
-// Snapshot is not supported: the holder of the handle captures Output.
-func (h *Handle) Snapshot(context.Context) (string, bool, error) {
-	return "", false, runner.ErrNotSupported
+// Snapshot is what the container printed so far, read from the engine's
+// log without following it or consuming Output: the tail of at most
+// receipts.MaxOutputChars (plus the redaction margin) characters.
+func (h *Handle) Snapshot(ctx context.Context) (string, bool, error) {
+	var buf bytes.Buffer
+	var cur logCursor
+	if err := h.readLogsCtx(ctx, &buf, &cur, false); err != nil {
+		return "", false, err
+	}
+	keep := receipts.MaxOutputChars + runner.RedactMargin
+	out := buf.String()
+	if utf8.RuneCountInString(out) > keep {
+		return receipts.TailChars(out, keep), true, nil
+	}
+	return out, false, nil
 }
 
 // Release is called once the process's receipt is safely stored: it stops

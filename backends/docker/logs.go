@@ -109,7 +109,11 @@ func (h *Handle) streamLogs(w io.Writer) error {
 }
 
 func (h *Handle) readLogs(w io.Writer, cur *logCursor, follow bool) error {
-	rc, err := h.b.cli.ContainerLogs(h.ctx, h.cid, container.LogsOptions{
+	return h.readLogsCtx(h.ctx, w, cur, follow)
+}
+
+func (h *Handle) readLogsCtx(ctx context.Context, w io.Writer, cur *logCursor, follow bool) error {
+	rc, err := h.b.cli.ContainerLogs(ctx, h.cid, container.LogsOptions{
 		ShowStdout: true, ShowStderr: true, Follow: follow, Timestamps: true, Since: cur.since(),
 	})
 	if err != nil {
@@ -117,7 +121,7 @@ func (h *Handle) readLogs(w io.Writer, cur *logCursor, follow bool) error {
 	}
 	defer rc.Close()
 	if err := cur.copy(w, rc); err != nil {
-		if ctxErr := h.ctx.Err(); ctxErr != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("docker logs %s: %w", h.id, ctxErr)
 		}
 		return fmt.Errorf("docker logs %s: %w", h.id, err)

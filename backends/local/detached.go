@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -300,8 +301,8 @@ func (d *Detached) Attach(ctx context.Context, id string) (runner.Handle, runner
 	if err != nil {
 		return nil, runner.Live{}, runner.ErrNoProcess
 	}
-	h := &shimHandle{d: d, id: id, pid: st.PID, state: st, done: make(chan struct{})}
-	go h.watch()
+	// Passive until waited on: a reader that only looks starts nothing.
+	h := &shimHandle{d: d, id: id, pid: st.PID, state: st, done: make(chan struct{}), lazy: true}
 	return h, d.live(st), nil
 }
 
@@ -342,6 +343,10 @@ type shimHandle struct {
 	teeDone chan struct{}
 	waitErr error
 	lost    bool
+	// lazy handles (attached, not launched) watch the state file only
+	// once someone waits.
+	lazy      bool
+	watchOnce sync.Once
 }
 
 func (h *shimHandle) PID() int          { return h.pid }
@@ -370,6 +375,9 @@ func (h *shimHandle) watch() {
 // shim wrote; Wait reports only whether the shim ended cleanly. When it did
 // not, the job's process group is killed so nothing outlives it unobserved.
 func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
+	if h.lazy {
+		h.watchOnce.Do(func() { go h.watch() })
+	}
 	select {
 	case <-h.done:
 	case <-ctx.Done():

@@ -365,9 +365,9 @@ func (s *suite) afterTheEnd(t *testing.T) {
 	if err := p.h.Release(ctx); err != nil {
 		t.Errorf("second Release: %v", err)
 	}
-	if !b.Capabilities().Supervised {
+	if caps := b.Capabilities(); !caps.Supervised && !caps.Recover {
 		if _, _, err := p.h.Snapshot(ctx); !errors.Is(err, runner.ErrNotSupported) {
-			t.Errorf("Snapshot of an unsupervised handle = %v, want ErrNotSupported", err)
+			t.Errorf("Snapshot of a handle that is neither supervised nor recoverable = %v, want ErrNotSupported", err)
 		}
 	}
 }
@@ -418,6 +418,10 @@ func (s *suite) recover(t *testing.T) {
 	h, l, err := second.Attach(ctx, spec.ID)
 	if err != nil || l.ID != spec.ID {
 		t.Fatalf("Attach = %+v, %v", l, err)
+	}
+	// A reader looks without consuming: the output so far, while it runs.
+	if out, _, err := h.Snapshot(ctx); err != nil || !strings.HasPrefix(out, "begin\n") {
+		t.Errorf("Snapshot of the reattached process = %q, %v", out, err)
 	}
 	p := s.adopt(t, second, h, spec.ID)
 	if o := s.end(t, p); o.err != nil || o.code != 4 || o.output != "begin\nend\n" {
