@@ -82,11 +82,24 @@ func Follow(ctx context.Context, svc Service, id string, offset int, emit func(F
 	return PollFollow(ctx, svc, id, offset, FollowInterval, emit)
 }
 
-// PollFollow is Follow by polling Log every interval. Services that can tell
-// when a process ends (Registry.Done) are watched too, so the end is
+// PollFollow is Follow by polling Log every interval. A service with
+// process events (Registry.Subscribe) wakes it at the end, so the end is
 // reported without waiting for the next tick.
 func PollFollow(ctx context.Context, svc Service, id string, offset int, interval time.Duration, emit func(FollowEvent) error) error {
-	watcher, _ := svc.(interface{ Done(string) <-chan struct{} })
+	var ended chan struct{}
+	if sub, ok := svc.(interface{ Subscribe(func(Event)) func() }); ok {
+		ended = make(chan struct{}, 1)
+		cancel := sub.Subscribe(func(ev Event) {
+			// id may be a prefix: a stray wake-up costs one early poll.
+			if ev.Kind == EventEnded && strings.HasPrefix(ev.ID, id) {
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
+			}
+		})
+		defer cancel()
+	}
 	printed := offset
 	first := true
 	for {
@@ -111,10 +124,6 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 		}
 		if done {
 			return emit(FollowEvent{ID: res.ID, Offset: printed, Status: res.Status, ExitCode: res.ExitCode})
-		}
-		var ended <-chan struct{}
-		if watcher != nil {
-			ended = watcher.Done(res.ID)
 		}
 		select {
 		case <-ctx.Done():

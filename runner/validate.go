@@ -34,11 +34,15 @@ const maxEcho = 64
 
 // Clip returns s shortened for repeating in an error message: at most
 // maxEcho runes, control characters escaped, with "…" when cut.
-func Clip(s string) string {
+func Clip(s string) string { return ClipTo(s, maxEcho) }
+
+// ClipTo is Clip to at most n runes: an error may repeat input that holds
+// terminal escapes, and must not flood the terminal either.
+func ClipTo(s string, n int) string {
 	var b strings.Builder
-	n := 0
+	count := 0
 	for _, r := range s {
-		if n == maxEcho {
+		if count == n {
 			b.WriteString("…")
 			break
 		}
@@ -48,7 +52,7 @@ func Clip(s string) string {
 		} else {
 			b.WriteRune(r)
 		}
-		n++
+		count++
 	}
 	return b.String()
 }

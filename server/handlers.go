@@ -89,6 +89,34 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
+// byID serves a call on process {id} that takes nothing else: decode the
+// id, call, encode the answer or the error. Killing a finished process
+// changes nothing and answers its record.
+func byID[T any](s *Server, call func(ctx context.Context, t *Tenant, id string) (T, error)) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request, t *Tenant) {
+		id, ok := pathID(w, r)
+		if !ok {
+			return
+		}
+		v, err := call(r.Context(), t, id)
+		if err != nil {
+			s.lookupFailed(w, r, id, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// receipt answers GET /v1/receipts/{id}. What the store holds is sanitized
+// already; a receipt still in memory may not be.
+func receipt(ctx context.Context, t *Tenant, id string) (*receipts.Receipt, error) {
+	rec, err := t.Registry.Receipt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return receipts.Sanitize(rec), nil
+}
+
 // start handles POST /v1/processes.
 func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	body, ok := readBody(w, r)
@@ -242,38 +270,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	writeJSON(w, http.StatusOK, list)
 }
 
-// get handles GET /v1/processes/{id}.
-func (s *Server) get(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
-	info, err := t.Registry.Get(r.Context(), id)
-	if err != nil {
-		s.lookupFailed(w, r, id, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
-}
-
-// poll handles GET /v1/processes/{id}/poll.
-func (s *Server) poll(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
-	res, err := t.Registry.Poll(r.Context(), id)
-	if err != nil {
-		s.lookupFailed(w, r, id, err)
-		return
-	}
-	if res.Status == receipts.StatusNotFound {
-		notFound(w, id)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
 // logs handles GET /v1/processes/{id}/log, and its follow=1 stream.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	id, ok := pathID(w, r)
@@ -314,10 +310,6 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	res, err := t.Registry.Log(ctx, id, offset, limit)
 	if err != nil {
 		s.lookupFailed(w, r, id, err)
-		return
-	}
-	if res.Status == receipts.StatusNotFound {
-		notFound(w, id)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -386,21 +378,6 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	writeJSON(w, http.StatusOK, api.WaitResult{LogResult: *res})
 }
 
-// kill handles POST /v1/processes/{id}/kill. Killing a finished process
-// changes nothing and answers its record.
-func (s *Server) kill(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
-	info, err := t.Registry.Kill(r.Context(), id)
-	if err != nil {
-		s.lookupFailed(w, r, id, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
-}
-
 // stdin handles POST /v1/processes/{id}/stdin: the body is written to the
 // process's stdin as is; eof=1 closes it afterwards.
 func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -428,22 +405,6 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: eof})
-}
-
-// receipt handles GET /v1/receipts/{id}.
-func (s *Server) receipt(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	id, ok := pathID(w, r)
-	if !ok {
-		return
-	}
-	rec, err := t.Registry.Receipt(r.Context(), id)
-	if err != nil {
-		s.lookupFailed(w, r, id, err)
-		return
-	}
-	// What the store holds is sanitized already; a receipt still in
-	// memory may not be.
-	writeJSON(w, http.StatusOK, receipts.Sanitize(rec))
 }
 
 // readyz says whether the server can do its work: a receipt store answers

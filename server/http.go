@@ -29,13 +29,19 @@ func (s *Server) routes() *http.ServeMux {
 
 	mux.HandleFunc("POST /v1/processes", s.api(handlerBudget, s.start))
 	mux.HandleFunc("GET /v1/processes", s.api(handlerBudget, s.list))
-	mux.HandleFunc("GET /v1/processes/{id}", s.api(handlerBudget, s.get))
-	mux.HandleFunc("GET /v1/processes/{id}/poll", s.api(handlerBudget, s.poll))
+	mux.HandleFunc("GET /v1/processes/{id}", s.api(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
+		return t.Registry.Get(ctx, id)
+	})))
+	mux.HandleFunc("GET /v1/processes/{id}/poll", s.api(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.PollResult, error) {
+		return t.Registry.Poll(ctx, id)
+	})))
 	mux.HandleFunc("GET /v1/processes/{id}/log", s.api(0, s.logs))
 	mux.HandleFunc("POST /v1/processes/{id}/wait", s.api(0, s.wait))
-	mux.HandleFunc("POST /v1/processes/{id}/kill", s.api(runner.KillBudget, s.kill))
+	mux.HandleFunc("POST /v1/processes/{id}/kill", s.api(runner.KillBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
+		return t.Registry.Kill(ctx, id)
+	})))
 	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.api(handlerBudget, s.stdin))
-	mux.HandleFunc("GET /v1/receipts/{id}", s.api(handlerBudget, s.receipt))
+	mux.HandleFunc("GET /v1/receipts/{id}", s.api(handlerBudget, byID(s, receipt)))
 
 	for path, allow := range map[string]string{
 		"/healthz": "GET", "/readyz": "GET", "/metrics": "GET",

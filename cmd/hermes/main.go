@@ -11,10 +11,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
-	"unicode"
 
 	"github.com/alecthomas/kong"
 	"github.com/redis/go-redis/v9"
@@ -153,23 +151,7 @@ const maxErrorLine = 400
 // oneLine folds s onto one line, escapes control characters (an error may
 // repeat input that holds terminal escapes) and clips it to maxErrorLine.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	var b strings.Builder
-	n := 0
-	for _, r := range s {
-		if n == maxErrorLine {
-			b.WriteString("…")
-			break
-		}
-		if unicode.IsControl(r) {
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-		} else {
-			b.WriteRune(r)
-		}
-		n++
-	}
-	return b.String()
+	return runner.ClipTo(strings.Join(strings.Fields(s), " "), maxErrorLine)
 }
 
 func versionString() string {
