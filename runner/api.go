@@ -86,20 +86,8 @@ func Follow(ctx context.Context, svc Service, id string, offset int, emit func(F
 // process events (Registry.Subscribe) wakes it at the end, so the end is
 // reported without waiting for the next tick.
 func PollFollow(ctx context.Context, svc Service, id string, offset int, interval time.Duration, emit func(FollowEvent) error) error {
-	var ended chan struct{}
-	if sub, ok := svc.(interface{ Subscribe(func(Event)) func() }); ok {
-		ended = make(chan struct{}, 1)
-		cancel := sub.Subscribe(func(ev Event) {
-			// id may be a prefix: a stray wake-up costs one early poll.
-			if ev.Kind == EventEnded && strings.HasPrefix(ev.ID, id) {
-				select {
-				case ended <- struct{}{}:
-				default:
-				}
-			}
-		})
-		defer cancel()
-	}
+	ended, stop := endSignal(svc, id)
+	defer stop()
 	printed := offset
 	first := true
 	for {
@@ -132,6 +120,27 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 		case <-time.After(interval):
 		}
 	}
+}
+
+// endSignal returns a channel that receives when a process whose id
+// starts with id ends, for services with process events, and a func that
+// stops it. Without events the channel is nil: it never receives.
+func endSignal(svc Service, id string) (<-chan struct{}, func()) {
+	sub, ok := svc.(interface{ Subscribe(func(Event)) func() })
+	if !ok {
+		return nil, func() {}
+	}
+	ended := make(chan struct{}, 1)
+	cancel := sub.Subscribe(func(ev Event) {
+		// id may be a prefix: a stray wake-up costs one early poll.
+		if ev.Kind == EventEnded && strings.HasPrefix(ev.ID, id) {
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return ended, cancel
 }
 
 // NotFound is the answer, in the contract's shape, of op (poll, log, wait,

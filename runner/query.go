@@ -78,17 +78,10 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 	}
 	r.mu.Unlock()
 	for _, l := range r.liveElsewhere(ctx) {
-		if seen[l.ID] || !match(l.Meta) {
-			continue
+		if !seen[l.ID] && match(l.Meta) {
+			seen[l.ID] = true
+			out = append(out, r.listLive(ctx, l)...)
 		}
-		seen[l.ID] = true
-		if l.Lost {
-			if p, err := r.attach(ctx, l); err == nil {
-				out = append(out, p.info())
-			}
-			continue
-		}
-		out = append(out, infoFromLive(l))
 	}
 	if o.Retained {
 		recs, err := r.opts.Store.List(ctx, scope, f)
@@ -101,13 +94,29 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b *Info) int {
-		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(out, newestFirst)
 	return out, nil
+}
+
+// listLive is the listing of a process running elsewhere: as it runs, or,
+// when its end or loss was never recorded, as recorded now.
+func (r *Registry) listLive(ctx context.Context, l Live) []*Info {
+	if !l.Lost {
+		return []*Info{infoFromLive(l)}
+	}
+	p, err := r.attach(ctx, l)
+	if err != nil {
+		return nil
+	}
+	return []*Info{p.info()}
+}
+
+// newestFirst orders listings: latest start first, then by id.
+func newestFirst(a, b *Info) int {
+	if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // PollResult is the answer to poll: status without consuming the result.

@@ -54,25 +54,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 	if receipts.IsID(idOrPrefix) {
 		return r.lookupID(ctx, idOrPrefix, scope, adopt)
 	}
-	var procs []*Process
-	r.mu.Lock()
-	for id, p := range r.procs {
-		if strings.HasPrefix(id, idOrPrefix) && scope.Allows(p.spec.Meta.ParentSessionID) {
-			procs = append(procs, p)
-		}
-	}
-	r.mu.Unlock()
-	seen := make(map[string]bool)
-	for _, p := range procs {
-		seen[p.spec.ID] = true
-	}
-	var live []Live
-	for _, l := range r.liveElsewhere(ctx) {
-		if strings.HasPrefix(l.ID, idOrPrefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
-			seen[l.ID] = true
-			live = append(live, l)
-		}
-	}
+	procs, live := r.matchPrefix(ctx, idOrPrefix, scope)
 	if len(procs)+len(live) > 1 {
 		return found{}, ErrNotFound
 	}
@@ -106,6 +88,29 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		return found{proc: p}, nil
 	}
 	return found{receipt: rec}, nil
+}
+
+// matchPrefix returns the processes the caller may see whose ids start
+// with prefix: this registry's, and those running elsewhere.
+func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipts.Scope) ([]*Process, []Live) {
+	var procs []*Process
+	seen := make(map[string]bool)
+	r.mu.Lock()
+	for id, p := range r.procs {
+		if strings.HasPrefix(id, prefix) && scope.Allows(p.spec.Meta.ParentSessionID) {
+			procs = append(procs, p)
+			seen[id] = true
+		}
+	}
+	r.mu.Unlock()
+	var live []Live
+	for _, l := range r.liveElsewhere(ctx) {
+		if strings.HasPrefix(l.ID, prefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
+			seen[l.ID] = true
+			live = append(live, l)
+		}
+	}
+	return procs, live
 }
 
 // lookupID resolves a complete id without listing every live process:

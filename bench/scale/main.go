@@ -106,9 +106,10 @@ func execPart(jobs int, waiters bool) error {
 			_ = c.Wait()
 		}()
 	}
-	defer func() {
+	// stop signals every job's group and reaps them all.
+	stop := func(sig syscall.Signal) {
 		for _, c := range cmds {
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-c.Process.Pid, sig)
 		}
 		if !waiters {
 			for _, c := range cmds {
@@ -116,7 +117,9 @@ func execPart(jobs int, waiters bool) error {
 			}
 		}
 		wg.Wait()
-	}()
+		cmds = nil
+	}
+	defer stop(syscall.SIGKILL)
 	t0 := time.Now()
 	for range jobs {
 		t := time.Now()
@@ -151,20 +154,11 @@ func execPart(jobs int, waiters bool) error {
 		how, mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs), mib(before.heap), mib(after.heap),
 		before.threads, after.threads)
 	t1 := time.Now()
-	for _, c := range cmds {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-	}
-	if !waiters {
-		for _, c := range cmds {
-			wait(c)
-		}
-	}
-	wg.Wait()
+	stop(syscall.SIGTERM)
 	for _, p := range pipes {
 		p.Close()
 	}
 	fmt.Printf("exec (%s): killed and reaped all in %.0f ms\n", how, ms(time.Since(t1)))
-	cmds = nil // reaped: nothing left for the deferred cleanup
 	return nil
 }
 

@@ -372,18 +372,32 @@ func (s *suite) afterTheEnd(t *testing.T) {
 	}
 }
 
+func findLive(live []runner.Live, id string) *runner.Live {
+	for i := range live {
+		if live[i].ID == id {
+			return &live[i]
+		}
+	}
+	return nil
+}
+
+// nothingToRecover: a backend without Recover finds nothing, since nothing
+// it starts outlives its starter.
+func nothingToRecover(ctx context.Context, t *testing.T, b runner.Backend) {
+	if live, err := b.List(ctx); err != nil || len(live) != 0 {
+		t.Errorf("List of a backend without Recover = %v, %v", live, err)
+	}
+	if _, _, err := b.Attach(ctx, runner.NewID()); !errors.Is(err, runner.ErrNoProcess) {
+		t.Errorf("Attach of a backend without Recover = %v, want ErrNoProcess", err)
+	}
+}
+
 func (s *suite) recover(t *testing.T) {
 	first := s.h.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if !first.Capabilities().Recover {
-		// Nothing outlives its starter, so there is nothing to find.
-		if live, err := first.List(ctx); err != nil || len(live) != 0 {
-			t.Errorf("List of a backend without Recover = %v, %v", live, err)
-		}
-		if _, _, err := first.Attach(ctx, runner.NewID()); !errors.Is(err, runner.ErrNoProcess) {
-			t.Errorf("Attach of a backend without Recover = %v, want ErrNoProcess", err)
-		}
+		nothingToRecover(ctx, t, first)
 		return
 	}
 	spec := s.spec("echo begin; sleep 2; echo end; exit 4")
@@ -397,12 +411,7 @@ func (s *suite) recover(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List: %v", err)
 	}
-	var found *runner.Live
-	for i := range live {
-		if live[i].ID == spec.ID {
-			found = &live[i]
-		}
-	}
+	found := findLive(live, spec.ID)
 	switch {
 	case found == nil:
 		t.Fatalf("List after a restart misses %s: %+v", spec.ID, live)
