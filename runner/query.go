@@ -211,10 +211,16 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 		}
 		out = s
 	}
+	// The end may have been recorded while the output was read (a
+	// supervisor removes its log once its receipt is written): then the
+	// receipt is the answer, so that output and status always agree.
+	if rec := p.finalReceipt(); rec != nil {
+		return rec.Output, p.info()
+	}
 	if r.opts.RedactLive {
 		out = redact.String(out)
 	}
-	return receipts.TailChars(out, r.opts.MaxOutputChars), p.info()
+	return receipts.TailChars(out, r.opts.MaxOutputChars), infoOf(p.record(), false)
 }
 
 // Wait blocks until the process ends (or ctx is done) and returns its final
