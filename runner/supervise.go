@@ -51,6 +51,11 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
+	for _, kv := range req.Env {
+		if err := CheckEnv(kv); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	b, err := r.backend(req.Backend)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
@@ -11,6 +12,16 @@ import (
 // MaxLabelLen bounds the free-text labels a caller attaches to a process
 // (task id, session key) and a session id.
 const MaxLabelLen = 256
+
+// CheckEnv rejects an environment entry that is not KEY=VALUE with a
+// usable key.
+func CheckEnv(kv string) error {
+	k, _, ok := strings.Cut(kv, "=")
+	if !ok || k == "" || strings.ContainsAny(k, " \t\n") || strings.ContainsRune(kv, 0) {
+		return fmt.Errorf("env %s: want KEY=VALUE", strconv.Quote(Clip(kv)))
+	}
+	return nil
+}
 
 // CheckLabel rejects a label (named name in the error) that is longer than
 // MaxLabelLen bytes, is not UTF-8 or holds control characters: labels reach

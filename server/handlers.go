@@ -189,9 +189,8 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 		return out, fmt.Errorf("more than %d env entries", maxEnv)
 	}
 	for _, kv := range req.Env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\n") || strings.ContainsRune(kv, 0) {
-			return out, fmt.Errorf("env %q: want KEY=VALUE", kv)
+		if err := runner.CheckEnv(kv); err != nil {
+			return out, err
 		}
 	}
 	for name, v := range map[string]string{"task_id": req.TaskID, "owner_task_id": req.OwnerTaskID, "session_key": req.SessionKey, "image": req.Image} {

@@ -83,9 +83,8 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 		req.Command = strings.Join(quoted, " ")
 	}
 	for _, kv := range c.Env {
-		k, _, ok := strings.Cut(kv, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
-			return req, badInput("--env %q: want KEY=VALUE", runner.Clip(kv))
+		if err := runner.CheckEnv(kv); err != nil {
+			return req, badInput("--%v", err)
 		}
 	}
 	if c.Timeout < 0 {
