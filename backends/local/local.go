@@ -191,17 +191,22 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	if h.reaped {
 		return fmt.Errorf("signal %d: %w", h.cmd.Process.Pid, runner.ErrFinished)
 	}
+	var escaped []int
 	if !h.reapOrphans {
 		// No subreaper holds the tree together (macOS, or a process that
-		// runs several jobs): reach the descendants that left the group
-		// while their parents still live. The leader is unreaped, so the
-		// walk starts from the right process.
-		for _, pid := range osproc.Descendants(h.cmd.Process.Pid) {
-			_ = syscall.Kill(pid, sig)
-		}
+		// runs several jobs): find the descendants that may have left the
+		// group while their parents still live. The leader is unreaped, so
+		// the walk starts from the right process.
+		escaped = osproc.Descendants(h.cmd.Process.Pid)
 	}
+	// The group first, in one call: signalled one by one, children could
+	// die before their parent is reached, and a shell waiting on them
+	// would exit 0 instead of dying by the signal.
 	if err := syscall.Kill(-h.cmd.Process.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", h.cmd.Process.Pid, err)
+	}
+	for _, pid := range escaped {
+		_ = syscall.Kill(pid, sig)
 	}
 	return nil
 }
