@@ -66,6 +66,11 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if c.Oneshot && strings.TrimSpace(c.Query) == "" {
 		return badInput("--oneshot needs a query (-q)")
 	}
+	if g.RunnerURL != "" {
+		// Running the jobs here would put them where the runner's user
+		// never looks: say so instead.
+		return badInput("hermes chat cannot use a runner yet (--runner or HERMES_RUNNER_URL is set): unset it to run the agent's jobs in this profile")
+	}
 	ctx, e, reg, err := open(ctx, g, "chat", profile.Background)
 	if err != nil {
 		return err

@@ -170,6 +170,9 @@ func TestRunnerCLIIdentical(t *testing.T) {
 		same("wait", id)
 		same("--json", "kill", id)
 		same("--json", "wait", id[:9])
+		if r := same("--json", "trace", id); r.code != 0 || !strings.Contains(r.stdout, `"trace_id":"`) {
+			t.Errorf("trace %s: %+v", id, r)
+		}
 	}
 	if r := same("--json", "wait", ids[0]); r.code != 3 || !strings.Contains(r.stdout, `"output":"one\ntwo\nthree\n"`) {
 		t.Errorf("wait: %+v", r)
@@ -185,6 +188,12 @@ func TestRunnerCLIIdentical(t *testing.T) {
 	same("--json", "wait", "proc_0000deadbeef")
 	same("--json", "kill", "proc_0000deadbeef")
 	same("write", "proc_0000deadbeef", "x")
+	same("--json", "trace", "proc_0000deadbeef")
+	// What cannot use the runner says so rather than run here.
+	if r := runHermes(t, bin, remote, "chat", "-q", "hi", "--oneshot", "--provider", "custom", "--model", "m",
+		"--base-url", "http://127.0.0.1:1/v1"); r.code != 2 || !strings.Contains(r.stderr, "runner") {
+		t.Errorf("chat with a runner: %+v", r)
+	}
 	same("--json", "poll", "nope")
 	// Another session sees none of it, either way.
 	other := func(env []string) []string { return append(slices.Clip(env), "HERMES_SESSION_ID=agent-8") }

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
 
-	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -30,18 +28,17 @@ func (c *TraceCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		base = u
 	}
-	ctx, e, reg, err := open(ctx, g, "trace", profile.Background)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	info, err := reg.Get(ctx, c.ID)
-	if errors.Is(err, runner.ErrNotFound) {
-		return notFound(c.ID)
-	}
-	if err != nil {
-		return err
-	}
+	// Through the Service: against this profile, or a runner (--runner).
+	return onProcess(ctx, g, "trace", c.ID, func(ctx context.Context, svc runner.Service) error {
+		info, err := svc.Get(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		return c.print(g, info, base)
+	})
+}
+
+func (c *TraceCmd) print(g *Globals, info *runner.Info, base *url.URL) error {
 	if info.TraceID == "" {
 		return fmt.Errorf("%s has no trace id", info.ID)
 	}
