@@ -5,7 +5,7 @@
 // under the scoping rules of the calling session.
 //
 // Live status stays in memory (this registry's own processes, and those
-// that Attacher backends find running elsewhere); retained receipts are read
+// that Recover backends find running elsewhere); retained receipts are read
 // from the store only when asked for or when a process is not live.
 package runner
 

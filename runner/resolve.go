@@ -225,7 +225,7 @@ func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
 }
 
 // Adopt starts supervising the live process id (an exact id) found by an
-// Attacher backend, whoever owns it, and returns a channel closed once its
+// Recover backend, whoever owns it, and returns a channel closed once its
 // end is recorded. It is for supervisors acting on the owner's behalf
 // (hermes watch), so it applies no session scope.
 func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error) {
@@ -270,7 +270,7 @@ func (r *Registry) Recover(ctx context.Context) []string {
 	return running
 }
 
-// liveElsewhere lists the processes that Attacher backends find running
+// liveElsewhere lists the processes that Recover backends find running
 // outside this registry. A backend that cannot answer is logged and
 // skipped: one unreachable engine must not hide every other process.
 func (r *Registry) liveElsewhere(ctx context.Context) []Live {

@@ -14,7 +14,7 @@ import (
 
 // List returns this profile's containers that still exist: running ones and
 // also those that finished while no hermes process watched, whose receipts
-// may not be written yet. A container disappears from the list once Cleanup
+// may not be written yet. A container disappears from the list once Release
 // removed it. Oldest first.
 func (b *Backend) List(ctx context.Context) ([]runner.Live, error) {
 	found, err := b.find(ctx, "")

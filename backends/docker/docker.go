@@ -115,7 +115,7 @@ type Options struct {
 	// LogMaxSize bounds the json-file log the engine keeps per container
 	// (docker size syntax, e.g. "10m"); the receipt only keeps a tail anyway.
 	LogMaxSize string
-	// Keep leaves containers in place after Cleanup, for debugging.
+	// Keep leaves containers in place after Release, for debugging.
 	Keep bool
 	// StartGrace is how long a created-but-never-started container is given
 	// before Wait reports it lost; default DefaultStartGrace.

@@ -20,16 +20,16 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
-// Handle is one container, started by this process or attached to. Besides
-// runner.Handle it offers Kill (graceful stop), Cleanup (remove after the
-// receipt is safe) and ContainerID.
+// Handle is one container, started by this process or attached to: a
+// runner.Handle (its Kill is a graceful stop, its Release removes the
+// container once the receipt is safe) that also names its ContainerID.
 type Handle struct {
 	b     *Backend
 	cid   string // engine container id
 	id    string // hermes process id
 	stdin bool   // the container was created with an open stdin
 
-	// ctx bounds the handle's background work (the log follower); Cleanup
+	// ctx bounds the handle's background work (the log follower); Release
 	// cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
