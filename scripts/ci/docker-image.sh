@@ -208,7 +208,10 @@ serve_smoke() {
 		die "hermes serve in $image did not become ready"
 	fi
 	curl -fsS --max-time 5 "$base/healthz" >/dev/null || die "/healthz failed"
-	curl -fsS --max-time 5 "$base/metrics" | grep -q '^# ' || die "/metrics has no Prometheus text"
+	# Read the whole body first: grep -q stops at its first match, and
+	# with pipefail curl's failed write (error 23) would fail the check.
+	metrics="$(curl -fsS --max-time 5 "$base/metrics")" || die "/metrics does not answer"
+	grep -q '^# ' <<<"$metrics" || die "/metrics has no Prometheus text"
 	code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base/v1/processes")"
 	[ "$code" = 401 ] || die "unauthenticated GET /v1/processes got $code, want 401"
 	log "hermes serve in the image: healthz, readyz, metrics and 401 OK ($(elapsed "$t0"))"

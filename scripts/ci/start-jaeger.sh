@@ -19,7 +19,11 @@ query_up() {
 # real_ui says whether the Jaeger answering serves the real UI, not the
 # placeholder page of a binary built from the Go module.
 real_ui() {
-	! curl -fsS --max-time 2 "$query/" 2>/dev/null | grep -q 'This is a placeholder for the Jaeger UI'
+	# The whole page first: a grep -q that stops early would fail curl's
+	# write, and pipefail would turn that into a wrong answer.
+	local page
+	page="$(curl -fsS --max-time 2 "$query/" 2>/dev/null)" || return 1
+	! grep -q 'This is a placeholder for the Jaeger UI' <<<"$page"
 }
 
 # The real UI, checked and unpacked (scripts/ci/jaeger-ui.sh).
