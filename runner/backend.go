@@ -6,6 +6,7 @@ import (
 	"io"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -168,6 +169,25 @@ type Live struct {
 	// Lost is set when the process's supervisor vanished without recording
 	// an end: attaching to it records status lost.
 	Lost bool
+}
+
+// spec is what Start was told of a process found running elsewhere.
+func (l Live) spec() Spec {
+	return Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Timeout: l.Timeout, Meta: l.Meta}
+}
+
+// SnapshotChars bounds what Snapshot returns: the output bound plus the
+// redaction margin, so that a secret straddling the bound is still
+// recognised before the cut.
+const SnapshotChars = receipts.MaxOutputChars + RedactMargin
+
+// ClipSnapshot cuts s to its last SnapshotChars characters, and says
+// whether it did: the Snapshot of every backend is bounded alike.
+func ClipSnapshot(s string) (string, bool) {
+	if utf8.RuneCountInString(s) <= SnapshotChars {
+		return s, false
+	}
+	return receipts.TailChars(s, SnapshotChars), true
 }
 
 // Errors of the backend contract. Callers test them with errors.Is.

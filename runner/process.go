@@ -253,7 +253,7 @@ func infoFromReceipt(rec *receipts.Receipt) *Info { return infoOf(rec, true) }
 // infoOfLive is the view of a process running elsewhere, through a handle
 // on it.
 func infoOfLive(l Live, h Handle) *Info {
-	rec := recordOf(Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Meta: l.Meta}, l.Backend)
+	rec := recordOf(l.spec(), l.Backend)
 	rec.PID = h.PID()
 	if l.Backend != "local" {
 		rec.ContainerID = h.Ref()
@@ -264,8 +264,7 @@ func infoOfLive(l Live, h Handle) *Info {
 // infoFromLive is the view of a process running elsewhere; its pid and
 // container are known only once attached.
 func infoFromLive(l Live) *Info {
-	rec := recordOf(Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Meta: l.Meta}, l.Backend)
-	return infoOf(rec, false)
+	return infoOf(recordOf(l.spec(), l.Backend), false)
 }
 
 var signalNames = map[syscall.Signal]string{

@@ -172,56 +172,53 @@ func (r *Registry) resolveLive(ctx context.Context, l Live, adopt bool) (found, 
 		}
 		return found{proc: p}, nil
 	}
-	for _, b := range r.opts.Backends {
-		if !b.Capabilities().Recover {
-			continue
-		}
-		h, l2, err := b.Attach(ctx, l.ID)
-		if errors.Is(err, ErrNoProcess) {
-			continue
-		}
-		if err != nil {
-			return found{}, err
-		}
-		return found{live: &l2, handle: h}, nil
+	h, l2, _, err := r.attachHandle(ctx, l.ID)
+	if err != nil {
+		return found{}, err
 	}
-	return found{}, ErrNoProcess
+	return found{live: &l2, handle: h}, nil
 }
 
-// attach adopts a process running outside this registry.
-func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
+// attachHandle asks each Recover backend for a handle on process id, and
+// says whose it is. ErrNoProcess means none has it.
+func (r *Registry) attachHandle(ctx context.Context, id string) (Handle, Live, Capabilities, error) {
 	for _, b := range r.opts.Backends {
 		caps := b.Capabilities()
 		if !caps.Recover {
 			continue
 		}
-		h, l2, err := b.Attach(ctx, l.ID)
+		h, l, err := b.Attach(ctx, id)
 		if errors.Is(err, ErrNoProcess) {
 			continue
 		}
-		if err != nil {
-			return nil, err
-		}
-		r.mu.Lock()
-		if p := r.procs[l.ID]; p != nil { // a concurrent lookup won
-			r.mu.Unlock()
-			return p, nil
-		}
+		return h, l, caps, err
+	}
+	return nil, Live{}, Capabilities{}, ErrNoProcess
+}
+
+// attach adopts a process running outside this registry.
+func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
+	h, l2, caps, err := r.attachHandle(ctx, l.ID)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if p := r.procs[l.ID]; p != nil { // a concurrent lookup won
 		r.mu.Unlock()
-		spec := Spec{ID: l2.ID, Command: l2.Command, Cwd: l2.Cwd, Image: l2.Image, Timeout: l2.Timeout, Meta: l2.Meta}
-		p := newProcess(spec, l2.Backend)
-		r.track(p, h, caps, nil)
-		if l2.Lost {
-			// Recording the loss takes a moment; answer with the outcome.
-			select {
-			case <-p.done:
-			case <-time.After(2 * time.Second):
-			case <-ctx.Done():
-			}
-		}
 		return p, nil
 	}
-	return nil, ErrNoProcess
+	r.mu.Unlock()
+	p := newProcess(l2.spec(), l2.Backend)
+	r.track(p, h, caps, nil)
+	if l2.Lost {
+		// Recording the loss takes a moment; answer with the outcome.
+		select {
+		case <-p.done:
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+	return p, nil
 }
 
 // Adopt starts supervising the live process id (an exact id) found by an

@@ -10,14 +10,12 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/hermesrun/hermes/runner"
-	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Handle is one container, started by this process or attached to: a
@@ -303,12 +301,8 @@ func (h *Handle) Snapshot(ctx context.Context) (string, bool, error) {
 	if err := h.readLogsCtx(ctx, &buf, &cur, false); err != nil {
 		return "", false, err
 	}
-	keep := receipts.MaxOutputChars + runner.RedactMargin
-	out := buf.String()
-	if utf8.RuneCountInString(out) > keep {
-		return receipts.TailChars(out, keep), true, nil
-	}
-	return out, false, nil
+	out, truncated := runner.ClipSnapshot(buf.String())
+	return out, truncated, nil
 }
 
 // Release is called once the process's receipt is safely stored: it stops

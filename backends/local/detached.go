@@ -498,8 +498,7 @@ func (h *shimHandle) Release(context.Context) error { return nil }
 // Snapshot implements runner.Handle: the tail of the spill log, which
 // holds everything the job printed (rotated segments included).
 func (h *shimHandle) Snapshot(context.Context) (string, bool, error) {
-	keep := receipts.MaxOutputChars + runner.RedactMargin
-	want := int64(keep * 4)
+	want := int64(runner.SnapshotChars * 4) // bytes: a rune is at most 4
 	cur, err := tailFile(h.d.LogPath(h.id), want)
 	if err != nil {
 		return "", false, err
@@ -512,11 +511,8 @@ func (h *shimHandle) Snapshot(context.Context) (string, bool, error) {
 			truncated = true
 		}
 	}
-	s := string(cur)
-	if n := len([]rune(s)); n > keep {
-		s, truncated = receipts.TailChars(s, keep), true
-	}
-	return s, truncated, nil
+	s, cut := runner.ClipSnapshot(string(cur))
+	return s, truncated || cut, nil
 }
 
 // tailFile reads at most n bytes from the end of path.
