@@ -95,9 +95,7 @@ func (r *Registry) PendingCompletions() int { return r.completions.len() }
 // (through Log or Wait): each completion is reported at most once.
 func (r *Registry) TakeCompletions(owner string) []Completion {
 	return r.completions.take(owner, func(id string) bool {
-		r.mu.Lock()
-		p := r.procs[id]
-		r.mu.Unlock()
+		p := r.known(id)
 		return p != nil && p.isSeen()
 	})
 }

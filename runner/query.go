@@ -326,10 +326,15 @@ func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
 // Done returns a channel closed when the process id (of this registry)
 // has ended and its receipt is recorded, or nil for an unknown id.
 func (r *Registry) Done(id string) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if p := r.procs[id]; p != nil {
+	if p := r.known(id); p != nil {
 		return p.done
 	}
 	return nil
+}
+
+// known is the process id of this registry, or nil.
+func (r *Registry) known(id string) *Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.procs[id]
 }

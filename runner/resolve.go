@@ -81,10 +81,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 	if len(live) == 1 && rec.ID != live[0].ID {
 		return found{}, ErrNotFound
 	}
-	r.mu.Lock()
-	p := r.procs[rec.ID]
-	r.mu.Unlock()
-	if p != nil {
+	if p := r.known(rec.ID); p != nil {
 		return found{proc: p}, nil
 	}
 	return found{receipt: rec}, nil
@@ -116,10 +113,7 @@ func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipt
 // lookupID resolves a complete id without listing every live process:
 // memory, then each Recover backend's Peek, then the store.
 func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope, adopt bool) (found, error) {
-	r.mu.Lock()
-	p := r.procs[id]
-	r.mu.Unlock()
-	if p != nil {
+	if p := r.known(id); p != nil {
 		if !scope.Allows(p.spec.Meta.ParentSessionID) {
 			return found{}, ErrNotFound
 		}
@@ -202,12 +196,9 @@ func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	if p := r.procs[l.ID]; p != nil { // a concurrent lookup won
-		r.mu.Unlock()
+	if p := r.known(l.ID); p != nil { // a concurrent lookup won
 		return p, nil
 	}
-	r.mu.Unlock()
 	p := newProcess(l2.spec(), l2.Backend)
 	r.track(p, h, caps, nil)
 	if l2.Lost {

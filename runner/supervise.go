@@ -356,9 +356,7 @@ func (r *Registry) retryRecord(p *Process, rec *receipts.Receipt) {
 // this registry) is in the store, or nil for an unknown id. A supervisor
 // must not exit before: its receipt is the only record of the end.
 func (r *Registry) Recorded(id string) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if p := r.procs[id]; p != nil {
+	if p := r.known(id); p != nil {
 		return p.recorded
 	}
 	return nil
