@@ -37,3 +37,32 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// Create stores data at path only if nothing is there yet, through a
+// synced temporary file and a hard link: link(2) fails when another writer
+// got there first (the error wraps fs.ErrExist), and readers never see a
+// partial file.
+func Create(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return nil
+}

@@ -97,18 +97,21 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 	defer os.Remove(tmp)
 	final := s.Path(r.ID)
 	if err := os.Link(tmp, final); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			if _, live := s.load(r.ID); live == nil {
-				return ErrExists
-			}
-			// The existing file expired: it is not a receipt any more.
-			if err := os.Rename(tmp, final); err != nil {
-				return fmt.Errorf("receipt %s: %w", r.ID, err)
-			}
-			s.trim(r.ID)
-			return nil
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("receipt %s: %w", r.ID, err)
 		}
-		return fmt.Errorf("receipt %s: %w", r.ID, err)
+		if _, live := s.load(r.ID); live == nil {
+			return ErrExists
+		}
+		// The existing file expired: it is not a receipt any more.
+		if err := os.Rename(tmp, final); err != nil {
+			return fmt.Errorf("receipt %s: %w", r.ID, err)
+		}
+	}
+	// The receipt is the end's record: a marker that fails to appear loses
+	// only the notice, which the receipt still answers for.
+	if err := s.markPending(r); err != nil {
+		s.log.Warn("completion not recorded", "id", r.ID, "err", err)
 	}
 	s.trim(r.ID)
 	return nil
@@ -335,6 +338,9 @@ func (s *FileStore) trim(wrote string) {
 		live = append(live, entry{id, mod})
 	}
 	s.ages = ages // forgets files that are gone
+	if sweep {
+		s.sweepCompletions(now)
+	}
 	if len(live) <= s.opts.MaxRetained {
 		return
 	}

@@ -201,6 +201,16 @@ type Store interface {
 	Get(ctx context.Context, idOrPrefix string, scope Scope) (*Receipt, error)
 	// List returns the receipts visible in scope that pass f, newest first.
 	List(ctx context.Context, scope Scope, f Filter) ([]*Receipt, error)
+	// TakeCompletions removes and returns the pending completions of the
+	// owners in scope, by the time their processes ended. A receipt that
+	// Create wrote with NotifyOnComplete leaves a completion pending until
+	// it is taken, here or by DropCompletion, or until the receipt
+	// expires. Each is taken once, however many processes sharing the
+	// store take at the same time; a Put never makes one.
+	TakeCompletions(ctx context.Context, scope Scope) ([]*Receipt, error)
+	// DropCompletion takes the completion of process id, if it is still
+	// pending, without returning it: its owner read the final output.
+	DropCompletion(ctx context.Context, id string) error
 	// Close releases the store's resources.
 	Close() error
 }

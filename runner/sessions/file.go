@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/internal/filelock"
 	"github.com/hermesrun/hermes/internal/safefile"
 )
 
@@ -39,25 +43,44 @@ func (s *FileStore) path(id string) (string, error) {
 }
 
 // Create implements Store.
-func (s *FileStore) Create(ctx context.Context, id, source, parent string) error {
-	sess, err := s.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		sess, err = &Session{ID: id, CreatedAt: s.now().UTC()}, nil
-	}
+func (s *FileStore) Create(_ context.Context, id, source, parent string) error {
+	p, err := s.path(id)
 	if err != nil {
 		return err
 	}
-	sess.Source, sess.ParentID = source, parent
-	return s.write(sess)
+	b, err := json.Marshal(&Session{ID: id, Source: source, ParentID: parent, StartedAt: s.now().UTC()})
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Create(p, b, 0o600); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("session %.64q: %w", id, ErrExists)
+		}
+		return fmt.Errorf("session store: %w", err)
+	}
+	return nil
 }
 
-// End implements Store.
+// End implements Store. The read and the write happen under the store's
+// lock, so of two processes ending one session at once exactly one wins.
 func (s *FileStore) End(ctx context.Context, id, reason string) error {
+	if _, err := s.path(id); err != nil {
+		return err
+	}
+	unlock, err := filelock.Lock(ctx, filepath.Join(s.dir, ".lock"))
+	if err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	defer unlock()
 	sess, err := s.Get(ctx, id)
 	if err != nil {
 		return err
 	}
-	sess.EndReason, sess.EndedAt = reason, s.now().UTC()
+	if sess.Ended() {
+		return fmt.Errorf("session %.64q (%s): %w", id, sess.EndReason, ErrEnded)
+	}
+	now := s.now().UTC()
+	sess.EndReason, sess.EndedAt = reason, &now
 	return s.write(sess)
 }
 
@@ -67,6 +90,46 @@ func (s *FileStore) Get(_ context.Context, id string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	sess, err := s.load(p)
+	if err != nil {
+		return nil, err
+	}
+	if sess.ID != id {
+		return nil, fmt.Errorf("session store: %s does not hold session %.64q", p, id)
+	}
+	return sess, nil
+}
+
+// List implements Store.
+func (s *FileStore) List(_ context.Context, limit int) ([]*Session, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("session store: %w", err)
+	}
+	var out []*Session
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		sess, err := s.load(filepath.Join(s.dir, name))
+		if err != nil {
+			continue // gone meanwhile, or not a session: a listing shows the rest
+		}
+		out = append(out, sess)
+	}
+	slices.SortFunc(out, func(a, b *Session) int {
+		return cmp.Or(b.StartedAt.Compare(a.StartedAt), strings.Compare(a.ID, b.ID))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// load reads one session file. Files written before sessions had a
+// started_at call it created_at.
+func (s *FileStore) load(p string) (*Session, error) {
 	// Only a regular file: a FIFO must not block a scope check, a symlink
 	// must not lend another file's lineage.
 	b, err := safefile.ReadRegular(p, maxSessionFile)
@@ -76,14 +139,23 @@ func (s *FileStore) Get(_ context.Context, id string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session store: %w", err)
 	}
-	var sess *Session
-	if err := json.Unmarshal(b, &sess); err != nil {
+	var rec struct {
+		Session
+		CreatedAt time.Time `json:"created_at"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("session store: %s: %w", p, err)
 	}
-	if sess == nil || sess.ID != id {
-		return nil, fmt.Errorf("session store: %s does not hold session %.64q", p, id)
+	if rec.ID == "" {
+		return nil, fmt.Errorf("session store: %s holds no session", p)
 	}
-	return sess, nil
+	if rec.StartedAt.IsZero() {
+		rec.StartedAt = rec.CreatedAt
+	}
+	if rec.EndedAt != nil && rec.EndedAt.IsZero() {
+		rec.EndedAt = nil
+	}
+	return &rec.Session, nil
 }
 
 // maxSessionFile bounds a session file (a few short fields).

@@ -23,28 +23,46 @@ const (
 	ReasonCompression = "compression"
 )
 
-// ErrNotFound is returned for an unknown session id.
-var ErrNotFound = errors.New("session not found")
+// Errors a Store returns. Callers test them with errors.Is.
+var (
+	// ErrNotFound is returned for an unknown session id.
+	ErrNotFound = errors.New("session not found")
+	// ErrExists is returned by Create for an id already recorded: a
+	// session's parent and source are fixed once, or a caller could move a
+	// session under a lineage it was not started in.
+	ErrExists = errors.New("session already exists")
+	// ErrEnded is returned by End for a session that has ended already: its
+	// reason decides what its children may read, so it is said once.
+	ErrEnded = errors.New("session already ended")
+)
 
-// Session is one agent conversation.
+// Session is one agent conversation. Its JSON is the contract's session
+// record; ended_at is null and end_reason empty while it lasts.
 type Session struct {
-	ID        string    `json:"id"`
-	Source    string    `json:"source"`
-	ParentID  string    `json:"parent_session_id,omitempty"`
-	EndReason string    `json:"end_reason,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
+	ID        string     `json:"id"`
+	Source    string     `json:"source"`
+	ParentID  string     `json:"parent_session_id"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	EndReason string     `json:"end_reason"`
 }
 
-// Store keeps the session tree of one profile.
+// Ended reports whether the session has ended.
+func (s *Session) Ended() bool { return s.EndedAt != nil }
+
+// Store keeps the session tree of one profile. Implementations are safe
+// for concurrent use by several processes sharing the profile.
 type Store interface {
-	// Create records a session. Creating an existing id again updates its
-	// source and parent, so a restarted agent may re-announce itself.
+	// Create records a new session, or returns ErrExists.
 	Create(ctx context.Context, id, source, parent string) error
-	// End records that id ended for reason.
+	// End records that id ended for reason: ErrNotFound for an unknown
+	// id, ErrEnded if it had ended already.
 	End(ctx context.Context, id, reason string) error
 	// Get returns the session id, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Session, error)
+	// List returns the profile's sessions, the most recently started
+	// first, at most limit of them (limit <= 0: all).
+	List(ctx context.Context, limit int) ([]*Session, error)
 }
 
 // maxLineage bounds the walk up the tree, so a corrupt store with a cycle

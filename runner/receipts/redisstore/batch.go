@@ -106,15 +106,19 @@ func (s *Store) writer() {
 
 // execBatch runs the write script once for the batch.
 func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error) {
-	args := make([]any, 0, 2+7*len(batch))
+	args := make([]any, 0, 2+8*len(batch))
 	args = append(args, s.prefix, s.opts.MaxRetained)
 	for _, w := range batch {
 		finished := w.r.FinishedAt
 		if finished.IsZero() {
 			finished = time.Now()
 		}
+		notify := 0
+		if w.r.NotifyOnComplete {
+			notify = 1
+		}
 		args = append(args, w.r.ID, w.r.ParentSessionID, w.body,
-			finished.UnixMilli(), max(w.ttl.Milliseconds(), 1), w.mode, w.wrote)
+			finished.UnixMilli(), max(w.ttl.Milliseconds(), 1), w.mode, w.wrote, notify)
 	}
 	res, err := writeScript.Run(ctx, s.rdb, nil, args...).Int64Slice()
 	if err != nil {

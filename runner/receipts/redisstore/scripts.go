@@ -43,6 +43,7 @@ local function drop(p, ids)
   for o, list in pairs(by) do
     bulk('ZREM', p .. 's:' .. o, list)
     bulk('ZREM', p .. 'sl:' .. o, list)
+    bulk('ZREM', p .. 'c:' .. o, list)
   end
   local keys = {}
   for i, id in ipairs(ids) do
@@ -64,16 +65,17 @@ end
 // trims the profile to its cap, oldest written first. The whole batch is one
 // atomic step; batching is what lets the store keep up with plain SETs.
 //
-// ARGV: prefix, max retained, then per receipt seven values: id, owner,
+// ARGV: prefix, max retained, then per receipt eight values: id, owner,
 // json, finish ms, ttl ms, mode ("put" or "create"), written ms ("0" for the
-// server's now). Returns per receipt 1 when written, 0 when mode is create
+// server's now), notify ("1": a create leaves a pending completion in
+// "P c:<owner>"). Returns per receipt 1 when written, 0 when mode is create
 // and the receipt exists (already, or from earlier in the batch).
 var writeScript = redis.NewScript(luaHelpers + `
 local p, max = ARGV[1], tonumber(ARGV[2])
 local owners = p .. 'owners'
 local now = now_ms()
 local ids = {}
-for i = 3, #ARGV, 7 do
+for i = 3, #ARGV, 8 do
   ids[#ids + 1] = ARGV[i]
 end
 local stored = redis.call('HMGET', owners, unpack(ids))
@@ -82,8 +84,9 @@ for j, id in ipairs(ids) do
   before[id] = stored[j]
 end
 local out, final, order = {}, {}, {}
-for i = 3, #ARGV, 7 do
-  local id, owner, body, score, ttl, mode, wrote = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5], ARGV[i+6]
+local pending = {}
+for i = 3, #ARGV, 8 do
+  local id, owner, body, score, ttl, mode, wrote, notify = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
   local ok
   if mode == 'create' then
     ok = redis.call('SET', p .. 'r:' .. id, body, 'PX', ttl, 'NX')
@@ -98,6 +101,9 @@ for i = 3, #ARGV, 7 do
       order[#order + 1] = id
     end
     final[id] = {owner, score, wrote}
+    if mode == 'create' and notify == '1' then
+      pending[#pending + 1] = {owner, score, id, ttl}
+    end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
@@ -135,6 +141,10 @@ if #order > 0 then
     bulk('HSET', owners, hs)
   end
   bulk('ZADD', p .. 'idx', ix)
+  for _, c in ipairs(pending) do
+    redis.call('ZADD', p .. 'c:' .. c[1], c[2], c[3])
+    redis.call('PEXPIRE', p .. 'c:' .. c[1], c[4])
+  end
   local n = redis.call('ZCARD', p .. 'idx')
   if n > max then
     drop(p, redis.call('ZRANGE', p .. 'idx', 0, n - max - 1))
@@ -210,4 +220,39 @@ for _, id in ipairs(ids) do
 end
 drop(p, gone)
 return {#ids, #gone}
+`)
+
+// takeScript removes and returns the pending completions of the given
+// owners: the bodies of their receipts, skipping those that expired. It
+// is one atomic step, so concurrent takers never share a completion.
+//
+// ARGV: prefix, owner... Returns the receipt bodies.
+var takeScript = redis.NewScript(`
+local p, out = ARGV[1], {}
+for i = 2, #ARGV do
+  local key = p .. 'c:' .. ARGV[i]
+  local ids = redis.call('ZRANGE', key, 0, -1)
+  if #ids > 0 then
+    redis.call('DEL', key)
+    for _, id in ipairs(ids) do
+      local body = redis.call('GET', p .. 'r:' .. id)
+      if body then
+        out[#out + 1] = body
+      end
+    end
+  end
+end
+return out
+`)
+
+// dropScript removes the pending completion of one process, if any.
+//
+// ARGV: prefix, id. Returns 1 when one was pending.
+var dropScript = redis.NewScript(`
+local p, id = ARGV[1], ARGV[2]
+local owner = redis.call('HGET', p .. 'owners', id)
+if not owner then
+  return 0
+end
+return redis.call('ZREM', p .. 'c:' .. owner, id)
 `)

@@ -81,6 +81,11 @@ func Run(t *testing.T, h Harness) {
 		{"Profiles", testProfiles},
 		{"Reopen", testReopen},
 		{"ConcurrentPuts", testConcurrentPuts},
+		{"Completions", testCompletions},
+		{"DropCompletion", testDropCompletion},
+		{"CompletionRace", testCompletionRace},
+		{"CompletionExpires", testCompletionExpires},
+		{"CompletionTrimmed", testCompletionTrimmed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, open, h) })

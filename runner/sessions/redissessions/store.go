@@ -74,21 +74,29 @@ func (s *Store) key(id string) (string, error) {
 	return s.prefix + "sess:" + id, nil
 }
 
-// createScript: KEYS[1] the session; ARGV: created_at, source, parent, ttl ms.
+// createScript: KEYS[1] the session, KEYS[2] the profile's session index;
+// ARGV: id, started_at, started_at in Unix ms, source, parent, ttl ms.
+// Returns 0 when the session exists already.
 var createScript = redis.NewScript(`
-redis.call('HSETNX', KEYS[1], 'created_at', ARGV[1])
-redis.call('HSET', KEYS[1], 'source', ARGV[2], 'parent', ARGV[3])
-if tonumber(ARGV[4]) > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'created_at', ARGV[2], 'source', ARGV[4], 'parent', ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+if tonumber(ARGV[6]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
 end
 return 1
 `)
 
 // endScript: KEYS[1] the session; ARGV: reason, ended_at, ttl ms. Returns 0
-// for an unknown session.
+// for an unknown session, -1 for one that has ended already.
 var endScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
+end
+if redis.call('HEXISTS', KEYS[1], 'ended_at') == 1 then
+  return -1
 end
 redis.call('HSET', KEYS[1], 'end_reason', ARGV[1], 'ended_at', ARGV[2])
 if tonumber(ARGV[3]) > 0 then
@@ -97,15 +105,35 @@ end
 return 1
 `)
 
+// pruneScript: KEYS[1] the session index; ARGV: key prefix, id... Drops
+// the ids whose session key is gone; returns how many.
+var pruneScript = redis.NewScript(`
+local n = 0
+for i = 2, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 0 then
+    n = n + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
+end
+return n
+`)
+
+// index is the zset of the profile's session ids, scored by start time.
+// Entries of sessions that expired are dropped by the List that meets them.
+func (s *Store) index() string { return s.prefix + "sessions" }
+
 // Create implements sessions.Store.
 func (s *Store) Create(ctx context.Context, id, source, parent string) error {
 	k, err := s.key(id)
 	if err != nil {
 		return err
 	}
-	now := s.now().UTC().Format(time.RFC3339Nano)
-	if err := createScript.Run(ctx, s.rdb, []string{k}, now, source, parent, s.ttl.Milliseconds()).Err(); err != nil {
+	now := s.now().UTC()
+	n, err := createScript.Run(ctx, s.rdb, []string{k, s.index()}, id, now.Format(time.RFC3339Nano), now.UnixMilli(), source, parent, s.ttl.Milliseconds()).Int()
+	if err != nil {
 		return fmt.Errorf("session %q: redis: %w", id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("session %.64q: %w", id, sessions.ErrExists)
 	}
 	return nil
 }
@@ -121,8 +149,11 @@ func (s *Store) End(ctx context.Context, id, reason string) error {
 	if err != nil {
 		return fmt.Errorf("session %q: redis: %w", id, err)
 	}
-	if n == 0 {
+	switch n {
+	case 0:
 		return sessions.ErrNotFound
+	case -1:
+		return fmt.Errorf("session %.64q: %w", id, sessions.ErrEnded)
 	}
 	return nil
 }
@@ -140,15 +171,74 @@ func (s *Store) Get(ctx context.Context, id string) (*sessions.Session, error) {
 	if len(h) == 0 {
 		return nil, sessions.ErrNotFound
 	}
+	return decode(id, h)
+}
+
+func decode(id string, h map[string]string) (*sessions.Session, error) {
 	sess := &sessions.Session{ID: id, Source: h["source"], ParentID: h["parent"], EndReason: h["end_reason"]}
-	for field, dst := range map[string]*time.Time{"created_at": &sess.CreatedAt, "ended_at": &sess.EndedAt} {
-		if v := h[field]; v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return nil, fmt.Errorf("session %q: %s: %w", id, field, err)
-			}
-			*dst = t
+	if v := h["created_at"]; v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fmt.Errorf("session %q: created_at: %w", id, err)
 		}
+		sess.StartedAt = t
+	}
+	if v := h["ended_at"]; v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return nil, fmt.Errorf("session %q: ended_at: %w", id, err)
+		}
+		sess.EndedAt = &t
 	}
 	return sess, nil
+}
+
+// listBatch is how many sessions List reads per round trip.
+const listBatch = 256
+
+// List implements sessions.Store.
+func (s *Store) List(ctx context.Context, limit int) ([]*sessions.Session, error) {
+	var out []*sessions.Session
+	for start := int64(0); ; start += listBatch {
+		ids, err := s.rdb.ZRevRange(ctx, s.index(), start, start+listBatch-1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("session list: redis: %w", err)
+		}
+		if len(ids) == 0 {
+			return out, nil
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.HGetAll(ctx, s.prefix+"sess:"+id)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("session list: redis: %w", err)
+		}
+		var gone []any
+		for i, c := range cmds {
+			h := c.Val()
+			if len(h) == 0 {
+				gone = append(gone, ids[i])
+				continue
+			}
+			sess, err := decode(ids[i], h)
+			if err != nil {
+				continue // one bad record must not hide the others
+			}
+			out = append(out, sess)
+			if limit > 0 && len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(gone) > 0 {
+			// Expired sessions: their index entries go now, unless the
+			// session was created again meanwhile.
+			n, err := pruneScript.Run(ctx, s.rdb, []string{s.index()}, append([]any{s.prefix + "sess:"}, gone...)...).Int64()
+			if err != nil {
+				return nil, fmt.Errorf("session list: redis: %w", err)
+			}
+			start -= n
+		}
+	}
 }

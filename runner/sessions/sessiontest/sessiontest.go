@@ -47,6 +47,8 @@ func Run(t *testing.T, h Harness) {
 		{"InvalidID", testInvalidID},
 		{"CreateAgain", testCreateAgain},
 		{"End", testEnd},
+		{"Races", testRaces},
+		{"List", testList},
 		{"Profiles", testProfiles},
 		{"Scope", testScope},
 	}
@@ -104,10 +106,10 @@ func testCreateGet(t *testing.T, open func(t *testing.T) sessions.Store) {
 		if s.ID != id || s.Source != sessions.SourceCLI || s.ParentID != "parent-"+id {
 			t.Errorf("Get(%q) = %+v", id, s)
 		}
-		if s.EndReason != "" || !s.EndedAt.IsZero() {
+		if s.EndReason != "" || s.Ended() {
 			t.Errorf("Get(%q): a new session has ended: %+v", id, s)
 		}
-		within(t, "created_at", s.CreatedAt, before, after)
+		within(t, "started_at", s.StartedAt, before, after)
 	}
 }
 
@@ -135,18 +137,12 @@ func testCreateAgain(t *testing.T, open func(t *testing.T) sessions.Store) {
 	st := open(t)
 	create(t, st, "s", sessions.SourceCLI, "")
 	first := get(t, st, "s")
-	end(t, st, "s", sessions.ReasonCompression)
-	time.Sleep(10 * time.Millisecond)
-	create(t, st, "s", sessions.SourceSubagent, "p")
-	s := get(t, st, "s")
-	if s.Source != sessions.SourceSubagent || s.ParentID != "p" {
-		t.Errorf("re-created session = %+v; want source and parent updated", s)
+	err := st.Create(context.Background(), "s", sessions.SourceSubagent, "p")
+	if !errors.Is(err, sessions.ErrExists) {
+		t.Fatalf("Create of an existing id = %v; want ErrExists", err)
 	}
-	if !s.CreatedAt.Equal(first.CreatedAt) {
-		t.Errorf("created_at moved from %v to %v", first.CreatedAt, s.CreatedAt)
-	}
-	if s.EndReason != sessions.ReasonCompression {
-		t.Errorf("re-creating lost the end reason: %+v", s)
+	if s := get(t, st, "s"); s.Source != first.Source || s.ParentID != first.ParentID || !s.StartedAt.Equal(first.StartedAt) {
+		t.Errorf("a refused Create changed the session: %+v, was %+v", s, first)
 	}
 }
 
@@ -157,13 +153,79 @@ func testEnd(t *testing.T, open func(t *testing.T) sessions.Store) {
 	end(t, st, "s", "user_exit")
 	after := time.Now()
 	s := get(t, st, "s")
-	if s.EndReason != "user_exit" || s.Source != sessions.SourceCLI || s.ParentID != "root" {
-		t.Errorf("ended session = %+v", s)
+	if s.EndReason != "user_exit" || s.Source != sessions.SourceCLI || s.ParentID != "root" || !s.Ended() {
+		t.Fatalf("ended session = %+v", s)
 	}
-	within(t, "ended_at", s.EndedAt, before, after)
-	end(t, st, "s", sessions.ReasonCompression)
-	if s := get(t, st, "s"); s.EndReason != sessions.ReasonCompression {
-		t.Errorf("second End kept reason %q", s.EndReason)
+	within(t, "ended_at", *s.EndedAt, before, after)
+	if err := st.End(context.Background(), "s", sessions.ReasonCompression); !errors.Is(err, sessions.ErrEnded) {
+		t.Errorf("second End = %v; want ErrEnded", err)
+	}
+	if s := get(t, st, "s"); s.EndReason != "user_exit" {
+		t.Errorf("second End changed the reason to %q", s.EndReason)
+	}
+}
+
+// testRaces has many goroutines create one id and end one session at
+// once: exactly one of each succeeds, whatever the store's mechanism.
+func testRaces(t *testing.T, open func(t *testing.T) sessions.Store) {
+	st := open(t)
+	create(t, st, "ending", sessions.SourceCLI, "")
+	const n = 16
+	var wg sync.WaitGroup
+	created, ended := make([]error, n), make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			created[i] = st.Create(context.Background(), "racing", sessions.SourceCLI, fmt.Sprint("p", i))
+			ended[i] = st.End(context.Background(), "ending", fmt.Sprint("reason", i))
+		}()
+	}
+	wg.Wait()
+	for what, errs := range map[string][]error{"Create": created, "End": ended} {
+		won := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				won++
+			case errors.Is(err, sessions.ErrExists), errors.Is(err, sessions.ErrEnded):
+			default:
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		if won != 1 {
+			t.Errorf("%d concurrent %s calls succeeded; want exactly 1", won, what)
+		}
+	}
+}
+
+func testList(t *testing.T, open func(t *testing.T) sessions.Store) {
+	st := open(t)
+	if got, err := st.List(context.Background(), 0); err != nil || len(got) != 0 {
+		t.Fatalf("List of an empty store = %v, %v", got, err)
+	}
+	ids := []string{"first", "second", "third"}
+	for _, id := range ids {
+		create(t, st, id, sessions.SourceCLI, "")
+		time.Sleep(5 * time.Millisecond) // distinct start times
+	}
+	end(t, st, "second", sessions.ReasonCompression)
+	got, err := st.List(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, s.ID)
+	}
+	if fmt.Sprint(names) != "[third second first]" {
+		t.Errorf("List = %v; want the newest first", names)
+	}
+	if len(got) == 3 && got[1].EndReason != sessions.ReasonCompression {
+		t.Errorf("List lost the end reason: %+v", got[1])
+	}
+	if two, err := st.List(context.Background(), 2); err != nil || len(two) != 2 || two[0].ID != "third" {
+		t.Errorf("List(limit 2) = %v, %v", two, err)
 	}
 }
 

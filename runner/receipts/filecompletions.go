@@ -1,0 +1,159 @@
+package receipts
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The file store keeps a pending completion as an empty marker file,
+//
+//	<dir>/completions/<owner key>/<id>
+//
+// beside the receipt that holds its content. The owner key is a hash of the
+// owner session id (any string up to 256 bytes, which need not make a file
+// name). Taking a completion is unlinking its marker: unlink(2) succeeds
+// for exactly one of any number of processes racing for it, so a
+// completion is taken once. A marker is made only by the Create that wrote
+// the receipt, so the loser of a race to record an end, or a retry, never
+// makes a taken completion pending again.
+
+const completionsDir = "completions"
+
+func (s *FileStore) ownerDir(owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return filepath.Join(s.dir, completionsDir, hex.EncodeToString(sum[:12]))
+}
+
+// markPending records the completion of r, a receipt Create just wrote.
+func (s *FileStore) markPending(r *Receipt) error {
+	if !r.NotifyOnComplete {
+		return nil
+	}
+	dir := s.ownerDir(r.ParentSessionID)
+	p := filepath.Join(dir, r.ID)
+	var err error
+	for range 2 { // a sweep may remove the directory between the two calls
+		if err = os.MkdirAll(dir, 0o700); err != nil {
+			break
+		}
+		var f *os.File
+		if f, err = os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			err = f.Close()
+			break
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("completion of %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// TakeCompletions implements Store.
+func (s *FileStore) TakeCompletions(_ context.Context, scope Scope) ([]*Receipt, error) {
+	var out []*Receipt
+	for _, owner := range scope.Owners {
+		dir := s.ownerDir(owner)
+		names, err := readNames(dir)
+		if err != nil {
+			return out, err
+		}
+		for _, id := range names {
+			if !IsID(id) {
+				continue
+			}
+			if err := os.Remove(filepath.Join(dir, id)); err != nil {
+				continue // another taker won it
+			}
+			r, err := s.load(id)
+			if err != nil || r.ParentSessionID != owner {
+				continue // expired with its receipt
+			}
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Receipt) int {
+		return cmp.Or(a.FinishedAt.Compare(b.FinishedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// DropCompletion implements Store.
+func (s *FileStore) DropCompletion(_ context.Context, id string) error {
+	if !IsID(id) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	r, err := s.load(id)
+	if err != nil {
+		return nil //nolint:nilerr // no receipt, no completion
+	}
+	err = os.Remove(filepath.Join(s.ownerDir(r.ParentSessionID), id))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("completion of %s: %w", id, err)
+	}
+	return nil
+}
+
+// readNames lists a directory's names; a missing directory is empty.
+func readNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("completions: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("completions: %w", err)
+	}
+	return names, nil
+}
+
+// sweepCompletions removes the markers whose receipt has gone (expired or
+// trimmed: a completion expires with its receipt) and owner directories
+// left empty for longer than the retention.
+func (s *FileStore) sweepCompletions(now time.Time) {
+	root := filepath.Join(s.dir, completionsDir)
+	owners, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, o := range owners {
+		if !o.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, o.Name())
+		names, err := readNames(dir)
+		if err != nil {
+			continue
+		}
+		kept := 0
+		for _, id := range names {
+			if _, err := os.Lstat(s.Path(id)); err == nil && IsID(id) {
+				kept++
+				continue
+			}
+			_ = os.Remove(filepath.Join(dir, id))
+		}
+		if info, err := o.Info(); err == nil && kept == 0 && now.Sub(info.ModTime()) > s.opts.Retention {
+			_ = os.Remove(dir) // fails harmlessly if a marker came meanwhile
+		}
+	}
+}
