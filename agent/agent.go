@@ -3,13 +3,13 @@
 // package tools) and feeds back their results until the model answers.
 //
 // Its one addition to the usual loop is notify resume. A process the
-// session started with notify=true queues a completion in the registry when
-// it ends; once the current turn is over the agent takes the session's
+// session started with notify=true leaves a completion in the receipt store
+// when it ends; once the current turn is over the agent takes the session's
 // completions and runs exactly one follow-up turn whose user message begins
 // "[IMPORTANT: Background process <id> ...", carrying the command, the exit
-// code and the output tail. A completion is taken once, and only by the
-// session that owns it, so a process is never reported twice nor to a
-// stranger.
+// code and the output tail. A completion is taken once, by the session that
+// owns it or its compression tip, from whichever process asks first, so a
+// process is never reported twice nor to a stranger.
 package agent
 
 import (
@@ -17,12 +17,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -41,12 +43,14 @@ type Completer interface {
 	Complete(ctx context.Context, req openai.Request, onDelta func(text string)) (*openai.Response, error)
 }
 
-// Notifier is the completion queue of the registry that runs the
-// session's processes; *runner.Registry implements it.
+// Notifier is where the session's completions are taken: any
+// runner.Service (the registry in-process, or a shared runner's client).
 type Notifier interface {
-	TakeCompletions(owner string) []runner.Completion
-	CompletionReady() <-chan struct{}
-	OwnedRunning(owner string, notifyOnly bool) []string
+	// Completions takes the completions of the session ctx carries,
+	// waiting up to wait for one.
+	Completions(ctx context.Context, wait time.Duration) ([]runner.Completion, error)
+	// List lists the processes visible to the session ctx carries.
+	List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error)
 }
 
 // Options configure an Agent.
@@ -173,35 +177,56 @@ func (a *Agent) Ask(ctx context.Context, query string) (string, error) {
 	return a.turn(a.context(ctx), query, nil)
 }
 
-// FollowUp takes the session's queued completions and, if there are any,
-// runs one follow-up turn reporting them all; delivered says whether it did.
+// FollowUp takes the session's completions and, if there are any, runs one
+// follow-up turn reporting them all; delivered says whether it did.
 func (a *Agent) FollowUp(ctx context.Context) (answer string, delivered bool, err error) {
+	return a.followUp(ctx, 0)
+}
+
+// followUp is FollowUp waiting up to wait for a completion.
+func (a *Agent) followUp(ctx context.Context, wait time.Duration) (answer string, delivered bool, err error) {
 	n := a.opts.Notifier
 	if n == nil || a.followUps >= a.opts.MaxFollowUps {
 		return "", false, nil
 	}
-	cs := n.TakeCompletions(a.opts.SessionID)
+	ctx = a.context(ctx)
+	cs, err := n.Completions(ctx, wait)
+	if err != nil {
+		return "", false, fmt.Errorf("take completions: %w", err)
+	}
 	if len(cs) == 0 {
 		return "", false, nil
 	}
 	a.followUps++
 	a.opts.Observer.FollowUp(cs)
-	answer, err = a.turn(a.context(ctx), FollowUpMessage(cs), cs)
+	answer, err = a.turn(ctx, FollowUpMessage(cs), cs)
 	return answer, true, err
 }
 
-// PendingNotify lists the session's running processes that will report
-// their completion.
-func (a *Agent) PendingNotify() []string {
+// PendingNotify lists the running processes whose completions the session
+// will take: its own notify processes and, for a compression tip, those of
+// the sessions it continues.
+func (a *Agent) PendingNotify(ctx context.Context) ([]string, error) {
 	if a.opts.Notifier == nil {
-		return nil
+		return nil, nil
 	}
-	return a.opts.Notifier.OwnedRunning(a.opts.SessionID, true)
+	list, err := a.opts.Notifier.List(a.context(ctx), runner.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var ids []string
+	for _, p := range list {
+		if p.Status == receipts.StatusRunning && p.NotifyOnComplete && p.ParentSessionID != "" {
+			ids = append(ids, p.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
-// recheckInterval bounds how long AwaitCompletions trusts the ready signal
-// alone; it rechecks the running set this often in any case.
-const recheckInterval = 500 * time.Millisecond
+// recheckInterval bounds one wait of AwaitCompletions for a completion
+// before it looks at the running set again.
+const recheckInterval = 2 * time.Second
 
 // AwaitCompletions delivers the session's completions as follow-up turns,
 // waiting up to wait for notify processes the session still has running.
@@ -213,13 +238,29 @@ func (a *Agent) AwaitCompletions(ctx context.Context, wait time.Duration) (answe
 		return "", 0, nil
 	}
 	deadline := time.Now().Add(wait)
-	tick := time.NewTicker(recheckInterval)
-	defer tick.Stop()
 	for {
-		// Order matters: a process gone from the running set has queued
-		// its completion already, so the take below finds it.
-		running := a.PendingNotify()
-		got, ok, err := a.FollowUp(ctx)
+		// Order matters: a process gone from the running set has left its
+		// completion already, so the take below finds it.
+		running, err := a.PendingNotify(ctx)
+		if err != nil {
+			return answer, n, err
+		}
+		got, ok, err := a.followUp(ctx, 0)
+		if ok {
+			n++
+			answer = got
+		}
+		if err != nil || ok {
+			if err != nil {
+				return answer, n, err
+			}
+			continue
+		}
+		remaining := time.Until(deadline)
+		if len(running) == 0 || a.followUps >= a.opts.MaxFollowUps || remaining <= 0 {
+			return answer, n, nil
+		}
+		got, ok, err = a.followUp(ctx, min(remaining, recheckInterval))
 		if ok {
 			n++
 			answer = got
@@ -227,26 +268,6 @@ func (a *Agent) AwaitCompletions(ctx context.Context, wait time.Duration) (answe
 		if err != nil {
 			return answer, n, err
 		}
-		if ok {
-			continue
-		}
-		if len(running) == 0 || a.followUps >= a.opts.MaxFollowUps {
-			return answer, n, nil
-		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 {
-			return answer, n, nil
-		}
-		timer := time.NewTimer(remaining)
-		select {
-		case <-a.opts.Notifier.CompletionReady():
-		case <-tick.C:
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return answer, n, ctx.Err()
-		}
-		timer.Stop()
 	}
 }
 

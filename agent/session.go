@@ -2,11 +2,10 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"time"
 
+	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -17,39 +16,61 @@ const (
 	EndInterrupted = "interrupted"
 )
 
-// NewSessionID returns a fresh session id: source, the UTC start time and
-// random hex, e.g. cli_20260102_150405_a1b2c3d4.
-func NewSessionID(source string, now time.Time) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
-	return source + "_" + now.UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+// SessionRecorder records sessions: any runner.Service.
+type SessionRecorder interface {
+	StartSession(ctx context.Context, req runner.SessionRequest) (*sessions.Session, error)
+	EndSession(ctx context.Context, id, reason string) (*sessions.Session, error)
 }
 
-// Session is an agent session recorded in a session store.
+// Session is an agent session recorded by a SessionRecorder.
 type Session struct {
 	ID    string
-	store sessions.Store
+	rec   SessionRecorder
+	ended bool
 }
 
 // StartSession records a new session of source (with parent, which may be
 // empty) and returns ctx carrying it as the current session. It must come
 // before any process is started, so that each is stamped with the session
 // as its owner.
-func StartSession(ctx context.Context, store sessions.Store, source, parent string) (context.Context, *Session, error) {
-	id := NewSessionID(source, time.Now())
-	if err := store.Create(ctx, id, source, parent); err != nil {
-		return ctx, nil, fmt.Errorf("record session %s: %w", id, err)
+func StartSession(ctx context.Context, rec SessionRecorder, source, parent string) (context.Context, *Session, error) {
+	s, err := rec.StartSession(ctx, runner.SessionRequest{Source: source, ParentID: parent})
+	if err != nil {
+		return ctx, nil, fmt.Errorf("record session: %w", err)
 	}
-	return sessions.WithCurrent(ctx, id), &Session{ID: id, store: store}, nil
+	return sessions.WithCurrent(ctx, s.ID), &Session{ID: s.ID, rec: rec}, nil
 }
 
-// End records that the session ended for reason. It runs even when ctx is
-// cancelled, since an interrupted session is still worth recording.
+// ResumeSession returns ctx carrying session id, an existing session, to
+// continue its conversation. A session that ended by compression lives on
+// in its child and cannot be resumed; one that ended otherwise can (its end
+// decides nothing for the scoping rules), and is not ended again.
+func ResumeSession(ctx context.Context, svc interface {
+	SessionRecorder
+	Session(ctx context.Context, id string) (*sessions.Session, error)
+}, id string) (context.Context, *Session, error) {
+	s, err := svc.Session(ctx, id)
+	if err != nil {
+		return ctx, nil, fmt.Errorf("resume session %s: %w", id, err)
+	}
+	if s.EndReason == sessions.ReasonCompression {
+		return ctx, nil, fmt.Errorf("resume session %s: %w: it ended by compression and continues in a child session; resume that one", id, runner.ErrInvalid)
+	}
+	return sessions.WithCurrent(ctx, s.ID), &Session{ID: s.ID, rec: svc, ended: s.Ended()}, nil
+}
+
+// End records that the session ended for reason, unless it had ended
+// before it was resumed. It runs even when ctx is cancelled, since an
+// interrupted session is still worth recording.
 func (s *Session) End(ctx context.Context, reason string) error {
+	if s.ended {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := s.store.End(ctx, s.ID, reason); err != nil {
+	if _, err := s.rec.EndSession(ctx, s.ID, reason); err != nil {
 		return fmt.Errorf("end session %s: %w", s.ID, err)
 	}
+	s.ended = true
 	return nil
 }

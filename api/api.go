@@ -61,6 +61,12 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
+	// CodeSessionNotFound, CodeSessionExists and CodeSessionEnded answer
+	// the session calls: no such session in the tenant, an id already
+	// taken, a session that has ended already.
+	CodeSessionNotFound = "session_not_found"
+	CodeSessionExists   = "session_exists"
+	CodeSessionEnded    = "session_ended"
 )
 
 // Error is the body of every non-2xx answer.
@@ -95,6 +101,11 @@ type StartRequest struct {
 	TaskID      string   `json:"task_id,omitempty"`
 	OwnerTaskID string   `json:"owner_task_id,omitempty"`
 	SessionKey  string   `json:"session_key,omitempty"`
+}
+
+// EndSessionRequest is the body of POST /v1/sessions/{id}/end.
+type EndSessionRequest struct {
+	Reason string `json:"reason"`
 }
 
 // WaitResult answers POST /v1/processes/{id}/wait: the final log, or

@@ -119,6 +119,14 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusNotFound
 	case receipts.ErrInvalidID:
 		return e.Code == api.CodeInvalidID
+	case runner.ErrInvalid:
+		return e.StatusCode == http.StatusBadRequest
+	case sessions.ErrNotFound:
+		return e.Code == api.CodeSessionNotFound
+	case sessions.ErrExists:
+		return e.Code == api.CodeSessionExists
+	case sessions.ErrEnded:
+		return e.Code == api.CodeSessionEnded
 	}
 	return false
 }
@@ -549,4 +557,69 @@ func readLine(br *bufio.Reader) (string, error) {
 // Health reports whether the runner is up (GET /healthz).
 func (c *Client) Health(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/healthz", nil, nil, nil)
+}
+
+// Completions implements runner.Service with the long-poll of GET
+// /v1/sessions/{id}/completions, for the session carried by ctx.
+func (c *Client) Completions(ctx context.Context, wait time.Duration) ([]runner.Completion, error) {
+	session := sessions.Current(ctx)
+	if session == "" {
+		return nil, fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", runner.ErrInvalid)
+	}
+	wait = min(max(wait, 0), api.MaxWait)
+	q := url.Values{"wait": {wait.String()}}
+	cctx, cancel := context.WithTimeout(ctx, wait+c.opts.Timeout)
+	defer cancel()
+	var out []runner.Completion
+	if err := c.call(cctx, http.MethodGet, sessionPath(session, "/completions"), q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StartSession implements runner.Service.
+func (c *Client) StartSession(ctx context.Context, req runner.SessionRequest) (*sessions.Session, error) {
+	var s sessions.Session
+	if err := c.call(ctx, http.MethodPost, "/v1/sessions", nil, req, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// EndSession implements runner.Service.
+func (c *Client) EndSession(ctx context.Context, id, reason string) (*sessions.Session, error) {
+	var s sessions.Session
+	if err := c.call(ctx, http.MethodPost, sessionPath(id, "/end"), nil, api.EndSessionRequest{Reason: reason}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Session implements runner.Service.
+func (c *Client) Session(ctx context.Context, id string) (*sessions.Session, error) {
+	var s sessions.Session
+	if err := c.call(ctx, http.MethodGet, sessionPath(id, ""), nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Sessions implements runner.Service.
+func (c *Client) Sessions(ctx context.Context, limit int) ([]*sessions.Session, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []*sessions.Session
+	if err := c.call(ctx, http.MethodGet, "/v1/sessions", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func sessionPath(id, suffix string) string {
+	if id == "" {
+		id = "-" // an empty segment would name the collection
+	}
+	return "/v1/sessions/" + url.PathEscape(id) + suffix
 }

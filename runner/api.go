@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
 )
 
 // Service is what a hermes front end (the CLI, the HTTP server) needs of a
@@ -41,6 +42,18 @@ type Service interface {
 	CloseStdin(ctx context.Context, id string) error
 	// Receipt returns the receipt of a finished process.
 	Receipt(ctx context.Context, id string) (*receipts.Receipt, error)
+
+	// Completions takes the completions of the calling session and of the
+	// sessions it continues by compression, waiting up to wait for one.
+	// Each is taken once, by whoever asks first.
+	Completions(ctx context.Context, wait time.Duration) ([]Completion, error)
+	// StartSession records a session; EndSession ends one (once);
+	// Session and Sessions read them. Sessions belong to the profile (the
+	// tenant, on a runner), not to the calling session.
+	StartSession(ctx context.Context, req SessionRequest) (*sessions.Session, error)
+	EndSession(ctx context.Context, id, reason string) (*sessions.Session, error)
+	Session(ctx context.Context, id string) (*sessions.Session, error)
+	Sessions(ctx context.Context, limit int) ([]*sessions.Session, error)
 }
 
 var _ Service = (*Registry)(nil)

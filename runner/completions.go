@@ -1,19 +1,25 @@
 package runner
 
 import (
+	"context"
+	"fmt"
 	"slices"
-	"sync"
+	"strings"
+	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
-)
+	)
 
-// Completion is a finished process whose owner asked to be notified.
+// Completion is a finished process whose owner asked to be notified: the
+// item that `hermes session completions` prints and the follow-up turn of
+// an agent reports. Message is the follow-up text itself.
 type Completion struct {
 	ID         string `json:"session_id"`
-	Command    string `json:"command"`
 	Status     string `json:"status"`
 	ExitCode   int    `json:"exit_code"`
+	Command    string `json:"command"`
 	OutputTail string `json:"output_tail"`
+	Message    string `json:"message"`
 	Owner      string `json:"parent_session_id"`
 	TraceID    string `json:"trace_id"`
 	SpanID     string `json:"span_id"`
@@ -21,87 +27,124 @@ type Completion struct {
 
 // completionOf is the completion view of a finished record.
 func completionOf(rec *receipts.Receipt) Completion {
-	return Completion{
+	c := Completion{
 		ID: rec.ID, Command: rec.Command, Status: rec.Status, ExitCode: rec.ExitCode,
 		OutputTail: receipts.TailChars(rec.Output, completionTailLen), Owner: rec.ParentSessionID,
 		TraceID: rec.TraceID, SpanID: rec.SpanID,
 	}
+	c.Message = completionMessage(c)
+	return c
 }
 
-// completionQueue holds the completions not yet taken. It has a lock of
-// its own and learns of ends from the registry's events; it never holds
-// its lock while calling back, except into seen, which must not call it.
-type completionQueue struct {
-	mu    sync.Mutex
-	items []Completion
-	ready chan struct{}
+// completionMessage is the follow-up text of one completion. It starts
+// "[IMPORTANT: Background process <id>" and carries the command, "exit
+// code <N>" and the output tail, so that an agent resumed with it knows
+// what finished and how without another call.
+func completionMessage(c Completion) string {
+	out := strings.TrimRight(c.OutputTail, "\n")
+	if out == "" {
+		out = "(no output)"
+	}
+	return fmt.Sprintf("[IMPORTANT: Background process %s %s (exit code %d).\nCommand: %s\nOutput (tail):\n%s]",
+		c.ID, statusPhrase(c.Status), c.ExitCode, c.Command, out)
 }
 
-// onEvent queues the completion of a notify process that ended.
-func (q *completionQueue) onEvent(ev Event) {
-	if ev.Kind != EventEnded || !ev.Receipt.NotifyOnComplete {
+// statusPhrase words a final status for the notice.
+func statusPhrase(status string) string {
+	switch status {
+	case receipts.StatusExited:
+		return "exited"
+	case receipts.StatusKilled:
+		return "was killed"
+	case receipts.StatusTimeout:
+		return "timed out and was killed"
+	case receipts.StatusLost:
+		return "was lost (its supervisor vanished)"
+	case receipts.StatusFailedToStart:
+		return "failed to start"
+	default:
+		return "ended with status " + status
+	}
+}
+
+// completionPoll is how often a waiting Completions looks at the store for
+// completions that other processes of the profile recorded; ends this
+// registry observes wake it at once.
+const completionPoll = 200 * time.Millisecond
+
+// onEnded wakes the waiting Completions calls when a notify process ends.
+// The event comes after the receipt (and so the completion) was stored.
+func (r *Registry) onEnded(ev Event) {
+	if ev.Kind != EventEnded || ev.Receipt == nil || !ev.Receipt.NotifyOnComplete {
 		return
 	}
-	q.mu.Lock()
-	if len(q.items) >= maxQueued {
-		q.items = slices.Delete(q.items, 0, len(q.items)-maxQueued+1)
-	}
-	q.items = append(q.items, completionOf(ev.Receipt))
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
+	r.readyMu.Lock()
+	defer r.readyMu.Unlock()
+	close(r.ready)
+	r.ready = make(chan struct{})
 }
 
-func (q *completionQueue) take(owner string, seen func(id string) bool) []Completion {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var out []Completion
-	keep := q.items[:0]
-	for _, c := range q.items {
-		switch {
-		case c.Owner != owner:
-			keep = append(keep, c)
-		case !seen(c.ID):
-			out = append(out, c)
+// CompletionReady returns a channel closed at the next end of a notify
+// process this registry observes. Call it again for the one after.
+func (r *Registry) CompletionReady() <-chan struct{} {
+	r.readyMu.Lock()
+	defer r.readyMu.Unlock()
+	return r.ready
+}
+
+// Completions takes the completions of the calling session (carried by ctx)
+// and of the sessions it continues by compression, waiting up to wait for
+// at least one. They are taken from the store, so each is delivered once,
+// to whichever process of the profile asks first, even after the process
+// that started the job has gone.
+func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]Completion, error) {
+	scope, err := r.Scope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		ready := r.CompletionReady()
+		recs, err := r.opts.Store.TakeCompletions(ctx, scope)
+		if err != nil {
+			return nil, fmt.Errorf("completions: %w", err)
 		}
+		if len(recs) > 0 || wait <= 0 {
+			out := make([]Completion, len(recs))
+			for i, rec := range recs {
+				out[i] = completionOf(rec)
+			}
+			return out, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return []Completion{}, nil
+		}
+		t := time.NewTimer(min(left, completionPoll))
+		select {
+		case <-ready:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
 	}
-	clear(q.items[len(keep):])
-	q.items = keep
-	return out
 }
 
-func (q *completionQueue) drop(id string) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.items = slices.DeleteFunc(q.items, func(c Completion) bool { return c.ID == id })
-}
-
-func (q *completionQueue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.items)
-}
-
-// CompletionReady is signalled whenever a completion is queued.
-func (r *Registry) CompletionReady() <-chan struct{} { return r.completions.ready }
-
-// PendingCompletions is the number of queued completions not yet taken.
-func (r *Registry) PendingCompletions() int { return r.completions.len() }
-
-// TakeCompletions removes and returns the queued completions owned by
-// owner, leaving out those whose final output the owner already read
-// (through Log or Wait): each completion is reported at most once.
-func (r *Registry) TakeCompletions(owner string) []Completion {
-	return r.completions.take(owner, func(id string) bool {
-		p := r.known(id)
-		return p != nil && p.isSeen()
-	})
+// dropCompletion takes the completion of a process whose final output the
+// caller has just read: the owner knows how it ended.
+func (r *Registry) dropCompletion(ctx context.Context, info *Info) {
+	if !info.NotifyOnComplete || info.Status == receipts.StatusRunning {
+		return
+	}
+	if err := r.opts.Store.DropCompletion(ctx, info.ID, info.ParentSessionID); err != nil {
+		r.log.Warn("completion not dropped", "id", info.ID, "err", err)
+	}
 }
 
 // OwnedRunning returns the ids of this registry's running processes owned by
-// owner; with notifyOnly, just those that will queue a completion.
+// owner; with notifyOnly, just those that will leave a completion.
 func (r *Registry) OwnedRunning(owner string, notifyOnly bool) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -37,7 +37,6 @@ type Process struct {
 	timedOut bool
 	failed   bool
 	errMsg   string
-	seen     bool
 	receipt  *receipts.Receipt
 }
 
@@ -52,18 +51,6 @@ func (p *Process) isDone() bool {
 	default:
 		return false
 	}
-}
-
-func (p *Process) markSeen() {
-	p.mu.Lock()
-	p.seen = true
-	p.mu.Unlock()
-}
-
-func (p *Process) isSeen() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.seen
 }
 
 // setStoreErr notes why the end of p could not be read from the store yet.

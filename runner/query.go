@@ -57,7 +57,7 @@ type ListOptions struct {
 // List returns the processes visible to the caller: live ones (this
 // registry's and those running elsewhere) and, when asked, retained ones.
 func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
-	scope, err := r.scope(ctx)
+	scope, err := r.Scope(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +130,7 @@ type PollResult struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// Poll reports status and the output tail. It never marks a completion as
-// seen.
+// Poll reports status and the output tail. It never takes a completion.
 func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
@@ -164,16 +163,14 @@ type LogResult struct {
 
 // Log returns lines [offset, offset+limit) of the output (limit <= 0: all;
 // a negative offset counts from the end). Reading the log of a finished
-// process marks its completion as seen.
+// process takes its completion: the caller has seen how it ended.
 func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
 	out, info := r.output(ctx, f)
-	if f.proc != nil && info.Status != receipts.StatusRunning {
-		f.proc.markSeen()
-	}
+	r.dropCompletion(ctx, info)
 	text, total := outbuf.Lines(out, offset, limit)
 	return &LogResult{
 		ID: info.ID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
@@ -224,7 +221,7 @@ func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
 }
 
 // Wait blocks until the process ends (or ctx is done) and returns its final
-// log. It marks the completion as seen.
+// log. It takes the completion, as Log does.
 func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {

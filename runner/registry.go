@@ -1,7 +1,7 @@
 // Package runner is the process registry: it starts commands on a Backend,
 // captures their output in bounded buffers, records a receipt in a
-// receipts.Store when each ends, queues completions for owners that asked to
-// be notified, and answers list, poll, log, wait, kill and write requests
+// receipts.Store when each ends (with a completion for owners that asked to
+// be notified, which any process of the profile may take), and answers list, poll, log, wait, kill and write requests
 // under the scoping rules of the calling session.
 //
 // Live status stays in memory (this registry's own processes, and those
@@ -38,10 +38,6 @@ const (
 	// DefaultForgetAfter bounds the memory of a long-lived registry (a
 	// shared runner, a long agent session).
 	DefaultForgetAfter = 30 * time.Minute
-	// maxQueued caps the completion queue: a registry whose owners never
-	// take their completions (a runner without agents) cannot grow it
-	// without end; the oldest go first.
-	maxQueued         = 10_000
 	DefaultTailChars  = 2000
 	completionTailLen = 4000
 	// RedactMargin is how many characters beyond the output bound are
@@ -54,9 +50,10 @@ const (
 var ErrNotFound = errors.New("process not found")
 
 // ErrInvalid is wrapped by Start for a request that cannot be started as
-// asked (no command, a backend that is not here, no image): the caller's
-// mistake, and nothing is recorded.
-var ErrInvalid = errors.New("invalid start request")
+// asked (no command, a backend that is not here, no image), and by the
+// session calls for a malformed session or one whose parent is unknown:
+// the caller's mistake, and nothing is recorded.
+var ErrInvalid = errors.New("invalid request")
 
 // ErrRunning is returned by Receipt for a process that has not ended: it
 // has no receipt yet.
@@ -107,9 +104,9 @@ type Options struct {
 // Registry tracks processes. It is safe for concurrent use. Its concerns
 // each have a file: supervision (supervise.go: start, observe, record the
 // end), resolution (resolve.go: ids and prefixes, scope, adoption and
-// recovery of processes running elsewhere), queries (query.go), and the
-// completion queue (completions.go), which, like the server's metrics,
-// learns of ends from the process events (events.go).
+// recovery of processes running elsewhere), queries (query.go), and
+// completions (completions.go: taken from the store, woken by the process
+// events of events.go).
 type Registry struct {
 	opts     Options
 	backends map[string]Backend
@@ -118,8 +115,11 @@ type Registry struct {
 	mu    sync.Mutex
 	procs map[string]*Process
 
-	events      events
-	completions completionQueue
+	events events
+	// ready is closed, and replaced, when a notify process ends
+	// (completions.go).
+	readyMu sync.Mutex
+	ready   chan struct{}
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -155,8 +155,8 @@ func New(opts Options) (*Registry, error) {
 	for _, b := range opts.Backends {
 		r.backends[b.Name()] = b
 	}
-	r.completions.ready = make(chan struct{}, 1)
-	r.Subscribe(r.completions.onEvent)
+	r.ready = make(chan struct{})
+	r.Subscribe(r.onEnded)
 	if opts.SpillDir != "" {
 		if err := os.MkdirAll(opts.SpillDir, 0o700); err != nil {
 			return nil, fmt.Errorf("runner: spill dir: %w", err)

@@ -399,13 +399,24 @@ func TestRegistryAmbiguousPrefix(t *testing.T) {
 	}
 }
 
-// TestCompletionQueue: a notify completion is queued once and taken once by
-// its owner, unless the owner already read the final log or waited; a poll
-// does not count as reading it.
+// take is Completions without waiting, failing the test on error.
+func take(t *testing.T, r *runner.Registry, ctx context.Context) []runner.Completion {
+	t.Helper()
+	cs, err := r.Completions(ctx, 0)
+	if err != nil {
+		t.Fatalf("Completions: %v", err)
+	}
+	return cs
+}
+
+// TestCompletionQueue: a notify completion is taken once, by its owner,
+// unless the owner already read the final log or waited; a poll does not
+// count as reading it.
 func TestCompletionQueue(t *testing.T) {
 	r := newHome(t).registry(t, nil)
 	owner, other := as("owner"), as("other")
 	ctx := waitCtx(t, "owner")
+	ready := r.CompletionReady()
 
 	waited := start(t, r, owner, runner.StartRequest{Command: "echo w; exit 1", Owner: receipts.Owner{NotifyOnComplete: true}})
 	logged := start(t, r, owner, runner.StartRequest{Command: "echo l", Owner: receipts.Owner{NotifyOnComplete: true}})
@@ -415,11 +426,8 @@ func TestCompletionQueue(t *testing.T) {
 	for _, in := range []*runner.Info{waited, logged, polled, quiet, theirs} {
 		done(t, r, in.ID)
 	}
-	if n := r.PendingCompletions(); n != 4 {
-		t.Fatalf("PendingCompletions = %d, want the 4 notify processes", n)
-	}
 	select {
-	case <-r.CompletionReady():
+	case <-ready:
 	default:
 		t.Fatal("CompletionReady not signalled")
 	}
@@ -435,26 +443,26 @@ func TestCompletionQueue(t *testing.T) {
 		}
 	}
 
-	got := r.TakeCompletions("owner")
+	got := take(t, r, owner)
 	if len(got) != 1 || got[0].ID != polled.ID {
-		t.Fatalf("TakeCompletions(owner) = %+v, want only the polled process", got)
+		t.Fatalf("Completions(owner) = %+v, want only the polled process", got)
 	}
 	c := got[0]
 	if c.Status != receipts.StatusExited || c.ExitCode != 2 || c.OutputTail != "p\n" || c.Command != "echo p; exit 2" || c.Owner != "owner" {
 		t.Fatalf("completion = %+v", c)
 	}
-	if again := r.TakeCompletions("owner"); len(again) != 0 {
-		t.Fatalf("second TakeCompletions(owner) = %+v", again)
+	if !strings.HasPrefix(c.Message, "[IMPORTANT: Background process "+polled.ID+" exited (exit code 2).") || !strings.Contains(c.Message, "echo p; exit 2") {
+		t.Fatalf("completion message = %q", c.Message)
 	}
-	if got := r.TakeCompletions(""); len(got) != 0 {
-		t.Fatalf("TakeCompletions(no session) = %+v", got)
+	if again := take(t, r, owner); len(again) != 0 {
+		t.Fatalf("second Completions(owner) = %+v", again)
 	}
-	theirsGot := r.TakeCompletions("other")
+	if got := take(t, r, as("")); len(got) != 0 {
+		t.Fatalf("Completions(no session) = %+v", got)
+	}
+	theirsGot := take(t, r, other)
 	if len(theirsGot) != 1 || theirsGot[0].ID != theirs.ID {
-		t.Fatalf("TakeCompletions(other) = %+v", theirsGot)
-	}
-	if n := r.PendingCompletions(); n != 0 {
-		t.Fatalf("PendingCompletions = %d after all were taken or seen", n)
+		t.Fatalf("Completions(other) = %+v", theirsGot)
 	}
 	// A process still running is owned; finished ones are not.
 	run := start(t, r, owner, runner.StartRequest{Command: "sleep 300", Owner: receipts.Owner{NotifyOnComplete: true}})
@@ -464,11 +472,62 @@ func TestCompletionQueue(t *testing.T) {
 	if _, err := r.Kill(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
-	killed := r.TakeCompletions("owner")
+	killed := take(t, r, owner)
 	if len(killed) != 1 || killed[0].Status != receipts.StatusKilled || killed[0].ExitCode == 0 {
 		t.Fatalf("completion of the killed process = %+v", killed)
 	}
-	_ = other
+}
+
+// TestCompletionsOutliveTheOwner: the completion of a job whose owner's
+// registry is gone is taken by a fresh registry of the profile (another
+// process) for the owner or its compression tip, once, and never by a
+// subagent child or an unrelated session. A waiting take returns as soon
+// as the completion is there.
+func TestCompletionsOutliveTheOwner(t *testing.T) {
+	h := newHome(t)
+	ctx := context.Background()
+	for _, s := range []struct{ id, source, parent string }{
+		{"owner", sessions.SourceCLI, ""},
+		{"sub", sessions.SourceSubagent, "owner"},
+		{"stranger", sessions.SourceCLI, ""},
+	} {
+		if err := h.sessions.Create(ctx, s.id, s.source, s.parent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := h.registry(t, nil)
+	job := start(t, first, as("owner"), runner.StartRequest{Command: "sleep 0.3; echo late", Owner: receipts.Owner{NotifyOnComplete: true}})
+
+	fresh := h.registry(t, nil)
+	began := time.Now()
+	got, err := fresh.Completions(waitCtx(t, "owner"), 10*time.Second)
+	if err != nil || len(got) != 1 || got[0].ID != job.ID || got[0].OutputTail != "late\n" {
+		t.Fatalf("waiting Completions = %+v, %v", got, err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the waiting take returned after %v", d)
+	}
+
+	second := start(t, first, as("owner"), runner.StartRequest{Command: "echo two", Owner: receipts.Owner{NotifyOnComplete: true}})
+	done(t, first, second.ID)
+	for _, who := range []string{"sub", "stranger", ""} {
+		if got := take(t, fresh, as(who)); len(got) != 0 {
+			t.Errorf("session %q took %+v", who, got)
+		}
+	}
+	if err := h.sessions.End(ctx, "owner", sessions.ReasonCompression); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.sessions.Create(ctx, "tip", sessions.SourceCLI, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	got = take(t, fresh, as("tip"))
+	if len(got) != 1 || got[0].ID != second.ID {
+		t.Fatalf("the compression tip took %+v; want its ancestor's completion", got)
+	}
+	if again := take(t, first, as("owner")); len(again) != 0 {
+		t.Errorf("taken twice: %+v", again)
+	}
 }
 
 func TestRegistryRedaction(t *testing.T) {

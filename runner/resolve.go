@@ -11,8 +11,9 @@ import (
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
-// scope is the receipt scope of the session carried by ctx.
-func (r *Registry) scope(ctx context.Context) (receipts.Scope, error) {
+// Scope is the receipt scope of the session carried by ctx: the owners
+// whose receipts and completions it may read and take.
+func (r *Registry) Scope(ctx context.Context) (receipts.Scope, error) {
 	reader := sessions.Current(ctx)
 	if r.opts.Sessions == nil {
 		if reader == "" {
@@ -47,7 +48,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 	if !receipts.IsPrefix(idOrPrefix) {
 		return found{}, fmt.Errorf("%w: %q (want proc_ and at least 4 hex digits)", receipts.ErrInvalidID, idOrPrefix)
 	}
-	scope, err := r.scope(ctx)
+	scope, err := r.Scope(ctx)
 	if err != nil {
 		return found{}, err
 	}

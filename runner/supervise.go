@@ -271,9 +271,9 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	p.mu.Lock()
 	p.receipt = rec
 	p.mu.Unlock()
-	// The end is an event before the process counts as done: the
-	// completion queue (a subscriber) then holds its completion by the
-	// time an owner no longer finds it in OwnedRunning.
+	// The end is an event before the process counts as done, and after
+	// its receipt (with its completion) is stored: an owner that no
+	// longer finds it in OwnedRunning finds its completion.
 	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec})
 	close(p.done)
 	if r.opts.ForgetAfter > 0 {
@@ -362,13 +362,12 @@ func (r *Registry) Recorded(id string) <-chan struct{} {
 	return nil
 }
 
-// forget drops a finished process and any completion of it still queued;
-// its receipt stays in the store.
+// forget drops a finished process from memory; its receipt, and its
+// completion if not yet taken, stay in the store.
 func (r *Registry) forget(p *Process) {
 	r.mu.Lock()
 	if r.procs[p.spec.ID] == p {
 		delete(r.procs, p.spec.ID)
 	}
 	r.mu.Unlock()
-	r.completions.drop(p.spec.ID)
 }

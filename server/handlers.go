@@ -156,15 +156,21 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 // fields, nothing after it.
 func decodeStart(body []byte) (api.StartRequest, error) {
 	var req api.StartRequest
+	return req, decodeStrict(body, "start request", &req)
+}
+
+// decodeStrict reads one JSON object into v, refusing unknown fields and
+// trailing data: a misspelt field must not be silently ignored.
+func decodeStrict(body []byte, what string, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, errors.New("start request: " + err.Error())
+	if err := dec.Decode(v); err != nil {
+		return errors.New(what + ": " + err.Error())
 	}
 	if dec.More() {
-		return req, errors.New("start request: trailing data after the JSON object")
+		return errors.New(what + ": trailing data after the JSON object")
 	}
-	return req, nil
+	return nil
 }
 
 // startRequest checks a start request and turns it into the registry's.

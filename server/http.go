@@ -42,6 +42,11 @@ func (s *Server) routes() *http.ServeMux {
 	})))
 	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.api(handlerBudget, s.stdin))
 	mux.HandleFunc("GET /v1/receipts/{id}", s.api(handlerBudget, byID(s, receipt)))
+	mux.HandleFunc("POST /v1/sessions", s.api(handlerBudget, s.startSession))
+	mux.HandleFunc("GET /v1/sessions", s.api(handlerBudget, s.listSessions))
+	mux.HandleFunc("GET /v1/sessions/{id}", s.api(handlerBudget, s.getSession))
+	mux.HandleFunc("POST /v1/sessions/{id}/end", s.api(handlerBudget, s.endSession))
+	mux.HandleFunc("GET /v1/sessions/{id}/completions", s.api(0, s.completions))
 
 	for path, allow := range map[string]string{
 		"/healthz": "GET", "/readyz": "GET", "/metrics": "GET",
@@ -49,6 +54,8 @@ func (s *Server) routes() *http.ServeMux {
 		"/v1/processes/{id}/poll": "GET", "/v1/processes/{id}/log": "GET",
 		"/v1/processes/{id}/wait": "POST", "/v1/processes/{id}/kill": "POST",
 		"/v1/processes/{id}/stdin": "POST", "/v1/receipts/{id}": "GET",
+		"/v1/sessions": "GET, POST", "/v1/sessions/{id}": "GET",
+		"/v1/sessions/{id}/end": "POST", "/v1/sessions/{id}/completions": "GET",
 	} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

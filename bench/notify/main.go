@@ -34,6 +34,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
 )
 
 const owner = "bench-notify-owner"
@@ -114,14 +115,18 @@ func start(ctx context.Context, reg *runner.Registry) error {
 // the delay between the exit stamp it printed and its arrival here.
 func collect(reg *runner.Registry, want int, timeout time.Duration) ([]time.Duration, error) {
 	var lat []time.Duration
-	deadline := time.After(timeout)
+	ctx := sessions.WithCurrent(context.Background(), owner)
+	deadline := time.Now().Add(timeout)
 	for len(lat) < want {
-		select {
-		case <-reg.CompletionReady():
-		case <-deadline:
+		left := time.Until(deadline)
+		if left <= 0 {
 			return lat, fmt.Errorf("%d of %d completions within %s", len(lat), want, timeout)
 		}
-		for _, c := range reg.TakeCompletions(owner) {
+		cs, err := reg.Completions(ctx, left)
+		if err != nil {
+			return lat, err
+		}
+		for _, c := range cs {
 			now := time.Now()
 			exited, err := stamp(c.OutputTail)
 			if err != nil {

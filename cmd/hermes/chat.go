@@ -13,16 +13,22 @@ import (
 	"github.com/hermesrun/hermes/agent/agenttrace"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
+	hermesclient "github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/tracing"
 )
 
 // defaultOneshotWait applies when config.yaml sets no
 // terminal.oneshot_completion_wait_seconds.
 const defaultOneshotWait = 30 * time.Second
+
+// completionRecheck is how often an interactive chat waiting for input
+// looks for completions it was not woken for (those of a runner).
+const completionRecheck = time.Second
 
 // ChatCmd is the agent loop against an OpenAI-compatible endpoint.
 //
@@ -66,29 +72,33 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if c.Oneshot && strings.TrimSpace(c.Query) == "" {
 		return badInput("--oneshot needs a query (-q)")
 	}
-	if g.RunnerURL != "" {
-		// Running the jobs here would put them where the runner's user
-		// never looks: say so instead.
-		return badInput("hermes chat cannot use a runner yet (--runner or HERMES_RUNNER_URL is set): unset it to run the agent's jobs in this profile")
-	}
-	ctx, e, reg, err := open(ctx, g, "chat", profile.Background)
+	// The profile gives the configuration, logs and tracing; the jobs run
+	// where the service is: this profile, or the runner.
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
+	svc, err := c.service(g, e)
+	if err != nil {
+		return err
+	}
+	ctx = tracing.ContextFromEnv(ctx, g.Getenv)
+	ctx, cmdSpan := e.Tracing.Tracer("hermes/cli").Start(ctx, "hermes chat")
+	defer cmdSpan.End()
 	cfg := e.Config
 	client, model, err := c.client(cfg, e)
 	if err != nil {
 		return err
 	}
-	toolset, err := c.tools(cfg, g, reg)
+	toolset, err := c.tools(cfg, g, svc)
 	if err != nil {
 		return err
 	}
 
 	// The session exists, and is current, before any tool can start a
 	// process: every receipt is stamped with it as the owner.
-	ctx, sess, err := agent.StartSession(ctx, e.Sessions, sessions.SourceCLI, "")
+	ctx, sess, err := agent.StartSession(ctx, svc, sessions.SourceCLI, "")
 	if err != nil {
 		return err
 	}
@@ -113,7 +123,7 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 
 	quiet := c.Quiet || g.JSON
 	ag, err := agent.New(agent.Options{
-		Client: client, Model: model, Tools: toolset, Notifier: reg, SessionID: sess.ID,
+		Client: client, Model: model, Tools: toolset, Notifier: svc, SessionID: sess.ID,
 		MaxTurns: c.MaxTurns, Stream: !c.NoStream, Observer: newChatPrinter(g, quiet), Logger: e.Logger,
 		Tracer: tracer,
 	})
@@ -124,10 +134,10 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if strings.TrimSpace(c.Query) != "" && (c.Oneshot || !stdinIsTerminal()) {
 		err = c.oneshot(ctx, ag, cfg, &res)
 	} else {
-		err = c.interactive(ctx, g, ag, reg, cfg, quiet, &res)
+		err = c.interactive(ctx, g, ag, svc, cfg, quiet, &res)
 	}
 	res.ModelCalls, res.Usage = ag.Calls(), ag.Usage()
-	res.StillRunning = ag.PendingNotify()
+	res.StillRunning, _ = ag.PendingNotify(ctx)
 	if res.StillRunning == nil {
 		res.StillRunning = []string{}
 	}
@@ -151,6 +161,20 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	return err
 }
 
+// service is where the agent's jobs run and its completions are taken:
+// the shared runner with --runner, else this profile's registry.
+func (c *ChatCmd) service(g *Globals, e *profile.Profile) (runner.Service, error) {
+	if g.RunnerURL == "" {
+		return e.Registry(profile.Background)
+	}
+	cwd, _ := os.Getwd()
+	cl, err := hermesclient.New(g.RunnerURL, hermesclient.Options{Token: g.RunnerToken, CallerCwd: cwd})
+	if err != nil {
+		return nil, badInput("--runner: %v", err)
+	}
+	return cl, nil
+}
+
 // oneshot answers the query, then reports the session's completions as
 // follow-up turns for as long as the configured wait allows.
 func (c *ChatCmd) oneshot(ctx context.Context, ag *agent.Agent, cfg config.Config, res *chatResult) error {
@@ -170,7 +194,7 @@ func (c *ChatCmd) oneshot(ctx context.Context, ag *agent.Agent, cfg config.Confi
 // interactive answers -q if given, then requests from stdin, one per line,
 // and reports completions as they arrive while it waits for input. At end
 // of input it waits for the session's notify processes as oneshot does.
-func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, reg *runner.Registry, cfg config.Config, quiet bool, res *chatResult) error {
+func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, svc runner.Service, cfg config.Config, quiet bool, res *chatResult) error {
 	ask := func(q string) error {
 		answer, err := ag.Ask(ctx, q)
 		if answer != "" {
@@ -190,6 +214,14 @@ func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, 
 			return err
 		}
 	}
+	// In-process ends wake the loop at once; a runner's are looked for
+	// every completionRecheck.
+	ready := func() <-chan struct{} { return nil }
+	if r, ok := svc.(interface{ CompletionReady() <-chan struct{} }); ok {
+		ready = r.CompletionReady
+	}
+	recheck := time.NewTicker(completionRecheck)
+	defer recheck.Stop()
 	tty := stdinIsTerminal()
 	lines := make(chan string)
 	go func() {
@@ -241,10 +273,11 @@ func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, 
 					return err
 				}
 			}
-		case <-reg.CompletionReady():
+		case <-ready():
 			if tty && !quiet {
 				fmt.Fprintln(g.Stderr)
 			}
+		case <-recheck.C:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -290,11 +323,13 @@ func (c *ChatCmd) client(cfg config.Config, e *profile.Profile) (*openai.Client,
 	return client, model, nil
 }
 
-// tools builds the offered toolsets over reg. Commands run in TERMINAL_CWD
-// when set, else the current directory; terminal.env picks the backend.
-func (c *ChatCmd) tools(cfg config.Config, g *Globals, reg *runner.Registry) (*tools.Set, error) {
+// tools builds the offered toolsets over svc. Commands run in TERMINAL_CWD
+// when set, else the current directory (on a runner: the caller's
+// directory if the runner has it, else the runner's); terminal.env picks
+// the backend.
+func (c *ChatCmd) tools(cfg config.Config, g *Globals, svc runner.Service) (*tools.Set, error) {
 	cwd := g.Getenv("TERMINAL_CWD")
-	if cwd == "" {
+	if cwd == "" && g.RunnerURL == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return nil, fmt.Errorf("current directory: %w", err)
@@ -303,8 +338,8 @@ func (c *ChatCmd) tools(cfg config.Config, g *Globals, reg *runner.Registry) (*t
 	}
 	// The backend and image are the registry's defaults (terminal.env,
 	// terminal.docker_image).
-	term := tools.TerminalOptions{Runner: reg, Cwd: cwd, ForegroundTimeout: time.Duration(cfg.Terminal.Timeout)}
-	set, err := tools.Toolsets(c.Toolsets, term, tools.ProcessOptions{Runner: reg})
+	term := tools.TerminalOptions{Runner: svc, Cwd: cwd, ForegroundTimeout: time.Duration(cfg.Terminal.Timeout)}
+	set, err := tools.Toolsets(c.Toolsets, term, tools.ProcessOptions{Runner: svc})
 	if err != nil {
 		return nil, badInput("--toolsets: %v", err)
 	}

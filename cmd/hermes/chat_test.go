@@ -330,11 +330,8 @@ func checkFreshRegistry(t *testing.T, home, owner, id string) {
 	if _, err := reg.Poll(ctx, id); err != nil {
 		t.Error(err)
 	}
-	if n := reg.PendingCompletions(); n != 0 {
-		t.Errorf("a fresh registry replays %d completions", n)
-	}
-	if got := reg.TakeCompletions(owner); len(got) != 0 {
-		t.Errorf("a fresh registry hands the owner %+v", got)
+	if got, err := reg.Completions(ctx, 0); err != nil || len(got) != 0 {
+		t.Errorf("a fresh registry hands the owner %+v, %v: the chat took it already", got, err)
 	}
 }
 

@@ -49,9 +49,11 @@ type CLI struct {
 	Write WriteCmd `cmd:"" help:"Write data to a running process's stdin."`
 	Chat  ChatCmd  `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
 	Trace TraceCmd `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
-	Shim  ShimCmd  `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
-	Watch WatchCmd `cmd:"" hidden:"" help:"Supervise one detached container job (internal)."`
-	Serve ServeCmd `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
+	// Session is the session tree and the completions of notify jobs.
+	Session SessionCmd `cmd:"" help:"Agent sessions: start, end, show, ls, and take the completions of notify jobs."`
+	Shim    ShimCmd    `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
+	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container job (internal)."`
+	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 }
 
 // exitError carries an exit status out of a command without printing

@@ -94,15 +94,11 @@ func (s *FileStore) TakeCompletions(_ context.Context, scope Scope) ([]*Receipt,
 }
 
 // DropCompletion implements Store.
-func (s *FileStore) DropCompletion(_ context.Context, id string) error {
+func (s *FileStore) DropCompletion(_ context.Context, id, owner string) error {
 	if !IsID(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
-	r, err := s.load(id)
-	if err != nil {
-		return nil //nolint:nilerr // no receipt, no completion
-	}
-	err = os.Remove(filepath.Join(s.ownerDir(r.ParentSessionID), id))
+	err := os.Remove(filepath.Join(s.ownerDir(owner), id))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("completion of %s: %w", id, err)
 	}

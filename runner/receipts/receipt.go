@@ -208,9 +208,10 @@ type Store interface {
 	// expires. Each is taken once, however many processes sharing the
 	// store take at the same time; a Put never makes one.
 	TakeCompletions(ctx context.Context, scope Scope) ([]*Receipt, error)
-	// DropCompletion takes the completion of process id, if it is still
-	// pending, without returning it: its owner read the final output.
-	DropCompletion(ctx context.Context, id string) error
+	// DropCompletion takes the completion of process id, owned by owner,
+	// if it is still pending, without returning it: its owner read the
+	// final output.
+	DropCompletion(ctx context.Context, id, owner string) error
 	// Close releases the store's resources.
 	Close() error
 }

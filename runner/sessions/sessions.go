@@ -4,6 +4,8 @@ package sessions
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -18,6 +20,8 @@ const (
 	SourceSubagent = "subagent"
 	// SourceCLI marks a session started by the hermes CLI.
 	SourceCLI = "cli"
+	// SourceAPI marks a session started over the HTTP API.
+	SourceAPI = "api"
 	// ReasonCompression ends a session whose conversation continues,
 	// compressed, in a child session: the child reads what the parent owned.
 	ReasonCompression = "compression"
@@ -115,4 +119,32 @@ func WithCurrent(ctx context.Context, id string) context.Context {
 func Current(ctx context.Context) string {
 	id, _ := ctx.Value(currentKey{}).(string)
 	return id
+}
+
+// NewID returns a fresh session id: source, the UTC start time and random
+// hex, e.g. cli_20260102_150405_a1b2c3d4.
+func NewID(source string, now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux or macOS
+	return source + "_" + now.UTC().Format("20060102_150405") + "_" + hex.EncodeToString(b[:])
+}
+
+// maxWord bounds a source or an end reason.
+const maxWord = 32
+
+// CheckWord reports whether s is usable as a source or an end reason: a
+// lowercase word (letters, then letters, digits, '_' or '-'), at most 32
+// bytes. These values are compared by the scoping rules, so near misses
+// such as "Compression" are refused rather than silently meaning nothing.
+func CheckWord(s string) error {
+	if s == "" || len(s) > maxWord || s[0] < 'a' || s[0] > 'z' {
+		return fmt.Errorf("%.40q is not a lowercase word of at most %d bytes", s, maxWord)
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return fmt.Errorf("%.40q is not a lowercase word of at most %d bytes", s, maxWord)
+		}
+	}
+	return nil
 }

@@ -48,11 +48,11 @@ func (s *Store) TakeCompletions(ctx context.Context, scope receipts.Scope) ([]*r
 }
 
 // DropCompletion implements receipts.Store.
-func (s *Store) DropCompletion(ctx context.Context, id string) error {
+func (s *Store) DropCompletion(ctx context.Context, id, owner string) error {
 	if !receipts.IsID(id) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
-	if err := dropScript.Run(ctx, s.rdb, nil, s.prefix, id).Err(); err != nil {
+	if err := s.rdb.ZRem(ctx, s.prefix+"c:"+owner, id).Err(); err != nil {
 		return fmt.Errorf("completion of %s: redis: %w", id, err)
 	}
 	s.afterRedisOK()

@@ -244,15 +244,3 @@ for i = 2, #ARGV do
 end
 return out
 `)
-
-// dropScript removes the pending completion of one process, if any.
-//
-// ARGV: prefix, id. Returns 1 when one was pending.
-var dropScript = redis.NewScript(`
-local p, id = ARGV[1], ARGV[2]
-local owner = redis.call('HGET', p .. 'owners', id)
-if not owner then
-  return 0
-end
-return redis.call('ZREM', p .. 'c:' .. owner, id)
-`)

@@ -78,16 +78,16 @@ func testCompletions(t *testing.T, open opener, _ Harness) {
 func testDropCompletion(t *testing.T, open opener, _ Harness) {
 	s := open(t, "a", receipts.Options{})
 	create(t, s, notifying(id(1), "alice", 1, true), notifying(id(2), "alice", 2, true))
-	if err := s.DropCompletion(context.Background(), id(1)); err != nil {
+	if err := s.DropCompletion(context.Background(), id(1), "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DropCompletion(context.Background(), id(1)); err != nil {
+	if err := s.DropCompletion(context.Background(), id(1), "alice"); err != nil {
 		t.Errorf("second DropCompletion: %v", err)
 	}
-	if err := s.DropCompletion(context.Background(), id(9)); err != nil {
+	if err := s.DropCompletion(context.Background(), id(9), "alice"); err != nil {
 		t.Errorf("DropCompletion of an unknown id: %v", err)
 	}
-	if err := s.DropCompletion(context.Background(), "nope"); !errors.Is(err, receipts.ErrInvalidID) {
+	if err := s.DropCompletion(context.Background(), "nope", "alice"); !errors.Is(err, receipts.ErrInvalidID) {
 		t.Errorf("DropCompletion(nope) = %v; want ErrInvalidID", err)
 	}
 	if got := take(t, s, "alice"); !eq(got, []string{id(2)}) {

@@ -200,7 +200,7 @@ const listBatch = 256
 func (s *Store) List(ctx context.Context, limit int) ([]*sessions.Session, error) {
 	var out []*sessions.Session
 	for start := int64(0); ; start += listBatch {
-		ids, err := s.rdb.ZRevRange(ctx, s.index(), start, start+listBatch-1).Result()
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.index(), Start: start, Stop: start + listBatch - 1, Rev: true}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("session list: redis: %w", err)
 		}

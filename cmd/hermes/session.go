@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hermesrun/hermes/internal/duration"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// SessionCmd groups the session commands: the session tree and the
+// completions any agent host takes at each turn.
+type SessionCmd struct {
+	Start       SessionStartCmd       `cmd:"" help:"Record a new session and print its id (the record with --json): export HERMES_SESSION_ID=$(hermes session start)."`
+	End         SessionEndCmd         `cmd:"" help:"Record that a session ended, with a reason (compression: its child continues it and reads its receipts)."`
+	Show        SessionShowCmd        `cmd:"" help:"Print one session's record as JSON."`
+	Ls          SessionLsCmd          `cmd:"" help:"List the sessions of this profile (or runner tenant), the most recently started first."`
+	Completions SessionCompletionsCmd `cmd:"" help:"Take the completions of HERMES_SESSION_ID's notify processes: print them as a JSON array, each taken once."`
+}
+
+// SessionStartCmd is hermes session start.
+type SessionStartCmd struct {
+	Parent string `help:"Parent session: the session this one continues (ended with reason compression) or was delegated from (--source subagent)." placeholder:"ID"`
+	Source string `default:"cli" help:"Where the session comes from: cli, subagent (a delegated child: never reads its parent's receipts), api, mcp, or another lowercase word."`
+	ID     string `name:"id" help:"The session id; default a fresh one (<source>_<UTC time>_<random hex>)." placeholder:"ID"`
+}
+
+// Run implements the command.
+func (c *SessionStartCmd) Run(ctx context.Context, g *Globals) error {
+	return onSessions(ctx, g, "session start", func(ctx context.Context, svc runner.Service) error {
+		s, err := svc.StartSession(ctx, runner.SessionRequest{ID: c.ID, ParentID: c.Parent, Source: c.Source})
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, s)
+		}
+		_, err = fmt.Fprintln(g.Stdout, s.ID)
+		return err
+	})
+}
+
+// SessionEndCmd is hermes session end.
+type SessionEndCmd struct {
+	ID     string `arg:"" help:"The session to end."`
+	Reason string `required:"" help:"Why it ended: completed, compression, error, interrupted, or another lowercase word."`
+}
+
+// Run implements the command.
+func (c *SessionEndCmd) Run(ctx context.Context, g *Globals) error {
+	return onSessions(ctx, g, "session end", func(ctx context.Context, svc runner.Service) error {
+		s, err := svc.EndSession(ctx, c.ID, c.Reason)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, s)
+		}
+		_, err = fmt.Fprintf(g.Stdout, "%s ended (%s)\n", runner.ClipTo(s.ID, 256), s.EndReason)
+		return err
+	})
+}
+
+// SessionShowCmd is hermes session show.
+type SessionShowCmd struct {
+	ID string `arg:"" help:"The session to show."`
+}
+
+// Run implements the command.
+func (c *SessionShowCmd) Run(ctx context.Context, g *Globals) error {
+	return onSessions(ctx, g, "session show", func(ctx context.Context, svc runner.Service) error {
+		s, err := svc.Session(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		return printJSON(g, s)
+	})
+}
+
+// SessionLsCmd is hermes session ls.
+type SessionLsCmd struct {
+	Limit int `default:"100" help:"Show at most this many sessions (0: all)."`
+}
+
+// Run implements the command.
+func (c *SessionLsCmd) Run(ctx context.Context, g *Globals) error {
+	if c.Limit < 0 {
+		return badInput("--limit must not be negative")
+	}
+	return onSessions(ctx, g, "session ls", func(ctx context.Context, svc runner.Service) error {
+		list, err := svc.Sessions(ctx, c.Limit)
+		if err != nil {
+			return err
+		}
+		if list == nil {
+			list = []*sessions.Session{}
+		}
+		if g.JSON {
+			return printJSON(g, list)
+		}
+		tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSOURCE\tPARENT\tSTARTED\tENDED\tREASON")
+		for _, s := range list {
+			ended := "-"
+			if s.EndedAt != nil {
+				ended = s.EndedAt.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(s.ID, 64), cell(s.Source, 32), cell(orDash(s.ParentID), 64),
+				s.StartedAt.Local().Format(time.DateTime), ended, cell(orDash(s.EndReason), 32))
+		}
+		return tw.Flush()
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// SessionCompletionsCmd is hermes session completions.
+type SessionCompletionsCmd struct {
+	Wait string `help:"Wait up to this long (e.g. 30s) for a completion when none is there yet; default: answer at once." placeholder:"DUR"`
+}
+
+// Run implements the command.
+func (c *SessionCompletionsCmd) Run(ctx context.Context, g *Globals) error {
+	var wait time.Duration
+	if c.Wait != "" {
+		d, err := duration.Parse(c.Wait)
+		if err != nil {
+			return badInput("--wait: %v", err)
+		}
+		wait = d
+	}
+	if g.Getenv("HERMES_SESSION_ID") == "" {
+		return badInput("hermes session completions takes the completions of HERMES_SESSION_ID: set it to the session that started the jobs (or a compression descendant)")
+	}
+	return onSessions(ctx, g, "session completions", func(ctx context.Context, svc runner.Service) error {
+		cs, err := svc.Completions(ctx, wait)
+		if err != nil {
+			return err
+		}
+		if cs == nil {
+			cs = []runner.Completion{}
+		}
+		return printJSON(g, cs)
+	})
+}
+
+// onSessions opens the service (this profile, or the runner) for a session
+// command and words its errors for a person.
+func onSessions(ctx context.Context, g *Globals, name string, fn func(context.Context, runner.Service) error) error {
+	ctx, svc, done, err := service(ctx, g, name)
+	if err != nil {
+		return err
+	}
+	defer done()
+	err = fn(ctx, svc)
+	if errors.Is(err, runner.ErrInvalid) {
+		return usageError{err}
+	}
+	return err
+}

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// The session endpoints. Sessions belong to the tenant: any caller of the
+// tenant may record, end and read them (the scoping rules decide what a
+// session's lineage may read, not who may see the tree). Completions are
+// different: they are taken only by the session itself or by a compression
+// descendant of it, named by the caller's X-Hermes-Session.
+
+// sessionFailed answers the error of a session call.
+func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		writeError(w, http.StatusNotFound, api.CodeSessionNotFound, err.Error())
+	case errors.Is(err, sessions.ErrExists):
+		writeError(w, http.StatusConflict, api.CodeSessionExists, err.Error())
+	case errors.Is(err, sessions.ErrEnded):
+		writeError(w, http.StatusConflict, api.CodeSessionEnded, err.Error())
+	case errors.Is(err, runner.ErrInvalid):
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+	default:
+		s.lookupFailed(w, r, "", err)
+	}
+}
+
+// startSession handles POST /v1/sessions.
+func (s *Server) startSession(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req runner.SessionRequest
+	if len(body) > 0 { // an empty body asks for all the defaults
+		if err := decodeStrict(body, "session request", &req); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+			return
+		}
+	}
+	if req.Source == "" {
+		req.Source = sessions.SourceAPI
+	}
+	sess, err := t.Registry.StartSession(r.Context(), req)
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sess)
+}
+
+// listSessions handles GET /v1/sessions?limit=N.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "limit: want a non-negative integer")
+			return
+		}
+		limit = n
+	}
+	list, err := t.Registry.Sessions(r.Context(), limit)
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []*sessions.Session{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// getSession handles GET /v1/sessions/{id}.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	sess, err := t.Registry.Session(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
+// endSession handles POST /v1/sessions/{id}/end.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req api.EndSessionRequest
+	if err := decodeStrict(body, "end request", &req); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	sess, err := t.Registry.EndSession(r.Context(), r.PathValue("id"), req.Reason)
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
+// completions handles GET /v1/sessions/{id}/completions?wait=DUR: it takes
+// the session's completions, waiting up to wait (at most api.MaxWait) for
+// one to arrive. The caller must be the session or a compression
+// descendant of it; anyone else is answered as if the session did not
+// exist.
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id := r.PathValue("id")
+	if sessions.Current(r.Context()) == "" {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "taking completions needs the "+api.HeaderSession+" header: the session or a compression descendant of it")
+		return
+	}
+	wait := time.Duration(0)
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := api.ParseDuration(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "wait: "+err.Error())
+			return
+		}
+		wait = min(d, api.MaxWait)
+	}
+	scope, err := t.Registry.Scope(r.Context())
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	if !scope.Allows(id) {
+		writeError(w, http.StatusNotFound, api.CodeSessionNotFound, "session "+runner.Clip(id)+" not found among the caller's lineage")
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + handlerBudget))
+	ctx, cancel := s.untilDrained(r.Context())
+	defer cancel()
+	ctx = sessions.WithCurrent(ctx, id)
+	cs, err := t.Registry.Completions(ctx, wait)
+	if err != nil && errors.Is(err, context.Canceled) && r.Context().Err() == nil {
+		cs, err = []runner.Completion{}, nil // draining: an empty answer, asked again elsewhere
+	}
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, cs)
+}
