@@ -189,10 +189,12 @@ func TestRunnerCLIIdentical(t *testing.T) {
 	same("--json", "kill", "proc_0000deadbeef")
 	same("write", "proc_0000deadbeef", "x")
 	same("--json", "trace", "proc_0000deadbeef")
-	// What cannot use the runner says so rather than run here.
-	if r := runHermes(t, bin, remote, "chat", "-q", "hi", "--oneshot", "--provider", "custom", "--model", "m",
-		"--base-url", "http://127.0.0.1:1/v1"); r.code != 2 || !strings.Contains(r.stderr, "runner") {
-		t.Errorf("chat with a runner: %+v", r)
+	// Sessions and completions: the same answers, from the same store.
+	same("--json", "session", "show", "nope")
+	same("session", "end", "nope", "--reason", "completed")
+	same("session", "start", "--parent", "nope")
+	if r := same("session", "completions"); r.code != 0 || r.stdout != "[]\n" {
+		t.Errorf("session completions: %+v", r)
 	}
 	same("--json", "poll", "nope")
 	// Another session sees none of it, either way.
