@@ -66,7 +66,32 @@ type Options struct {
 	Notifier Notifier
 	// SessionID is the agent session: the owner stamped on every process
 	// the tools start and the only owner whose completions are taken.
+	// Session, when set, replaces it.
 	SessionID string
+	// Session is the recorded agent session (StartSession, ResumeSession).
+	// With it the agent can end its session, continue it in a child when
+	// compressing, and delegate to subagents in child sessions.
+	Session *Session
+	// History is a conversation to continue (a resumed session's,
+	// starting with its system prompt); nil starts a new one.
+	History []openai.Message
+	// Conversations, when set, is given the conversation after every
+	// turn, so that a later process can resume it.
+	Conversations Conversations
+	// ContextBudget, when positive and Session is set, compresses the
+	// conversation once the context the provider reports (prompt and
+	// completion tokens of the last call) passes it: the model summarises,
+	// the session ends with reason compression and the conversation goes
+	// on, summarised, in a child session that still reads its receipts and
+	// takes its completions.
+	ContextBudget int
+	// Delegate offers the delegate tool (needs Session): a subagent with
+	// its own loop, the same model and the other tools, in a child session
+	// of source subagent that cannot read this session's receipts.
+	Delegate bool
+	// DelegateWait bounds how long a subagent waits for its own notify
+	// processes before it reports back (as a oneshot chat does).
+	DelegateWait time.Duration
 	// SystemPrompt replaces DefaultSystemPrompt.
 	SystemPrompt string
 	// MaxTurns bounds the model calls of one user turn (the query, or one
@@ -86,6 +111,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Conversations keeps conversations by session (*history.Store).
+type Conversations interface {
+	Save(session string, msgs []openai.Message) error
+}
+
 // Agent is one conversation. It is not safe for concurrent use: turns run
 // one after another.
 type Agent struct {
@@ -95,6 +125,8 @@ type Agent struct {
 	followUps int
 	calls     int
 	usage     openai.Usage
+	// context is the context size the provider reported for the last call.
+	context int
 }
 
 // New returns an Agent whose conversation starts with the system prompt.
@@ -120,14 +152,36 @@ func New(opts Options) (*Agent, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Session != nil {
+		opts.SessionID = opts.Session.ID
+	}
+	if (opts.Delegate || opts.ContextBudget > 0) && opts.Session == nil {
+		return nil, errors.New("agent: delegation and compression need a recorded session")
+	}
+	a := &Agent{opts: opts}
+	if opts.Delegate {
+		a.opts.Tools = opts.Tools.With(delegateTool{parent: a})
+	}
+	if len(opts.History) > 0 {
+		a.messages = slices.Clone(opts.History)
+		return a, nil
+	}
 	prompt := opts.SystemPrompt
 	if prompt == "" {
-		prompt = DefaultSystemPrompt(opts.Tools.Names())
+		prompt = DefaultSystemPrompt(a.opts.Tools.Names())
 	}
-	return &Agent{
-		opts:     opts,
-		messages: []openai.Message{{Role: openai.RoleSystem, Content: openai.String(prompt)}},
-	}, nil
+	a.messages = []openai.Message{{Role: openai.RoleSystem, Content: openai.String(prompt)}}
+	return a, nil
+}
+
+// End records that the agent's current session (the tip, after
+// compression) ended for reason. Without a recorded session it does
+// nothing.
+func (a *Agent) End(ctx context.Context, reason string) error {
+	if a.opts.Session == nil {
+		return nil
+	}
+	return a.opts.Session.End(ctx, reason)
 }
 
 // DefaultSystemPrompt is a short prompt saying what the offered tools do.
@@ -141,6 +195,8 @@ func DefaultSystemPrompt(toolNames []string) string {
 				"with background=true it returns a process id (session_id) at once, and with notify=true you will get a message when that process finishes. ")
 		case "process_manage":
 			b.WriteString("The process_manage tool lists your processes, polls them, reads their logs, waits for them, kills them and writes to their stdin. ")
+		case delegateName:
+			b.WriteString("The delegate tool hands a self-contained task to a subagent with the same tools and returns its answer; the subagent cannot see your processes. ")
 		}
 	}
 	b.WriteString("When the work is done, answer briefly with the outcome.")
@@ -161,9 +217,9 @@ func (a *Agent) Calls() int { return a.calls }
 // SessionID is the agent session.
 func (a *Agent) SessionID() string { return a.opts.SessionID }
 
-// context carries the agent session, so that every process a tool starts
-// is owned by it and every lookup is scoped to it.
-func (a *Agent) context(ctx context.Context) context.Context {
+// withSession carries the agent session, so that every process a tool
+// starts is owned by it and every lookup is scoped to it.
+func (a *Agent) withSession(ctx context.Context) context.Context {
 	if a.opts.SessionID == "" || sessions.Current(ctx) == a.opts.SessionID {
 		return ctx
 	}
@@ -174,7 +230,8 @@ func (a *Agent) context(ctx context.Context) context.Context {
 // When the turn runs out of model calls, the error wraps ErrMaxTurns and the
 // answer is the last assistant text, if any.
 func (a *Agent) Ask(ctx context.Context, query string) (string, error) {
-	return a.turn(a.context(ctx), query, nil)
+	answer, err := a.turn(a.withSession(ctx), query, nil)
+	return answer, a.afterTurn(ctx, err)
 }
 
 // FollowUp takes the session's completions and, if there are any, runs one
@@ -189,7 +246,7 @@ func (a *Agent) followUp(ctx context.Context, wait time.Duration) (answer string
 	if n == nil || a.followUps >= a.opts.MaxFollowUps {
 		return "", false, nil
 	}
-	ctx = a.context(ctx)
+	ctx = a.withSession(ctx)
 	cs, err := n.Completions(ctx, wait)
 	if err != nil {
 		return "", false, fmt.Errorf("take completions: %w", err)
@@ -200,7 +257,7 @@ func (a *Agent) followUp(ctx context.Context, wait time.Duration) (answer string
 	a.followUps++
 	a.opts.Observer.FollowUp(cs)
 	answer, err = a.turn(ctx, FollowUpMessage(cs), cs)
-	return answer, true, err
+	return answer, true, a.afterTurn(ctx, err)
 }
 
 // PendingNotify lists the running processes whose completions the session
@@ -210,7 +267,7 @@ func (a *Agent) PendingNotify(ctx context.Context) ([]string, error) {
 	if a.opts.Notifier == nil {
 		return nil, nil
 	}
-	list, err := a.opts.Notifier.List(a.context(ctx), runner.ListOptions{})
+	list, err := a.opts.Notifier.List(a.withSession(ctx), runner.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
@@ -326,6 +383,7 @@ func (a *Agent) complete(ctx context.Context, req *openai.Request) (resp *openai
 	a.usage.PromptTokens += resp.Usage.PromptTokens
 	a.usage.CompletionTokens += resp.Usage.CompletionTokens
 	a.usage.TotalTokens += resp.Usage.TotalTokens
+	a.context = max(resp.Usage.TotalTokens, resp.Usage.PromptTokens+resp.Usage.CompletionTokens)
 	return resp, nil
 }
 

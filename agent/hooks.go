@@ -21,6 +21,9 @@ type Observer interface {
 	ToolResult(call openai.ToolCall, content string, err error)
 	// FollowUp announces a follow-up turn for finished processes.
 	FollowUp(cs []runner.Completion)
+	// Compressed says the conversation was summarised and continues in
+	// session to, a child of from (ended with reason compression).
+	Compressed(from, to string)
 }
 
 // NopObserver ignores everything.
@@ -31,6 +34,9 @@ func (NopObserver) Delta(string) {}
 
 // Message implements Observer.
 func (NopObserver) Message(openai.Message) {}
+
+// Compressed implements Observer.
+func (NopObserver) Compressed(string, string) {}
 
 // ToolCall implements Observer.
 func (NopObserver) ToolCall(openai.ToolCall) {}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,9 +25,10 @@ type SessionRecorder interface {
 
 // Session is an agent session recorded by a SessionRecorder.
 type Session struct {
-	ID    string
-	rec   SessionRecorder
-	ended bool
+	ID     string
+	source string
+	rec    SessionRecorder
+	ended  bool
 }
 
 // StartSession records a new session of source (with parent, which may be
@@ -38,29 +40,29 @@ func StartSession(ctx context.Context, rec SessionRecorder, source, parent strin
 	if err != nil {
 		return ctx, nil, fmt.Errorf("record session: %w", err)
 	}
-	return sessions.WithCurrent(ctx, s.ID), &Session{ID: s.ID, rec: rec}, nil
+	return sessions.WithCurrent(ctx, s.ID), &Session{ID: s.ID, source: s.Source, rec: rec}, nil
 }
 
 // ResumeSession returns ctx carrying session id, an existing session, to
-// continue its conversation. A session that ended by compression lives on
-// in its child and cannot be resumed; one that ended otherwise can (its end
-// decides nothing for the scoping rules), and is not ended again.
+// continue its conversation; a session that had ended (completed,
+// interrupted) is live again. One that ended by compression continues in
+// its child and cannot be resumed.
 func ResumeSession(ctx context.Context, svc interface {
 	SessionRecorder
-	Session(ctx context.Context, id string) (*sessions.Session, error)
+	ResumeSession(ctx context.Context, id string) (*sessions.Session, error)
 }, id string) (context.Context, *Session, error) {
-	s, err := svc.Session(ctx, id)
+	s, err := svc.ResumeSession(ctx, id)
+	if errors.Is(err, sessions.ErrEnded) {
+		return ctx, nil, fmt.Errorf("resume session %s: %w: it ended by compression and continues in a child session; resume that one", id, runner.ErrInvalid)
+	}
 	if err != nil {
 		return ctx, nil, fmt.Errorf("resume session %s: %w", id, err)
 	}
-	if s.EndReason == sessions.ReasonCompression {
-		return ctx, nil, fmt.Errorf("resume session %s: %w: it ended by compression and continues in a child session; resume that one", id, runner.ErrInvalid)
-	}
-	return sessions.WithCurrent(ctx, s.ID), &Session{ID: s.ID, rec: svc, ended: s.Ended()}, nil
+	return sessions.WithCurrent(ctx, s.ID), &Session{ID: s.ID, source: s.Source, rec: svc}, nil
 }
 
-// End records that the session ended for reason, unless it had ended
-// before it was resumed. It runs even when ctx is cancelled, since an
+// End records that the session ended for reason, once (compression may
+// have ended it already). It runs even when ctx is cancelled, since an
 // interrupted session is still worth recording.
 func (s *Session) End(ctx context.Context, reason string) error {
 	if s.ended {
@@ -73,4 +75,13 @@ func (s *Session) End(ctx context.Context, reason string) error {
 	}
 	s.ended = true
 	return nil
+}
+
+// child records a new session under s, of source.
+func (s *Session) child(ctx context.Context, source string) (*Session, error) {
+	c, err := s.rec.StartSession(ctx, runner.SessionRequest{Source: source, ParentID: s.ID})
+	if err != nil {
+		return nil, fmt.Errorf("record a child of session %s: %w", s.ID, err)
+	}
+	return &Session{ID: c.ID, source: c.Source, rec: s.rec}, nil
 }

@@ -595,6 +595,15 @@ func (c *Client) EndSession(ctx context.Context, id, reason string) (*sessions.S
 	return &s, nil
 }
 
+// ResumeSession implements runner.Service.
+func (c *Client) ResumeSession(ctx context.Context, id string) (*sessions.Session, error) {
+	var s sessions.Session
+	if err := c.call(ctx, http.MethodPost, sessionPath(id, "/resume"), nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // Session implements runner.Service.
 func (c *Client) Session(ctx context.Context, id string) (*sessions.Session, error) {
 	var s sessions.Session

@@ -21,6 +21,7 @@ import (
 // Config is the part of config.yaml hermes understands.
 type Config struct {
 	Model    Model    `yaml:"model"`
+	Agent    Agent    `yaml:"agent"`
 	Terminal Terminal `yaml:"terminal"`
 	Memory   Memory   `yaml:"memory"`
 	Store    Store    `yaml:"store"`
@@ -37,6 +38,14 @@ type Model struct {
 	APIMode  string `yaml:"api_mode"`
 	Default  string `yaml:"default"`
 	BaseURL  string `yaml:"base_url"`
+}
+
+// Agent tunes the agent loop of `hermes chat`.
+type Agent struct {
+	// ContextBudget, in tokens, compresses a conversation whose context
+	// (as the provider reports it) grows past it: the model summarises,
+	// and the conversation continues in a child session. 0: never.
+	ContextBudget int `yaml:"context_budget"`
 }
 
 // Terminal configures where agent commands run.
@@ -170,7 +179,7 @@ func Parse(b []byte) (Config, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"max_retained_results", c.MaxRetainedResults}, {"store.max_retained_results", c.Store.MaxRetainedResults}} {
+	}{{"max_retained_results", c.MaxRetainedResults}, {"store.max_retained_results", c.Store.MaxRetainedResults}, {"agent.context_budget", c.Agent.ContextBudget}} {
 		if n.v < 0 {
 			return Config{}, fmt.Errorf("%s must not be negative", n.name)
 		}

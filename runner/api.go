@@ -52,6 +52,9 @@ type Service interface {
 	// tenant, on a runner), not to the calling session.
 	StartSession(ctx context.Context, req SessionRequest) (*sessions.Session, error)
 	EndSession(ctx context.Context, id, reason string) (*sessions.Session, error)
+	// ResumeSession makes an ended session live again (not one ended by
+	// compression: that one continues in its child).
+	ResumeSession(ctx context.Context, id string) (*sessions.Session, error)
 	Session(ctx context.Context, id string) (*sessions.Session, error)
 	Sessions(ctx context.Context, limit int) ([]*sessions.Session, error)
 }

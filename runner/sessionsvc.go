@@ -92,6 +92,24 @@ func (r *Registry) EndSession(ctx context.Context, id, reason string) (*sessions
 	return st.Get(ctx, id)
 }
 
+// ResumeSession makes session id live again for a conversation that goes
+// on after it was ended (completed, interrupted), and returns it. One that
+// ended by compression continues in its child: an error wrapping
+// sessions.ErrEnded.
+func (r *Registry) ResumeSession(ctx context.Context, id string) (*sessions.Session, error) {
+	st, err := r.sessionStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSessionID("session id", id); err != nil {
+		return nil, err
+	}
+	if err := st.Reopen(ctx, id); err != nil {
+		return nil, err
+	}
+	return st.Get(ctx, id)
+}
+
 // Session returns session id, or an error wrapping sessions.ErrNotFound.
 func (r *Registry) Session(ctx context.Context, id string) (*sessions.Session, error) {
 	st, err := r.sessionStore()

@@ -46,6 +46,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/sessions", s.api(handlerBudget, s.listSessions))
 	mux.HandleFunc("GET /v1/sessions/{id}", s.api(handlerBudget, s.getSession))
 	mux.HandleFunc("POST /v1/sessions/{id}/end", s.api(handlerBudget, s.endSession))
+	mux.HandleFunc("POST /v1/sessions/{id}/resume", s.api(handlerBudget, s.resumeSession))
 	mux.HandleFunc("GET /v1/sessions/{id}/completions", s.api(0, s.completions))
 
 	for path, allow := range map[string]string{
@@ -55,7 +56,7 @@ func (s *Server) routes() *http.ServeMux {
 		"/v1/processes/{id}/wait": "POST", "/v1/processes/{id}/kill": "POST",
 		"/v1/processes/{id}/stdin": "POST", "/v1/receipts/{id}": "GET",
 		"/v1/sessions": "GET, POST", "/v1/sessions/{id}": "GET",
-		"/v1/sessions/{id}/end": "POST", "/v1/sessions/{id}/completions": "GET",
+		"/v1/sessions/{id}/end": "POST", "/v1/sessions/{id}/resume": "POST", "/v1/sessions/{id}/completions": "GET",
 	} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

@@ -109,6 +109,16 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	writeJSON(w, http.StatusOK, sess)
 }
 
+// resumeSession handles POST /v1/sessions/{id}/resume.
+func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	sess, err := t.Registry.ResumeSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}
+
 // completions handles GET /v1/sessions/{id}/completions?wait=DUR: it takes
 // the session's completions, waiting up to wait (at most api.MaxWait) for
 // one to arrive. The caller must be the session or a compression

@@ -135,6 +135,13 @@ func TestSessionsAPI(t *testing.T) {
 	if got.EndReason != "compression" || got.EndedAt == nil {
 		t.Errorf("ended session = %+v", got)
 	}
+	if a := ts.do(t, call{method: "POST", path: "/v1/sessions/" + s.ID + "/resume", token: "tok-alpha-0123456789"}); a.status != 409 || a.errorCode(t) != "session_ended" {
+		t.Errorf("resuming a compressed session: %d %s", a.status, a.body)
+	}
+	ts.endSession(t, "tok-alpha-0123456789", "child%2F1", "interrupted")
+	if a := ts.do(t, call{method: "POST", path: "/v1/sessions/child%2F1/resume", token: "tok-alpha-0123456789"}); a.status != 200 || !strings.Contains(string(a.body), `"ended_at":null,"end_reason":""`) {
+		t.Errorf("resume: %d %s", a.status, a.body)
+	}
 	var list []sessionRecord
 	ts.do(t, call{method: "GET", path: "/v1/sessions", token: "tok-alpha-0123456789"}).json(t, &list)
 	if len(list) != 2 || list[0].ID != "child/1" || list[1].ID != s.ID {

@@ -72,6 +72,32 @@ func (s *Set) Add(t Tool) {
 	s.tools = append(s.tools, t)
 }
 
+// With returns a copy of s that also offers ts (replacing tools of the
+// same names); s is unchanged.
+func (s *Set) With(ts ...Tool) *Set {
+	c := &Set{}
+	if s != nil {
+		c.tools = slices.Clone(s.tools)
+	}
+	for _, t := range ts {
+		c.Add(t)
+	}
+	return c
+}
+
+// Without returns a copy of s without the tools named names.
+func (s *Set) Without(names ...string) *Set {
+	c := &Set{}
+	if s != nil {
+		for _, t := range s.tools {
+			if !slices.Contains(names, t.Name()) {
+				c.tools = append(c.tools, t)
+			}
+		}
+	}
+	return c
+}
+
 // Names lists the tool names in order.
 func (s *Set) Names() []string {
 	if s == nil {

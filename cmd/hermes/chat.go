@@ -3,14 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/hermesrun/hermes/agent"
 	"github.com/hermesrun/hermes/agent/agenttrace"
+	"github.com/hermesrun/hermes/agent/history"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
 	hermesclient "github.com/hermesrun/hermes/client"
@@ -46,7 +49,8 @@ type ChatCmd struct {
 	Model    string `short:"m" help:"Model name. Default: model.default in config.yaml."`
 	BaseURL  string `name:"base-url" env:"OPENAI_BASE_URL" help:"API root of the endpoint, e.g. http://127.0.0.1:8080/v1. Default: model.base_url in config.yaml."`
 	APIKey   string `name:"api-key" env:"OPENAI_API_KEY" help:"API key, sent as a bearer token."`
-	Toolsets string `default:"terminal" help:"Comma-separated toolsets offered to the model: terminal (terminal and process_manage); empty for none."`
+	Toolsets string `default:"terminal" help:"Comma-separated toolsets offered to the model: terminal (terminal and process_manage), delegate (hand a task to a subagent in a child session); empty for none."`
+	Resume   string `help:"Continue the conversation of this session: its history (kept under the profile), and the completions of its jobs that ended while no hermes of it was running." placeholder:"SESSION"`
 	MaxTurns int    `name:"max-turns" default:"30" help:"Model calls allowed per user turn (the query, and each follow-up for finished processes)."`
 	NoStream bool   `name:"no-stream" help:"Ask the provider for one plain JSON reply instead of a server-sent event stream."`
 }
@@ -91,17 +95,32 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if err != nil {
 		return err
 	}
-	toolset, err := c.tools(cfg, g, svc)
+	toolset, delegate, err := c.tools(cfg, g, svc)
+	if err != nil {
+		return err
+	}
+	conversations, err := history.Open(filepath.Join(e.Home, "history"))
 	if err != nil {
 		return err
 	}
 
 	// The session exists, and is current, before any tool can start a
 	// process: every receipt is stamped with it as the owner.
-	ctx, sess, err := agent.StartSession(ctx, svc, sessions.SourceCLI, "")
-	if err != nil {
+	var sess *agent.Session
+	var past []openai.Message
+	if c.Resume != "" {
+		ctx, sess, err = agent.ResumeSession(ctx, svc, c.Resume)
+		if err != nil {
+			return err
+		}
+		past, err = conversations.Load(sess.ID)
+		if err != nil && !errors.Is(err, history.ErrNotFound) {
+			return err
+		}
+	} else if ctx, sess, err = agent.StartSession(ctx, svc, sessions.SourceCLI, ""); err != nil {
 		return err
 	}
+	var ag *agent.Agent
 	defer func() {
 		reason := agent.EndCompleted
 		switch {
@@ -110,7 +129,11 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 		case err != nil:
 			reason = agent.EndError
 		}
-		if endErr := sess.End(ctx, reason); endErr != nil {
+		end := sess.End
+		if ag != nil {
+			end = ag.End // the tip, if the conversation was compressed
+		}
+		if endErr := end(ctx, reason); endErr != nil {
 			e.Logger.Warn("session end not recorded", "session", sess.ID, "err", endErr)
 		}
 	}()
@@ -122,20 +145,29 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	defer func() { endSpan(err) }()
 
 	quiet := c.Quiet || g.JSON
-	ag, err := agent.New(agent.Options{
-		Client: client, Model: model, Tools: toolset, Notifier: svc, SessionID: sess.ID,
+	ag, err = agent.New(agent.Options{
+		Client: client, Model: model, Tools: toolset, Notifier: svc, Session: sess,
+		History: past, Conversations: conversations, ContextBudget: cfg.Agent.ContextBudget,
+		Delegate: delegate, DelegateWait: oneshotWait(cfg),
 		MaxTurns: c.MaxTurns, Stream: !c.NoStream, Observer: newChatPrinter(g, quiet), Logger: e.Logger,
 		Tracer: tracer,
 	})
 	if err != nil {
 		return err
 	}
-	res := chatResult{SessionID: sess.ID}
-	if strings.TrimSpace(c.Query) != "" && (c.Oneshot || !stdinIsTerminal()) {
+	res := chatResult{}
+	if c.Resume != "" {
+		// What ended while no hermes of the session ran comes first.
+		err = c.catchUp(ctx, ag, &res)
+	}
+	switch {
+	case err != nil:
+	case strings.TrimSpace(c.Query) != "" && (c.Oneshot || !stdinIsTerminal()):
 		err = c.oneshot(ctx, ag, cfg, &res)
-	} else {
+	default:
 		err = c.interactive(ctx, g, ag, svc, cfg, quiet, &res)
 	}
+	res.SessionID = ag.SessionID()
 	res.ModelCalls, res.Usage = ag.Calls(), ag.Usage()
 	res.StillRunning, _ = ag.PendingNotify(ctx)
 	if res.StillRunning == nil {
@@ -173,6 +205,21 @@ func (c *ChatCmd) service(g *Globals, e *profile.Profile) (runner.Service, error
 		return nil, badInput("--runner: %v", err)
 	}
 	return cl, nil
+}
+
+// catchUp delivers the completions a resumed session has waiting, as
+// follow-up turns.
+func (c *ChatCmd) catchUp(ctx context.Context, ag *agent.Agent, res *chatResult) error {
+	for {
+		answer, ok, err := ag.FollowUp(ctx)
+		if !ok || err != nil {
+			return err
+		}
+		res.FollowUps++
+		if answer != "" {
+			res.Answer = answer
+		}
+	}
 }
 
 // oneshot answers the query, then reports the session's completions as
@@ -327,23 +374,32 @@ func (c *ChatCmd) client(cfg config.Config, e *profile.Profile) (*openai.Client,
 // when set, else the current directory (on a runner: the caller's
 // directory if the runner has it, else the runner's); terminal.env picks
 // the backend.
-func (c *ChatCmd) tools(cfg config.Config, g *Globals, svc runner.Service) (*tools.Set, error) {
+func (c *ChatCmd) tools(cfg config.Config, g *Globals, svc runner.Service) (set *tools.Set, delegate bool, err error) {
 	cwd := g.Getenv("TERMINAL_CWD")
 	if cwd == "" && g.RunnerURL == "" {
 		wd, err := os.Getwd()
 		if err != nil {
-			return nil, fmt.Errorf("current directory: %w", err)
+			return nil, false, fmt.Errorf("current directory: %w", err)
 		}
 		cwd = wd
+	}
+	// delegate is the agent's own toolset; the others are package tools'.
+	var names []string
+	for _, n := range strings.Split(c.Toolsets, ",") {
+		if n = strings.ToLower(strings.TrimSpace(n)); n == "delegate" {
+			delegate = true
+		} else {
+			names = append(names, n)
+		}
 	}
 	// The backend and image are the registry's defaults (terminal.env,
 	// terminal.docker_image).
 	term := tools.TerminalOptions{Runner: svc, Cwd: cwd, ForegroundTimeout: time.Duration(cfg.Terminal.Timeout)}
-	set, err := tools.Toolsets(c.Toolsets, term, tools.ProcessOptions{Runner: svc})
+	set, err = tools.Toolsets(strings.Join(names, ","), term, tools.ProcessOptions{Runner: svc})
 	if err != nil {
-		return nil, badInput("--toolsets: %v", err)
+		return nil, false, badInput("--toolsets: %v (or delegate)", err)
 	}
-	return set, nil
+	return set, delegate, nil
 }
 
 func firstNonEmpty(vals ...string) string {
@@ -427,6 +483,13 @@ func (p *chatPrinter) FollowUp(cs []runner.Completion) {
 	}
 	for _, c := range cs {
 		fmt.Fprintf(p.err, "[notify] %s %s (exit code %d)\n", c.ID, c.Status, c.ExitCode)
+	}
+}
+
+// Compressed implements agent.Observer.
+func (p *chatPrinter) Compressed(from, to string) {
+	if !p.quiet {
+		fmt.Fprintf(p.err, "[compressed] the conversation continues in session %s (a child of %s)\n", to, from)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 type SessionCmd struct {
 	Start       SessionStartCmd       `cmd:"" help:"Record a new session and print its id (the record with --json): export HERMES_SESSION_ID=$(hermes session start)."`
 	End         SessionEndCmd         `cmd:"" help:"Record that a session ended, with a reason (compression: its child continues it and reads its receipts)."`
+	Resume      SessionResumeCmd      `cmd:"" help:"Make an ended session live again, to continue its conversation (not one ended by compression: resume its child)."`
 	Show        SessionShowCmd        `cmd:"" help:"Print one session's record as JSON."`
 	Ls          SessionLsCmd          `cmd:"" help:"List the sessions of this profile (or runner tenant), the most recently started first."`
 	Completions SessionCompletionsCmd `cmd:"" help:"Take the completions of HERMES_SESSION_ID's notify processes: print them as a JSON array, each taken once."`
@@ -61,6 +62,26 @@ func (c *SessionEndCmd) Run(ctx context.Context, g *Globals) error {
 			return printJSON(g, s)
 		}
 		_, err = fmt.Fprintf(g.Stdout, "%s ended (%s)\n", runner.ClipTo(s.ID, 256), s.EndReason)
+		return err
+	})
+}
+
+// SessionResumeCmd is hermes session resume.
+type SessionResumeCmd struct {
+	ID string `arg:"" help:"The session to resume."`
+}
+
+// Run implements the command.
+func (c *SessionResumeCmd) Run(ctx context.Context, g *Globals) error {
+	return onSessions(ctx, g, "session resume", func(ctx context.Context, svc runner.Service) error {
+		s, err := svc.ResumeSession(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, s)
+		}
+		_, err = fmt.Fprintf(g.Stdout, "%s resumed\n", runner.ClipTo(s.ID, 256))
 		return err
 	})
 }

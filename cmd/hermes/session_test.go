@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -247,5 +248,150 @@ func TestChatRunner(t *testing.T) {
 				t.Errorf("completions left after the chat: %s", left)
 			}
 		})
+	}
+}
+
+// TestChatResume: a oneshot chat that does not wait exits while its notify
+// job runs; `chat --resume` continues the conversation (its history is
+// sent again) and first takes the completion that arrived while no hermes
+// of the session ran: exactly one follow-up across both processes.
+func TestChatResume(t *testing.T) {
+	p := newProfile(t)
+	cfg := "terminal:\n  oneshot_completion_wait_seconds: -1\n"
+	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov := &scriptedProvider{reply: func(n int, req chatRequest) (map[string]any, string) {
+		last := req.Messages[len(req.Messages)-1]
+		switch {
+		case last.role() == "tool":
+			return answerMessage("started it"), ""
+		case strings.HasPrefix(last.content(), "[IMPORTANT: Background process"):
+			return answerMessage("the job finished"), ""
+		case last.content() == "start the job":
+			return toolCallMessage("terminal", `{"command":"sleep 0.5; echo RESUMED_JOB","background":true,"notify":true}`), ""
+		default:
+			return answerMessage("all done"), ""
+		}
+	}}
+	url := serveProvider(t, prov)
+	chat := func(extra ...string) (result, chatResultJSON) {
+		t.Helper()
+		args := append([]string{"--json", "chat", "--oneshot", "--provider", "custom", "--model", "m", "--base-url", url, "--max-turns", "4"}, extra...)
+		r := p.hermes(args...)
+		var out chatResultJSON
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("chat %q: %v\n%s", extra, err, r)
+		}
+		return r, out
+	}
+	r, first := chat("-q", "start the job")
+	if r.code != 0 || first.FollowUps != 0 || len(first.StillRunning) != 1 {
+		t.Fatalf("first chat: %s", r)
+	}
+	session, job := first.SessionID, first.StillRunning[0]
+	as := []string{"HERMES_SESSION_ID=" + session}
+	for deadline := time.Now().Add(20 * time.Second); jsonOf[cliStatus](t, p.run(as, "--json", "poll", job)).Status == "running"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("job never ended")
+		}
+	}
+
+	r, resumed := chat("--resume", session, "-q", "what happened?")
+	if r.code != 0 || resumed.SessionID != session || resumed.FollowUps != 1 || resumed.Answer != "all done" {
+		t.Fatalf("resumed chat: %s", r)
+	}
+	reqs := prov.requests()
+	var followUps int
+	for _, req := range reqs {
+		if strings.HasPrefix(req.Messages[len(req.Messages)-1].content(), "[IMPORTANT: Background process "+job) {
+			followUps++
+			// The history came back: the first run's request is there.
+			if !strings.Contains(fmt.Sprint(req.Messages), "start the job") {
+				t.Errorf("the resumed conversation lost its history: %v", req.Messages)
+			}
+		}
+	}
+	if followUps != 1 {
+		t.Errorf("%d follow-ups for %s; want exactly 1", followUps, job)
+	}
+	if r, again := chat("--resume", session, "-q", "anything else?"); r.code != 0 || again.FollowUps != 0 {
+		t.Errorf("second resume: %s", r)
+	}
+
+	// A session that continues in a compression child cannot be resumed,
+	// and an unknown one is an error.
+	p.ok("session", "start", "--id", "compressed")
+	p.ok("session", "end", "compressed", "--reason", "compression")
+	if r := chatRaw(p, url, "--resume", "compressed", "-q", "x"); r.code != 2 || !strings.Contains(r.stderr, "compression") {
+		t.Errorf("resume of a compressed session: %s", r)
+	}
+	if r := chatRaw(p, url, "--resume", "ghost", "-q", "x"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("resume of an unknown session: %s", r)
+	}
+}
+
+// chatResultJSON mirrors what chat --json prints.
+type chatResultJSON struct {
+	SessionID    string   `json:"session_id"`
+	Answer       string   `json:"answer"`
+	FollowUps    int      `json:"follow_ups"`
+	StillRunning []string `json:"still_running"`
+}
+
+func chatRaw(p *testProfile, url string, extra ...string) result {
+	args := append([]string{"chat", "--oneshot", "--provider", "custom", "--model", "m", "--base-url", url}, extra...)
+	return p.hermes(args...)
+}
+
+// TestChatCompression: with agent.context_budget in config.yaml below the
+// context the provider reports, the chat summarises, ends its session with
+// reason compression and finishes in a child session, which a later
+// --resume continues from the summary.
+func TestChatCompression(t *testing.T) {
+	p := newProfile(t)
+	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte("agent:\n  context_budget: 15\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prov := &scriptedProvider{reply: func(n int, req chatRequest) (map[string]any, string) {
+		if strings.Contains(req.Messages[len(req.Messages)-1].content(), "Summarise it for yourself") {
+			return answerMessage("SUMMARY OF THE TALK"), ""
+		}
+		return answerMessage("hello there"), ""
+	}}
+	url := serveProvider(t, prov)
+	r := p.hermes("--json", "chat", "--oneshot", "--provider", "custom", "--model", "m", "--base-url", url, "-q", "hello")
+	var out chatResultJSON
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 {
+		t.Fatalf("chat: %v\n%s", err, r)
+	}
+	tip := jsonOf[cliSession](t, p.ok("session", "show", out.SessionID))
+	if tip.ParentID == "" || tip.EndReason != "completed" {
+		t.Fatalf("the chat's last session = %+v; want a compression child, ended completed", tip)
+	}
+	if parent := jsonOf[cliSession](t, p.ok("session", "show", tip.ParentID)); parent.EndReason != "compression" {
+		t.Errorf("its parent = %+v; want ended by compression", parent)
+	}
+	before := len(prov.requests())
+	r = p.hermes("--json", "chat", "--oneshot", "--provider", "custom", "--model", "m", "--base-url", url, "--resume", tip.ID, "-q", "more")
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 {
+		t.Fatalf("resumed chat: %v\n%s", err, r)
+	}
+	reqs := prov.requests()
+	if len(reqs) <= before || !strings.Contains(reqs[before].Messages[1].content(), "SUMMARY OF THE TALK") {
+		t.Errorf("the resumed tip does not continue from the summary: %v", reqs[before:])
+	}
+	// The resumed session was live again, so it could be compressed in turn.
+	if again := jsonOf[cliSession](t, p.ok("session", "show", tip.ID)); again.EndReason != "compression" {
+		t.Errorf("the resumed tip = %+v; want ended by compression", again)
+	}
+	if next := jsonOf[cliSession](t, p.ok("session", "show", out.SessionID)); next.ParentID != tip.ID {
+		t.Errorf("the last session = %+v; want a child of %s", next, tip.ID)
+	}
+	if r := p.hermes("session", "resume", tip.ID); r.code != 1 || !strings.Contains(r.stderr, "compression") {
+		t.Errorf("session resume of a compressed session: %s", r)
+	}
+	if r := p.hermes("session", "resume", out.SessionID); r.code != 0 || r.stdout != out.SessionID+" resumed\n" {
+		t.Errorf("session resume: %s", r)
 	}
 }

@@ -84,6 +84,30 @@ func (s *FileStore) End(ctx context.Context, id, reason string) error {
 	return s.write(sess)
 }
 
+// Reopen implements Store.
+func (s *FileStore) Reopen(ctx context.Context, id string) error {
+	if _, err := s.path(id); err != nil {
+		return err
+	}
+	unlock, err := filelock.Lock(ctx, filepath.Join(s.dir, ".lock"))
+	if err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	defer unlock()
+	sess, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !sess.Ended():
+		return nil
+	case sess.EndReason == ReasonCompression:
+		return fmt.Errorf("session %.64q continues in its compression child: %w", id, ErrEnded)
+	}
+	sess.EndReason, sess.EndedAt = "", nil
+	return s.write(sess)
+}
+
 // Get implements Store.
 func (s *FileStore) Get(_ context.Context, id string) (*Session, error) {
 	p, err := s.path(id)

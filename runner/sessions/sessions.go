@@ -62,6 +62,11 @@ type Store interface {
 	// End records that id ended for reason: ErrNotFound for an unknown
 	// id, ErrEnded if it had ended already.
 	End(ctx context.Context, id, reason string) error
+	// Reopen makes an ended session live again (its end reason and time
+	// cleared), for a conversation resumed after it was closed. A session
+	// that ended by compression continues in its child and cannot be
+	// reopened (ErrEnded); a live one is left as it is.
+	Reopen(ctx context.Context, id string) error
 	// Get returns the session id, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Session, error)
 	// List returns the profile's sessions, the most recently started

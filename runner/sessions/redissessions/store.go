@@ -117,6 +117,41 @@ end
 return n
 `)
 
+// reopenScript: KEYS[1] the session; ARGV: ttl ms. Returns 0 for an
+// unknown session, -1 for one ended by compression, 1 otherwise.
+var reopenScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+if redis.call('HGET', KEYS[1], 'end_reason') == 'compression' then
+  return -1
+end
+redis.call('HDEL', KEYS[1], 'end_reason', 'ended_at')
+if tonumber(ARGV[1]) > 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return 1
+`)
+
+// Reopen implements sessions.Store.
+func (s *Store) Reopen(ctx context.Context, id string) error {
+	k, err := s.key(id)
+	if err != nil {
+		return err
+	}
+	n, err := reopenScript.Run(ctx, s.rdb, []string{k}, s.ttl.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("session %q: redis: %w", id, err)
+	}
+	switch n {
+	case 0:
+		return sessions.ErrNotFound
+	case -1:
+		return fmt.Errorf("session %.64q continues in its compression child: %w", id, sessions.ErrEnded)
+	}
+	return nil
+}
+
 // index is the zset of the profile's session ids, scored by start time.
 // Entries of sessions that expired are dropped by the List that meets them.
 func (s *Store) index() string { return s.prefix + "sessions" }

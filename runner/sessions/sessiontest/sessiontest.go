@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"CreateAgain", testCreateAgain},
 		{"End", testEnd},
 		{"Races", testRaces},
+		{"Reopen", testReopen},
 		{"List", testList},
 		{"Profiles", testProfiles},
 		{"Scope", testScope},
@@ -309,5 +310,31 @@ func testScope(t *testing.T, open func(t *testing.T) sessions.Store) {
 				}
 			}
 		})
+	}
+}
+
+func testReopen(t *testing.T, open func(t *testing.T) sessions.Store) {
+	st := open(t)
+	ctx := context.Background()
+	if err := st.Reopen(ctx, "ghost"); !errors.Is(err, sessions.ErrNotFound) {
+		t.Errorf("Reopen(unknown) = %v; want ErrNotFound", err)
+	}
+	create(t, st, "paused", sessions.SourceCLI, "")
+	if err := st.Reopen(ctx, "paused"); err != nil {
+		t.Errorf("Reopen of a live session: %v", err)
+	}
+	end(t, st, "paused", "completed")
+	if err := st.Reopen(ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if s := get(t, st, "paused"); s.Ended() || s.EndReason != "" {
+		t.Errorf("reopened session = %+v", s)
+	}
+	end(t, st, "paused", sessions.ReasonCompression) // it may end again
+	if err := st.Reopen(ctx, "paused"); !errors.Is(err, sessions.ErrEnded) {
+		t.Errorf("Reopen of a compressed session = %v; want ErrEnded", err)
+	}
+	if s := get(t, st, "paused"); s.EndReason != sessions.ReasonCompression {
+		t.Errorf("a refused Reopen changed the session: %+v", s)
 	}
 }
