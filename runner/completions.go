@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
-	)
+)
 
 // Completion is a finished process whose owner asked to be notified: the
 // item that `hermes session completions` prints and the follow-up turn of

@@ -38,8 +38,8 @@ const (
 	// DefaultForgetAfter bounds the memory of a long-lived registry (a
 	// shared runner, a long agent session).
 	DefaultForgetAfter = 30 * time.Minute
-	DefaultTailChars  = 2000
-	completionTailLen = 4000
+	DefaultTailChars   = 2000
+	completionTailLen  = 4000
 	// RedactMargin is how many characters beyond the output bound are
 	// kept in memory so that a secret straddling the bound is still
 	// recognised (by its prefix) before the cut.
