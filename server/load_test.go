@@ -24,6 +24,7 @@ import (
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
 )
 
 // storeConfigs are the receipt stores the load and fault tests run on: the
@@ -247,6 +248,9 @@ func TestServeKillRestart(t *testing.T) {
 	}
 }
 
+// killRestartSession owns the jobs of the kill-restart test.
+const killRestartSession = "kill-restart-agent"
+
 func killRestart(t *testing.T, config string) {
 	root := t.TempDir()
 	home := filepath.Join(root, "home")
@@ -295,7 +299,8 @@ func killRestart(t *testing.T, config string) {
 		}
 		wg.Go(func() {
 			for j := range work {
-				info, err := cs[j.tenant].Start(context.Background(), runner.StartRequest{Command: command(j), Stdin: true})
+				info, err := cs[j.tenant].Start(sessions.WithCurrent(context.Background(), killRestartSession),
+					runner.StartRequest{Command: command(j), Stdin: true, Owner: receipts.Owner{NotifyOnComplete: true}})
 				if err != nil {
 					continue // the server died under this start: its fate is unknown
 				}
@@ -344,13 +349,45 @@ func killRestart(t *testing.T, config string) {
 	m := get(t, second.url+"/metrics")
 	t.Logf("after restart: %d started jobs still running, %v jobs watched by the new server", runningAtRestart, metricSum(m, "hermes_processes_running"))
 
+	// Every answered start leaves exactly one completion, whether its job
+	// ended before the kill, while no server ran, or after the restart.
+	for ten, tk := range tok {
+		want := map[string]bool{}
+		for _, j := range known {
+			if j.tenant == ten {
+				want[j.id] = true
+			}
+		}
+		c, _ := client.New(second.url, client.Options{Token: tk})
+		ctx := sessions.WithCurrent(context.Background(), killRestartSession)
+		taken := map[string]int{}
+		for deadline := time.Now().Add(time.Minute); len(want) > 0 && time.Now().Before(deadline); {
+			cs, err := c.Completions(ctx, 5*time.Second)
+			if err != nil {
+				t.Fatalf("completions of tenant %s: %v", ten, err)
+			}
+			for _, comp := range cs {
+				taken[comp.ID]++
+				delete(want, comp.ID)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("tenant %s: %d answered starts left no completion", ten, len(want))
+		}
+		for id, n := range taken {
+			if n > 1 {
+				t.Errorf("tenant %s: the completion of %s was taken %d times", ten, id, n)
+			}
+		}
+	}
+
 	lost := 0
 	var wwg sync.WaitGroup
 	var pmu sync.Mutex
 	for _, j := range known {
 		wwg.Go(func() {
 			c, _ := client.New(second.url, client.Options{Token: tok[j.tenant]})
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(sessions.WithCurrent(context.Background(), killRestartSession), time.Minute)
 			defer cancel()
 			if _, err := c.Wait(ctx, j.id); err != nil {
 				t.Errorf("wait job %d (%s): %v", j.n, j.id, err)

@@ -276,7 +276,9 @@ func TestOutageRestart(t *testing.T) {
 		want = append(want, id)
 		var err error
 		if i%2 == 0 {
-			err = s.Create(ctx, receipt(id, "sess"))
+			r := receipt(id, "sess")
+			r.NotifyOnComplete = true // a completion, spooled with its receipt
+			err = s.Create(ctx, r)
 		} else {
 			err = s.Put(ctx, receipt(id, "sess"))
 		}
@@ -309,6 +311,14 @@ func TestOutageRestart(t *testing.T) {
 	rs, err := fresh.List(ctx, owner, receipts.Filter{})
 	if err != nil || len(rs) != n {
 		t.Errorf("after the restart List = %d receipts, %v; want %d", len(rs), err, n)
+	}
+	// The completions of the Creates came back with their receipts.
+	cs, err := fresh.TakeCompletions(ctx, owner)
+	if err != nil || len(cs) != n/2 {
+		t.Errorf("after the restart TakeCompletions = %d, %v; want the %d spooled", len(cs), err, n/2)
+	}
+	if again, _ := fresh.TakeCompletions(ctx, owner); len(again) != 0 {
+		t.Errorf("taken twice: %d", len(again))
 	}
 	// Back to normal: writes go to Redis directly.
 	if err := s.Create(ctx, receipt("proc_0000000001ff", "sess")); err != nil {
