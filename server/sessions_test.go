@@ -170,11 +170,15 @@ func TestSessionLineageAPI(t *testing.T) {
 	ts.startSession(t, "", `{"id":"unrelated"}`)
 	id := ts.startJob(t, "", "root", map[string]any{"command": "echo lineage-output; exit 3", "notify": true})
 	ts.pollUntilEnded(t, "root", id)
+	ts.startSession(t, "", `{"id":"delegated","parent_session_id":"root","source":"subagent"}`)
+	if a := ts.do(t, call{method: "GET", path: "/v1/receipts/" + id, session: "delegated"}); a.status != 404 {
+		t.Errorf("a subagent of the owner read its receipt: %d", a.status)
+	}
 	ts.endSession(t, "", "root", "compression")
 	ts.startSession(t, "", `{"id":"tip","parent_session_id":"root"}`)
 	ts.startSession(t, "", `{"id":"sub","parent_session_id":"tip","source":"subagent"}`)
 
-	for caller, want := range map[string]int{"root": 200, "tip": 200, "sub": 404, "unrelated": 404, "": 404} {
+	for caller, want := range map[string]int{"root": 200, "tip": 200, "sub": 404, "delegated": 404, "unrelated": 404, "": 404} {
 		if a := ts.do(t, call{method: "GET", path: "/v1/receipts/" + id, session: caller}); a.status != want {
 			t.Errorf("receipt read by %q: %d; want %d", caller, a.status, want)
 		}
@@ -182,7 +186,7 @@ func TestSessionLineageAPI(t *testing.T) {
 	if status, _ := ts.takeCompletions(t, "", "", "root", "0s"); status != 400 {
 		t.Errorf("completions without a session header: %d", status)
 	}
-	for _, caller := range []string{"sub", "unrelated"} {
+	for _, caller := range []string{"sub", "delegated", "unrelated"} {
 		if status, cs := ts.takeCompletions(t, "", caller, "root", "0s"); status != 404 || len(cs) != 0 {
 			t.Errorf("%s took root's completions: %d %+v", caller, status, cs)
 		}

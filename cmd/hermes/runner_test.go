@@ -197,6 +197,10 @@ func TestRunnerCLIIdentical(t *testing.T) {
 		t.Errorf("session completions: %+v", r)
 	}
 	same("--json", "poll", "nope")
+	// A runner does not forward to another.
+	if r := runHermes(t, bin, remote, "serve", "--listen", "127.0.0.1:0"); r.code != 2 || !strings.Contains(r.stderr, "HERMES_RUNNER_URL") {
+		t.Errorf("serve with a runner set: %+v", r)
+	}
 	// Another session sees none of it, either way.
 	other := func(env []string) []string { return append(slices.Clip(env), "HERMES_SESSION_ID=agent-8") }
 	for _, id := range ids {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/runner"
+
 	"github.com/hermesrun/hermes/server"
 )
 
@@ -24,6 +26,11 @@ type ServeCmd struct {
 // Run implements the command. It logs JSON lines to stderr and returns on
 // SIGTERM or SIGINT after a graceful shutdown; detached jobs keep running.
 func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
+	if g.RunnerURL != "" {
+		// A runner does not forward to another: serving here would leave
+		// the caller's jobs where nobody who set the URL looks.
+		return badInput("hermes serve is a runner itself, but --runner or HERMES_RUNNER_URL names another (%s): unset it", runner.Clip(g.RunnerURL))
+	}
 	level := slog.LevelInfo
 	switch strings.ToLower(g.Getenv("HERMES_LOG_LEVEL")) {
 	case "debug":
