@@ -16,6 +16,7 @@
 //	P sl:O       zset    the same ids, score 0: a lexicographic index for prefix lookup
 //	P idx        zset    every receipt of the profile, score = when it was written (server clock, Unix ms)
 //	P owners     hash    id → owner, to find a receipt's indices once its key is gone
+//	P c:O        zset    owner O's pending completions, score = finished_at (completions.go)
 //
 // A write is one Lua script: it sets the receipt with its TTL, adds it to
 // the indices and trims the profile to MaxRetained by dropping the receipts
