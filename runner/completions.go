@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -141,19 +140,4 @@ func (r *Registry) dropCompletion(ctx context.Context, info *Info) {
 	if err := r.opts.Store.DropCompletion(ctx, info.ID, info.ParentSessionID); err != nil {
 		r.log.Warn("completion not dropped", "id", info.ID, "err", err)
 	}
-}
-
-// OwnedRunning returns the ids of this registry's running processes owned by
-// owner; with notifyOnly, just those that will leave a completion.
-func (r *Registry) OwnedRunning(owner string, notifyOnly bool) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ids []string
-	for id, p := range r.procs {
-		if p.spec.Meta.ParentSessionID == owner && !p.isDone() && (!notifyOnly || p.spec.Meta.NotifyOnComplete) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
 }

@@ -1,11 +1,10 @@
 // Command notify measures completion notify latency: from a child's exit to
-// the completion event its owner receives (Registry.CompletionReady, then
-// TakeCompletions). Each child is `printf '%s\n' "$EPOCHREALTIME"`: bash
+// the completion its owner takes (Registry.Completions, waiting). Each child is `printf '%s\n' "$EPOCHREALTIME"`: bash
 // prints the wall clock (a builtin, microseconds) as its last output and
 // exits; the owner subtracts it from the clock when the completion reaches
 // it. In between: the exit and SIGCHLD, the reap, the end of the output
-// stream, the receipt (redacted, JSON, written and fsynced to the store),
-// and the queueing.
+// stream, the receipt and its completion (redacted, JSON, written and
+// fsynced to the store), and the take.
 //
 // The registry is wired as a foreground hermes wires it: the attached local
 // backend, a FileStore and spill logs, under -dir (default a temporary
