@@ -50,14 +50,37 @@ type Agent struct {
 
 // Terminal configures where agent commands run.
 type Terminal struct {
-	// Env is the backend: local (default) or docker.
+	// Env is the backend: local (default), docker or kubernetes.
 	Env         string `yaml:"env"`
 	DockerImage string `yaml:"docker_image"`
 	// OneshotCompletionWaitSeconds bounds how long a oneshot agent waits
 	// for its notify processes before exiting.
 	OneshotCompletionWaitSeconds float64  `yaml:"oneshot_completion_wait_seconds"`
-	Timeout                      Duration `yaml:"timeout"`
-	Docker                       Docker   `yaml:"docker"`
+	Timeout                      Duration   `yaml:"timeout"`
+	Docker                       Docker     `yaml:"docker"`
+	Kubernetes                   Kubernetes `yaml:"kubernetes"`
+}
+
+// Kubernetes configures the kubernetes backend: jobs as Pods.
+type Kubernetes struct {
+	// Namespace of the job pods; default the runner's own, else the
+	// kubeconfig context's, else "default".
+	Namespace string `yaml:"namespace"`
+	// Image of jobs that name none; default terminal.docker_image.
+	Image string `yaml:"image"`
+	// Kubeconfig file; default in-cluster credentials, else $KUBECONFIG.
+	Kubeconfig      string `yaml:"kubeconfig"`
+	ImagePullPolicy string `yaml:"image_pull_policy"`
+	// RunAsUser: 0 means nobody (65534), -1 keeps the image's user.
+	RunAsUser          int64             `yaml:"run_as_user"`
+	RuntimeClassName   string            `yaml:"runtime_class_name"`
+	NodeSelector       map[string]string `yaml:"node_selector"`
+	ServiceAccountName string            `yaml:"service_account_name"`
+	CPURequest         string            `yaml:"cpu_request"`
+	MemoryRequest      string            `yaml:"memory_request"`
+	CPULimit           string            `yaml:"cpu_limit"`
+	MemoryLimit        string            `yaml:"memory_limit"`
+	Keep               bool              `yaml:"keep"`
 }
 
 // Docker holds container limits and policy for the docker backend.

@@ -55,29 +55,30 @@ func (e *Profile) Docker() (*docker.Backend, error) {
 	return b, nil
 }
 
-// watchedDocker starts containers and then a detached `hermes watch`
-// process for each, so that a container started by a short-lived command
-// still gets its timeout enforced, its receipt written and its removal
-// done when it ends, whoever else is or is not watching. Receipts are
-// written if-absent, so the watcher and any other observer write one.
-type watchedDocker struct {
-	*docker.Backend
+// watched starts jobs of a backend whose jobs outlive their starter
+// (containers, pods) and then a detached `hermes watch` process for each,
+// so that a job started by a short-lived command still gets its timeout
+// enforced, its receipt written and its removal done when it ends, whoever
+// else is or is not watching. Receipts are written if-absent, so the
+// watcher and any other observer write one.
+type watched struct {
+	runner.Backend
 	e *Profile
 }
 
-func (w watchedDocker) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (w watched) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	h, err := w.Backend.Start(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.e.spawnWatcher(spec.ID); err != nil {
-		w.e.Logger.Warn("no watcher for container; a later hermes command will record it", "id", spec.ID, "err", err)
+	if err := w.e.spawnWatcher(spec.ID, w.Name()); err != nil {
+		w.e.Logger.Warn("no watcher for the job; a later hermes command will record it", "id", spec.ID, "err", err)
 	}
 	return h, nil
 }
 
-func (e *Profile) spawnWatcher(id string) error {
-	cmd := exec.Command(e.exe, "watch", id)
+func (e *Profile) spawnWatcher(id, backend string) error {
+	cmd := exec.Command(e.exe, "watch", "--backend", backend, id)
 	cmd.Env = append(os.Environ(), "HERMES_HOME="+e.Home)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -88,16 +89,23 @@ func (e *Profile) spawnWatcher(id string) error {
 	return nil
 }
 
-// RunWatch supervises the container job id until it ends and its receipt
-// is written (`hermes watch`). It ignores session scope: a supervisor acts
-// for the job's owner.
-func (e *Profile) RunWatch(ctx context.Context, id string) error {
-	b, err := e.Docker()
+// RunWatch supervises the container or pod job id of backend until it
+// ends and its receipt is written (`hermes watch`). It ignores session
+// scope: a supervisor acts for the job's owner.
+func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
+	var b runner.Backend
+	var err error
+	if backend == "kubernetes" {
+		b, err = e.Kubernetes()
+	} else {
+		b, err = e.Docker()
+	}
 	if err != nil {
 		return err
 	}
+	backends := []runner.Backend{b}
 	reg, err := runner.New(runner.Options{
-		Store: e.Store, Sessions: e.Sessions, Backends: []runner.Backend{b},
+		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		Profile: e.Home, Logger: e.Logger, Tracing: e.Tracing,
 	})
 	if err != nil {

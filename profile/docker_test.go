@@ -135,7 +135,7 @@ func watch(t *testing.T, e *profile.Profile, id string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return e.RunWatch(ctx, id)
+	return e.RunWatch(ctx, id, "docker")
 }
 
 func TestRunWatch(t *testing.T) {
@@ -211,7 +211,7 @@ func TestRunWatchTwice(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			errs[i] = e.RunWatch(ctx, id)
+			errs[i] = e.RunWatch(ctx, id, "docker")
 		}()
 	}
 	wg.Wait()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backends/docker"
+	"github.com/hermesrun/hermes/backends/kubernetes"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner"
@@ -61,6 +62,7 @@ type Profile struct {
 	supervisor bool
 	closers    []io.Closer
 	docker     *docker.Backend
+	kubernetes *kubernetes.Backend
 }
 
 // Open loads the profile named by the environment and opens its stores.
@@ -180,14 +182,26 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 			return nil, err
 		}
 		if mode == Background {
-			backends = append(backends, watchedDocker{Backend: d, e: e})
+			backends = append(backends, watched{Backend: d, e: e})
 		} else {
 			backends = append(backends, d)
+		}
+	}
+	if ok("kubernetes") && (e.kubernetesWanted() || slices.Contains(allowed, "kubernetes")) {
+		k, err := e.Kubernetes()
+		if err != nil {
+			return nil, err
+		}
+		if mode == Background {
+			backends = append(backends, watched{Backend: k, e: e})
+		} else {
+			backends = append(backends, k)
 		}
 	}
 	return runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		DefaultBackend: e.Config.Terminal.Env, DefaultImage: e.Config.Terminal.DockerImage,
+		DefaultImages: map[string]string{"kubernetes": e.kubernetesImage()},
 		Profile: e.Home, SpillDir: e.SpillDir(),
 		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 	})

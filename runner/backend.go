@@ -57,6 +57,13 @@ type Exit struct {
 	Signal syscall.Signal
 	// FinishedAt is when the end was observed.
 	FinishedAt time.Time
+	// TimedOut is set when the backend itself ended the process for
+	// running past its timeout (a Pod's activeDeadlineSeconds): the
+	// status is timeout, whoever observes the end.
+	TimedOut bool
+	// Reason says why the platform ended the process, when it did
+	// (OOMKilled, Evicted: …); it becomes the receipt's error.
+	Reason string
 }
 
 // Capabilities declare what a backend does beyond starting a process. The

@@ -84,6 +84,9 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 	defer p.mu.Unlock()
 	rec := p.record()
 	rec.ExitCode, rec.FinishedAt, rec.Error = exit.Code, exit.FinishedAt.UTC(), p.errMsg
+	if rec.Error == "" {
+		rec.Error = exit.Reason
+	}
 	if exit.Signal != 0 {
 		rec.Signal = SignalName(exit.Signal)
 	}
@@ -101,7 +104,7 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		if !errors.Is(waitErr, ErrLost) {
 			rec.Error = "lost: " + rec.Error
 		}
-	case p.timedOut:
+	case p.timedOut || exit.TimedOut:
 		rec.Status = receipts.StatusTimeout
 	case p.killed || exit.Signal != 0:
 		rec.Status = receipts.StatusKilled

@@ -75,6 +75,9 @@ type Options struct {
 	// DefaultImage is the image of requests that name none, for backends
 	// that run images (terminal.docker_image in config.yaml).
 	DefaultImage string
+	// DefaultImages overrides DefaultImage for the backends it names
+	// (terminal.kubernetes.image for kubernetes).
+	DefaultImages map[string]string
 	// Profile names the $HERMES_HOME this registry serves (for labels).
 	Profile string
 	// SpillDir, when set, receives the full output of processes this

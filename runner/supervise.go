@@ -61,8 +61,15 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		return nil, err
 	}
 	if b.Capabilities().Images && req.Image == "" {
-		if req.Image = r.opts.DefaultImage; req.Image == "" {
-			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or terminal.docker_image in config.yaml)", ErrInvalid, b.Name())
+		if req.Image = r.opts.DefaultImages[b.Name()]; req.Image == "" {
+			req.Image = r.opts.DefaultImage
+		}
+		if req.Image == "" {
+			key := "terminal.docker_image"
+			if b.Name() == "kubernetes" {
+				key = "terminal.kubernetes.image"
+			}
+			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", ErrInvalid, b.Name(), key)
 		}
 	}
 	if req.ID == "" {

@@ -414,8 +414,8 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request, t *Tenant) {
 
 // readyz says whether the server can do its work: a receipt store answers
 // (every open tenant's, or, before any tenant opened, the runner's own
-// configuration's), the Docker engine answers when docker is an allowed
-// backend, and the tenants directory is writable. It answers an
+// configuration's), the Docker engine and the Kubernetes API answer when
+// their backends are allowed, and the tenants directory is writable. It answers an
 // unauthenticated caller, so it says nothing about tenants.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	select {
@@ -465,6 +465,16 @@ func (s *Server) notReady(ctx context.Context) string {
 		if err != nil {
 			s.log.Warn("not ready: docker engine", "err", err)
 			return "the docker engine does not answer"
+		}
+	}
+	if slices.Contains(s.opts.Backends, "kubernetes") {
+		k, err := profiles[0].Kubernetes()
+		if err == nil {
+			err = k.Ping(ctx)
+		}
+		if err != nil {
+			s.log.Warn("not ready: kubernetes API", "err", err)
+			return "the kubernetes API does not answer"
 		}
 	}
 	if s.tenants.dir != "" {

@@ -52,7 +52,7 @@ type CLI struct {
 	// Session is the session tree and the completions of notify jobs.
 	Session SessionCmd `cmd:"" help:"Agent sessions: start, end, show, ls, and take the completions of notify jobs."`
 	Shim    ShimCmd    `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
-	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container job (internal)."`
+	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
 	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 }
 

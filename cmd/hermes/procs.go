@@ -408,9 +408,10 @@ func (c *ShimCmd) Run(g *Globals) error {
 	return e.RunShim(ctx, os.Stdin, os.Stdout)
 }
 
-// WatchCmd supervises one detached container job until it ends.
+// WatchCmd supervises one detached container or pod job until it ends.
 type WatchCmd struct {
-	ID string `arg:"" help:"Process id of the container job."`
+	ID      string `arg:"" help:"Process id of the job."`
+	Backend string `default:"docker" enum:"docker,kubernetes" help:"The job's backend."`
 }
 
 // Run implements the command. Like the shim, the watcher lives as long as
@@ -422,5 +423,5 @@ func (c *WatchCmd) Run(g *Globals) error {
 		return err
 	}
 	defer e.Close()
-	return e.RunWatch(ctx, c.ID)
+	return e.RunWatch(ctx, c.ID, c.Backend)
 }

@@ -18,7 +18,7 @@ import (
 type RunCmd struct {
 	Background bool          `short:"b" help:"Start the command detached and print its start receipt; it keeps running after hermes exits."`
 	Notify     bool          `help:"Queue a completion for the owning agent session when the command finishes."`
-	Backend    string        `placeholder:"local|docker" help:"Where to run: local (bash child) or docker (detached container). Default: terminal.env in config.yaml (or the runner's), else local."`
+	Backend    string        `placeholder:"local|docker|kubernetes" help:"Where to run: local (bash child), docker (detached container) or kubernetes (a Pod). Default: terminal.env in config.yaml (or the runner's), else local."`
 	Image      string        `help:"Container image for --backend docker (default: terminal.docker_image in config.yaml)."`
 	Cwd        string        `help:"Working directory (default: the current one)." type:"path"`
 	Env        []string      `short:"e" help:"Extra environment variable KEY=VALUE (repeatable)."`
@@ -30,8 +30,8 @@ type RunCmd struct {
 
 // Run implements the command.
 func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
-	if c.Backend != "" && c.Backend != "local" && c.Backend != "docker" {
-		return badInput("--backend %q: want local or docker", runner.Clip(c.Backend))
+	if c.Backend != "" && c.Backend != "local" && c.Backend != "docker" && c.Backend != "kubernetes" {
+		return badInput("--backend %q: want local, docker or kubernetes", runner.Clip(c.Backend))
 	}
 	if g.RunnerURL != "" {
 		req, err := c.request(g)

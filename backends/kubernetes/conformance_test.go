@@ -1,0 +1,67 @@
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/backendtest"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// newTestBackend opens a backend on the test cluster for profile, and
+// deletes every pod of the profile when the test ends.
+func newTestBackend(t *testing.T, profile string, o func(*Options)) (*Backend, string) {
+	t.Helper()
+	kubeconfig, image := testenv.Kubernetes(t)
+	opts := Options{Profile: profile, Kubeconfig: kubeconfig, DefaultImage: image, ImagePullPolicy: "Never", StartTimeout: time.Minute}
+	if o != nil {
+		o(&opts)
+	}
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		zero := int64(0)
+		_ = b.pods().DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+			metav1.ListOptions{LabelSelector: labelProfile + "=" + b.profileLabel()})
+	})
+	return b, image
+}
+
+func testProfile(t *testing.T) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return filepath.Join(t.TempDir(), "profile-"+hex.EncodeToString(b))
+}
+
+// TestConformance runs the backend contract suite against job pods on a
+// real cluster; each New is a fresh client of the same profile, as a
+// restarted runner replica would open.
+func TestConformance(t *testing.T) {
+	profile := testProfile(t)
+	_, image := newTestBackend(t, profile, nil)
+	st, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "receipts"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) runner.Backend {
+			b, _ := newTestBackend(t, profile, nil)
+			return b
+		},
+		Store: st,
+		Image: image,
+		Cwd:   "/",
+	})
+}

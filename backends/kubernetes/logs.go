@@ -1,0 +1,169 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+// Output is the job's output (stdout and stderr merged in the container),
+// from the start, also for an attached handle, until the container ends.
+// A broken log stream is reopened where it stopped: the follower counts
+// what it delivered and remembers its last bytes, and on reconnect skips
+// exactly what it already gave, finding its place by those bytes when the
+// kubelet rotated the log file meanwhile. Nothing is lost or repeated.
+func (h *Handle) Output() io.Reader {
+	h.outMu.Lock()
+	defer h.outMu.Unlock()
+	if h.out == nil {
+		pr, pw := io.Pipe()
+		h.out = pr
+		go func() { pw.CloseWithError(h.followLog(h.ctx, pw)) }()
+	}
+	return h.out
+}
+
+// tailKeep is how many of the last delivered bytes the follower keeps to
+// find its place again in a rotated log.
+const tailKeep = 4096
+
+// follower is the state of one Output stream.
+type follower struct {
+	w         io.Writer
+	delivered int64
+	tail      []byte
+}
+
+func (f *follower) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	f.delivered += int64(n)
+	f.tail = append(f.tail, p[:n]...)
+	if len(f.tail) > tailKeep {
+		f.tail = append(f.tail[:0], f.tail[len(f.tail)-tailKeep:]...)
+	}
+	return n, err
+}
+
+// offsetIn is where, in cur (the whole current log), the follower's
+// delivered output ends: delivered itself when cur still starts with all
+// of it, else (the log was rotated) just after the last place its tail
+// appears. A log that shares nothing with it is new from its start.
+func (f *follower) offsetIn(cur []byte) int64 {
+	if f.delivered == 0 {
+		return 0
+	}
+	if int64(len(cur)) >= f.delivered && bytes.HasSuffix(cur[:f.delivered], f.tail) {
+		return f.delivered
+	}
+	probe := f.tail
+	if len(probe) > 256 {
+		probe = probe[len(probe)-256:]
+	}
+	if i := bytes.LastIndex(cur, probe); i >= 0 {
+		return int64(i + len(probe))
+	}
+	return 0
+}
+
+// followLog copies the log to w until the container has ended and all of
+// its output is delivered. The pod disappearing ends it too (a kill or a
+// release): Wait says how the job ended.
+func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
+	f := &follower{w: w}
+	backoff := 100 * time.Millisecond
+	for {
+		p, err := h.awaitRunning(ctx)
+		if errors.Is(err, errGone) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ended := podEnd(p) != nil
+		skip := int64(0)
+		if f.delivered > 0 || ended {
+			var cur bytes.Buffer
+			if err := h.readLog(ctx, &cur); err != nil {
+				return err
+			}
+			skip = f.offsetIn(cur.Bytes())
+			if ended {
+				// Nothing more will come: the rest of the file is all.
+				_, err := f.Write(cur.Bytes()[skip:])
+				return err
+			}
+		}
+		err = h.streamFrom(ctx, f, skip)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			h.b.log.Debug("log stream broke; reopening", "pod", h.name, "err", err)
+		}
+		if !sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 2*time.Second)
+		// Loop: the container may have ended (a final read delivers the
+		// rest) or the stream broke while it runs (reopen where it
+		// stopped).
+	}
+}
+
+// streamFrom follows the log from its start, discarding the first skip
+// bytes, until the stream ends.
+func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) error {
+	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	if skip > 0 {
+		if _, err := io.CopyN(io.Discard, rc, skip); err != nil {
+			return err
+		}
+	}
+	_, err = io.Copy(f, rc)
+	return err
+}
+
+// readLog writes the whole current log to w, without following it. A pod
+// whose container has not started has an empty log; one that is gone is
+// runner.ErrLost.
+func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
+	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container}).Stream(ctx)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes log %s: pod %s is gone: %w", h.id, h.name, runner.ErrLost)
+	}
+	if apierrors.IsBadRequest(err) {
+		// "container ... is waiting to start": nothing printed yet.
+		if p, gerr := h.b.pods().Get(ctx, h.name, metav1.GetOptions{}); gerr == nil && !started(p) {
+			return nil
+		}
+	}
+	if err != nil {
+		return h.b.apiErr("log "+h.name, err)
+	}
+	defer rc.Close()
+	_, err = io.Copy(w, rc)
+	return err
+}
+
+// started reports whether the job container has run at all.
+func started(p *corev1.Pod) bool {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container && (cs.State.Running != nil || cs.State.Terminated != nil) {
+			return true
+		}
+	}
+	return false
+}

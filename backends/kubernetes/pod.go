@@ -1,0 +1,235 @@
+package kubernetes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Labels select (their values are made label-safe: a session id or a
+// profile path may hold any character, so such values are hashed) and
+// annotations carry the exact values, so that List and Attach rebuild
+// runner.Live from the pod alone.
+const (
+	labelID      = "hermes.id"
+	labelProfile = "hermes.profile"
+	labelSession = "hermes.session"
+	labelTask    = "hermes.task"
+	labelTraceID = "hermes.trace_id"
+
+	annotationProfile = "hermes.run/profile"
+	annotationCommand = "hermes.run/command"
+	annotationCwd     = "hermes.run/cwd"
+	annotationTimeout = "hermes.run/timeout"
+	annotationImage   = "hermes.run/image"
+	annotationMeta    = "hermes.run/meta" // the whole runner.Meta as JSON
+	// annotationKilled marks a kill that hermes asked for. Only the
+	// process that asks knows of the kill, yet any replica may record the
+	// end: the pod carries the intent to them all.
+	annotationKilled = "hermes.run/killed"
+)
+
+// podName is the pod of process id: proc_0123abcd4567 becomes
+// hermes-proc-0123abcd4567 (pod names are DNS labels: no underscore).
+func podName(id string) (string, error) {
+	if !receipts.IsID(id) {
+		return "", fmt.Errorf("invalid process id %q", id)
+	}
+	return "hermes-" + strings.ReplaceAll(id, "_", "-"), nil
+}
+
+// labelValue is v if it is a valid label value, else a hash of it: equal
+// values always map to equal labels, which is all a selector needs.
+func labelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "h-" + hex.EncodeToString(sum[:20])
+}
+
+func (b *Backend) profileLabel() string { return labelValue(b.opts.Profile) }
+
+// podFor builds the job's Pod: restricted by default (non-root unless
+// told otherwise, no privilege escalation, all capabilities dropped,
+// seccomp RuntimeDefault, no service account token, bounded resources),
+// with the pause container as pid 1 (shared process namespace) so that
+// the job's shell is not pid 1 and dies of the signals it is sent.
+func (b *Backend) podFor(spec runner.Spec, image string) (*corev1.Pod, error) {
+	name, err := podName(spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := json.Marshal(spec.Meta)
+	if err != nil {
+		return nil, fmt.Errorf("encode meta: %w", err)
+	}
+	labels := map[string]string{
+		labelID:      spec.ID,
+		labelProfile: b.profileLabel(),
+		labelSession: labelValue(spec.Meta.ParentSessionID),
+		labelTask:    labelValue(spec.Meta.TaskID),
+		labelTraceID: labelValue(spec.Meta.TraceID),
+	}
+	annotations := map[string]string{
+		annotationProfile: b.opts.Profile,
+		annotationCommand: spec.Command,
+		annotationImage:   image,
+		annotationMeta:    string(meta),
+	}
+	if spec.Cwd != "" {
+		annotations[annotationCwd] = spec.Cwd
+	}
+	if spec.Timeout > 0 {
+		annotations[annotationTimeout] = spec.Timeout.String()
+	}
+	env := make([]corev1.EnvVar, 0, len(spec.Env))
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	no, yes := false, true
+	c := corev1.Container{
+		Name:            container,
+		Image:           image,
+		ImagePullPolicy: b.opts.ImagePullPolicy,
+		Command:         b.opts.Shell,
+		Args:            []string{mergeStreams + spec.Command},
+		Env:             env,
+		WorkingDir:      spec.Cwd,
+		Stdin:           spec.Stdin,
+		// The first attacher's EOF becomes the process's EOF.
+		StdinOnce: spec.Stdin,
+		Resources: b.resources,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no,
+			Privileged:               &no,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+	}
+	if uid := b.opts.RunAsUser; uid > 0 {
+		c.SecurityContext.RunAsUser, c.SecurityContext.RunAsGroup = &uid, &uid
+		c.SecurityContext.RunAsNonRoot = &yes
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Containers:                   []corev1.Container{c},
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: &no,
+			EnableServiceLinks:           &no,
+			ShareProcessNamespace:        &yes,
+			NodeSelector:                 b.opts.NodeSelector,
+			ServiceAccountName:           b.opts.ServiceAccountName,
+			SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		},
+	}
+	if b.opts.RuntimeClassName != "" {
+		rc := b.opts.RuntimeClassName
+		pod.Spec.RuntimeClassName = &rc
+	}
+	if spec.Timeout > 0 {
+		// A backstop for when no hermes watches the job: the kubelet
+		// ends it a little after the registry would have.
+		secs := int64((spec.Timeout+time.Second-1)/time.Second) + deadlineSlack
+		pod.Spec.ActiveDeadlineSeconds = &secs
+	}
+	return pod, nil
+}
+
+// deadlineSlack is how many seconds past its timeout a pod's own deadline
+// falls: the registry's kill comes first when a hermes watches.
+const deadlineSlack = 5
+
+// mergeStreams prefixes every command so that its stderr goes down the same
+// pipe as its stdout, in the order written (as for the docker backend).
+const mergeStreams = "exec 2>&1\n"
+
+// liveFromPod rebuilds what Start was told.
+func liveFromPod(p *corev1.Pod) runner.Live {
+	a := p.Annotations
+	live := runner.Live{
+		ID:      p.Labels[labelID],
+		Command: a[annotationCommand],
+		Backend: "kubernetes",
+		Cwd:     a[annotationCwd],
+		Image:   a[annotationImage],
+	}
+	if d, err := time.ParseDuration(a[annotationTimeout]); err == nil {
+		live.Timeout = d
+	}
+	_ = json.Unmarshal([]byte(a[annotationMeta]), &live.Meta) // a pod labelled by hand keeps the rest
+	if live.Meta.Profile == "" {
+		live.Meta.Profile = a[annotationProfile]
+	}
+	if live.Meta.StartedAt.IsZero() {
+		live.Meta.StartedAt = p.CreationTimestamp.Time
+	}
+	return live
+}
+
+// podEnd is the exit of a pod whose job container has terminated, or nil
+// while it has not. The mapping is honest: a signal death is 128+signal
+// with the signal named, an OOM kill is SIGKILL, the pod's own deadline
+// is a timeout, an eviction says so.
+func podEnd(p *corev1.Pod) *runner.Exit {
+	var term *corev1.ContainerStateTerminated
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Terminated != nil {
+			term = cs.State.Terminated
+		}
+	}
+	failed := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+	if term == nil && !failed {
+		return nil
+	}
+	exit := &runner.Exit{Code: -1, FinishedAt: time.Now()}
+	if term != nil {
+		exit.Code = int(term.ExitCode)
+		if !term.FinishedAt.IsZero() {
+			exit.FinishedAt = term.FinishedAt.Time
+		}
+		switch {
+		case term.Reason == "OOMKilled":
+			exit.Signal, exit.Reason = syscall.SIGKILL, "OOMKilled: the job ran out of memory (its limit is the pod's)"
+		case term.Signal > 0:
+			exit.Signal = syscall.Signal(term.Signal)
+		case exit.Code > 128 && exit.Code < 128+32:
+			exit.Signal = syscall.Signal(exit.Code - 128)
+		}
+	}
+	switch p.Status.Reason {
+	case "DeadlineExceeded":
+		exit.TimedOut = true
+		exit.Reason = "DeadlineExceeded: the pod ran past its activeDeadlineSeconds"
+		if exit.Signal == 0 {
+			exit.Signal = syscall.SIGKILL
+		}
+	case "Evicted":
+		exit.Reason = "Evicted: " + p.Status.Message
+		if exit.Signal == 0 {
+			exit.Signal = syscall.SIGKILL
+		}
+	}
+	if exit.Signal == 0 && p.Annotations[annotationKilled] != "" {
+		// Asked to die and complied by exiting (a TERM trap): still a kill.
+		exit.Signal = syscall.SIGTERM
+	}
+	if exit.Signal != 0 && exit.Code <= 0 {
+		exit.Code = 128 + int(exit.Signal)
+	}
+	return exit
+}

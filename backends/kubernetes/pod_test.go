@@ -1,0 +1,217 @@
+package kubernetes
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// offline is a backend that never contacts a cluster: enough to build pods.
+func offline(t *testing.T, o Options) *Backend {
+	t.Helper()
+	o.Profile = "/home/u/.hermes"
+	o.Kubeconfig = writeKubeconfig(t)
+	b, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	p := t.TempDir() + "/kubeconfig"
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: jobs}}]
+current-context: c
+`
+	if err := writeFile(p, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPodIsRestricted(t *testing.T) {
+	b := offline(t, Options{RuntimeClassName: "gvisor", NodeSelector: map[string]string{"pool": "jobs"}})
+	if b.Namespace() != "jobs" {
+		t.Errorf("namespace = %q; want the kubeconfig context's", b.Namespace())
+	}
+	spec := runner.Spec{
+		ID: "proc_0123456789ab", Command: "echo hi", Cwd: "/work", Env: []string{"A=1", "TRACEPARENT=00-x"},
+		Timeout: 90 * time.Second, Stdin: true,
+		Meta: runner.Meta{Owner: receipts.Owner{ParentSessionID: "with space/and slash", TaskID: "t1"}, Trace: receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+	}
+	p, err := b.podFor(spec, "busybox:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Spec.Containers[0]
+	sc := c.SecurityContext
+	switch {
+	case p.Name != "hermes-proc-0123456789ab":
+		t.Errorf("name %q", p.Name)
+	case p.Spec.RestartPolicy != corev1.RestartPolicyNever:
+		t.Error("restartPolicy is not Never")
+	case *p.Spec.AutomountServiceAccountToken:
+		t.Error("the service account token is mounted")
+	case !*p.Spec.ShareProcessNamespace:
+		t.Error("the job's shell would be pid 1")
+	case *sc.AllowPrivilegeEscalation || *sc.Privileged:
+		t.Error("privilege escalation allowed")
+	case len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		t.Errorf("capabilities %+v", sc.Capabilities)
+	case sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Error("no RuntimeDefault seccomp")
+	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || *sc.RunAsUser != DefaultUser:
+		t.Error("runs as root by default")
+	case c.Resources.Limits.Memory().String() != "1Gi" || c.Resources.Requests.Cpu().String() != "50m":
+		t.Errorf("resources %+v", c.Resources)
+	case *p.Spec.ActiveDeadlineSeconds != 90+deadlineSlack:
+		t.Errorf("activeDeadlineSeconds %d", *p.Spec.ActiveDeadlineSeconds)
+	case *p.Spec.RuntimeClassName != "gvisor" || p.Spec.NodeSelector["pool"] != "jobs":
+		t.Error("runtimeClassName or nodeSelector lost")
+	case !c.Stdin || !c.StdinOnce:
+		t.Error("stdin not open once")
+	case strings.Join(c.Command, " ") != "/bin/sh -c" || c.Args[0] != "exec 2>&1\necho hi":
+		t.Errorf("command %q %q", c.Command, c.Args)
+	case c.Env[1].Name != "TRACEPARENT" || c.Env[1].Value != "00-x":
+		t.Errorf("env %+v", c.Env)
+	}
+	for k, v := range p.Labels {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("label %s=%q: %v", k, v, errs)
+		}
+	}
+	if p.Labels[labelID] != spec.ID || p.Labels[labelTraceID] != spec.Meta.TraceID || p.Labels[labelTask] != "t1" {
+		t.Errorf("labels %v", p.Labels)
+	}
+	// Everything comes back from the pod alone.
+	p.CreationTimestamp = metav1.Now()
+	live := liveFromPod(p)
+	if live.ID != spec.ID || live.Command != "echo hi" || live.Cwd != "/work" || live.Timeout != spec.Timeout ||
+		live.Meta.ParentSessionID != "with space/and slash" || live.Image != "busybox:1" || live.Backend != "kubernetes" {
+		t.Errorf("liveFromPod = %+v", live)
+	}
+	if !b.ours(p) {
+		t.Error("the backend does not recognise its own pod")
+	}
+	other := offline(t, Options{})
+	other.opts.Profile = "/another"
+	if other.ours(p) {
+		t.Error("another profile claims the pod")
+	}
+}
+
+func TestImageUserKept(t *testing.T) {
+	b := offline(t, Options{RunAsUser: -1})
+	p, err := b.podFor(runner.Spec{ID: "proc_0123456789ab", Command: "id"}, "img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := p.Spec.Containers[0].SecurityContext; sc.RunAsUser != nil || sc.RunAsNonRoot != nil {
+		t.Errorf("RunAsUser -1 still sets a user: %+v", sc)
+	}
+}
+
+func term(code int32, reason string) *corev1.Pod {
+	return &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: container, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}},
+	}}}}
+}
+
+func TestPodEnd(t *testing.T) {
+	deadline := term(137, "Error")
+	deadline.Status.Reason = "DeadlineExceeded"
+	evicted := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "Evicted", Message: "low on memory"}}
+	killed := term(0, "Completed")
+	killed.Annotations = map[string]string{annotationKilled: "true"}
+	running := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: container, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}}}
+	tests := []struct {
+		name     string
+		pod      *corev1.Pod
+		code     int
+		sig      syscall.Signal
+		timedOut bool
+		reason   string
+	}{
+		{"exit 0", term(0, "Completed"), 0, 0, false, ""},
+		{"exit 3", term(3, "Error"), 3, 0, false, ""},
+		{"SIGKILL", term(137, "Error"), 137, syscall.SIGKILL, false, ""},
+		{"SIGTERM", term(143, "Error"), 143, syscall.SIGTERM, false, ""},
+		{"OOMKilled", term(137, "OOMKilled"), 137, syscall.SIGKILL, false, "OOMKilled"},
+		{"DeadlineExceeded", deadline, 137, syscall.SIGKILL, true, "DeadlineExceeded"},
+		{"Evicted", evicted, 128 + 9, syscall.SIGKILL, false, "Evicted: low on memory"},
+		{"killed, exited 0", killed, 143, syscall.SIGTERM, false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := podEnd(tc.pod)
+			if e == nil {
+				t.Fatal("no end")
+			}
+			if e.Code != tc.code || e.Signal != tc.sig || e.TimedOut != tc.timedOut || !strings.HasPrefix(e.Reason, tc.reason) {
+				t.Errorf("podEnd = %+v; want code %d signal %v timedOut %v reason %q", *e, tc.code, tc.sig, tc.timedOut, tc.reason)
+			}
+		})
+	}
+	if e := podEnd(running); e != nil {
+		t.Errorf("a running pod has ended: %+v", e)
+	}
+}
+
+func TestFollowerOffset(t *testing.T) {
+	long := bytes.Repeat([]byte("line of output\n"), 1000)
+	tests := []struct {
+		name      string
+		delivered []byte
+		cur       []byte
+		want      int
+	}{
+		{"nothing yet", nil, []byte("abc"), 0},
+		{"same file", []byte("one\ntwo\n"), []byte("one\ntwo\nthree\n"), 8},
+		{"rotated", append([]byte("old\n"), long[:5000]...), append(long[4000:5000], []byte("new\n")...), 1000},
+		{"rotated past everything", []byte("gone\n"), []byte("all new\n"), 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var sink bytes.Buffer
+			f := &follower{w: &sink}
+			_, _ = f.Write(tc.delivered)
+			if got := f.offsetIn(tc.cur); got != int64(tc.want) {
+				t.Errorf("offsetIn = %d; want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzLabelValue(f *testing.F) {
+	for _, s := range []string{"", "cli_20260102_150405_a1b2c3d4", "with space", "/home/u/.hermes", strings.Repeat("x", 70), "-leading"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v := labelValue(s)
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Fatalf("labelValue(%q) = %q: %v", s, v, errs)
+		}
+		if v != labelValue(s) {
+			t.Fatal("not deterministic")
+		}
+	})
+}
+
+func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }

@@ -1,0 +1,49 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Kubernetes test settings: the kubeconfig of the test cluster
+// (scripts/ci/start-k8s.sh writes it) and an image present on its node.
+const (
+	EnvKubeconfig = "HERMES_TEST_KUBECONFIG"
+	EnvKubeImage  = "HERMES_TEST_KUBE_IMAGE"
+
+	DefaultKubeImage = "hermes-test-busybox:latest"
+)
+
+// Kubernetes returns the kubeconfig of a cluster that answers and the image
+// its test pods run, or ends the test (skip by hand, fail under CI).
+func Kubernetes(t testing.TB) (kubeconfig, image string) {
+	t.Helper()
+	kubeconfig = os.Getenv(EnvKubeconfig)
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(envOr("HERMES_CI_STATE_DIR", "/tmp/hermes-ci"), "k8s", "admin.kubeconfig")
+	}
+	if _, err := os.Stat(kubeconfig); err != nil {
+		unavailable(t, "kubernetes", "no kubeconfig at %s (start a cluster with scripts/ci/start-k8s.sh, or set %s)", kubeconfig, EnvKubeconfig)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		unavailable(t, "kubernetes", "kubeconfig %s: %v", kubeconfig, err)
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		unavailable(t, "kubernetes", "client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		unavailable(t, "kubernetes", "the API server of %s does not answer: %v", kubeconfig, err)
+	}
+	return kubeconfig, envOr(EnvKubeImage, DefaultKubeImage)
+}

@@ -1,0 +1,45 @@
+package profile
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hermesrun/hermes/backends/kubernetes"
+)
+
+// kubernetesWanted reports whether this profile runs kubernetes jobs by
+// default (terminal.env). Otherwise only a runner that allows the backend
+// by name opens it: credentials are not assumed.
+func (e *Profile) kubernetesWanted() bool { return e.Config.Terminal.Env == "kubernetes" }
+
+// Kubernetes returns the profile's kubernetes backend, created on first
+// use.
+func (e *Profile) Kubernetes() (*kubernetes.Backend, error) {
+	if e.kubernetes != nil {
+		return e.kubernetes, nil
+	}
+	c := e.Config.Terminal.Kubernetes
+	image := c.Image
+	if image == "" {
+		image = e.Config.Terminal.DockerImage
+	}
+	b, err := kubernetes.New(kubernetes.Options{
+		Profile: e.Home, Namespace: c.Namespace, Kubeconfig: c.Kubeconfig, DefaultImage: image,
+		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy), RunAsUser: c.RunAsUser,
+		RuntimeClassName: c.RuntimeClassName, NodeSelector: c.NodeSelector, ServiceAccountName: c.ServiceAccountName,
+		CPURequest: c.CPURequest, MemoryRequest: c.MemoryRequest, CPULimit: c.CPULimit, MemoryLimit: c.MemoryLimit,
+		Keep: c.Keep, Logger: e.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.kubernetes = b
+	return b, nil
+}
+
+// kubernetesImage is the image of kubernetes jobs that name none.
+func (e *Profile) kubernetesImage() string {
+	if img := e.Config.Terminal.Kubernetes.Image; img != "" {
+		return img
+	}
+	return e.Config.Terminal.DockerImage
+}
