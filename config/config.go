@@ -55,7 +55,7 @@ type Terminal struct {
 	DockerImage string `yaml:"docker_image"`
 	// OneshotCompletionWaitSeconds bounds how long a oneshot agent waits
 	// for its notify processes before exiting.
-	OneshotCompletionWaitSeconds float64  `yaml:"oneshot_completion_wait_seconds"`
+	OneshotCompletionWaitSeconds float64    `yaml:"oneshot_completion_wait_seconds"`
 	Timeout                      Duration   `yaml:"timeout"`
 	Docker                       Docker     `yaml:"docker"`
 	Kubernetes                   Kubernetes `yaml:"kubernetes"`

@@ -202,7 +202,7 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		DefaultBackend: e.Config.Terminal.Env, DefaultImage: e.Config.Terminal.DockerImage,
 		DefaultImages: map[string]string{"kubernetes": e.kubernetesImage()},
-		Profile: e.Home, SpillDir: e.SpillDir(),
+		Profile:       e.Home, SpillDir: e.SpillDir(),
 		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 	})
 }
