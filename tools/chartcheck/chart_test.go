@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -78,6 +79,9 @@ func valuesFiles(t *testing.T) []string {
 // every rendering gets.
 type expectation struct {
 	replicas  int32
+	// kubernetes: the runner runs jobs as pods in jobsNamespace.
+	kubernetes    bool
+	jobsNamespace string
 	dind      bool
 	redisEnv  bool
 	bundled   bool
@@ -87,7 +91,10 @@ type expectation struct {
 }
 
 var expectations = map[string]expectation{
-	"": {replicas: 1},
+	"": {replicas: 1, kubernetes: true, jobsNamespace: "agents"},
+	"kubernetes-values.yaml": {
+		replicas: 2, kubernetes: true, jobsNamespace: "hermes-jobs", redisEnv: true, bundled: true,
+	},
 	"dind-bundled-redis-values.yaml": {
 		replicas: 3, dind: true, redisEnv: true, bundled: true, otel: true,
 		externals: []string{"Secret/hermes-tokens"},
@@ -200,8 +207,8 @@ func checkRunner(t *testing.T, objs []Object) {
 	case sc.Privileged != nil && *sc.Privileged:
 		t.Error("hermes container is privileged")
 	}
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("service account token mounted: hermes never calls the API")
+	if pod.AutomountServiceAccountToken == nil {
+		t.Error("automountServiceAccountToken unset: say whether the runner calls the API")
 	}
 
 	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.StrVal != "http" {
@@ -332,11 +339,80 @@ func checkExpectation(t *testing.T, objs []Object, rep Report, want expectation)
 		t.Errorf("references to objects outside the chart = %v, want %v", got, want.externals)
 	}
 	if want.replicas > 1 {
+		// Replicas share every job only when all jobs are pods.
+		affinity := corev1.ServiceAffinityClientIP
+		if want.kubernetes {
+			affinity = corev1.ServiceAffinityNone
+		}
 		for _, o := range objs {
-			if s, ok := o.Object.(*corev1.Service); ok && s.Name == d.Name && s.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
-				t.Errorf("%d replicas but Service affinity %q", want.replicas, s.Spec.SessionAffinity)
+			if s, ok := o.Object.(*corev1.Service); ok && s.Name == d.Name && s.Spec.SessionAffinity != affinity {
+				t.Errorf("%d replicas but Service affinity %q, want %q", want.replicas, s.Spec.SessionAffinity, affinity)
 			}
 		}
+	}
+	checkExecutor(t, objs, d, c, want)
+}
+
+// checkExecutor: the kubernetes executor gets exactly the RBAC it needs in
+// the jobs namespace, the token to use it, and no container engine; the
+// others get no RBAC and no token.
+func checkExecutor(t *testing.T, objs []Object, d *appsv1.Deployment, c *corev1.Container, want expectation) {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	var role *rbacv1.Role
+	var binding *rbacv1.RoleBinding
+	for _, o := range objs {
+		switch v := o.Object.(type) {
+		case *rbacv1.Role:
+			role = v
+		case *rbacv1.RoleBinding:
+			binding = v
+		case *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			t.Errorf("%s: the chart needs nothing cluster-wide", o)
+		}
+	}
+	automount := pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken
+	if !want.kubernetes {
+		if role != nil || binding != nil || automount {
+			t.Errorf("not the kubernetes executor, yet Role %v, RoleBinding %v, token mounted %v", role != nil, binding != nil, automount)
+		}
+		return
+	}
+	if !automount {
+		t.Error("kubernetes executor without a service account token")
+	}
+	if _, ok := env(c, "DOCKER_HOST"); ok {
+		t.Error("kubernetes executor with a Docker socket")
+	}
+	if role == nil || binding == nil {
+		t.Fatal("kubernetes executor without its Role and RoleBinding")
+	}
+	if role.Namespace != want.jobsNamespace || binding.Namespace != want.jobsNamespace {
+		t.Errorf("Role in %q, RoleBinding in %q; want the jobs namespace %q", role.Namespace, binding.Namespace, want.jobsNamespace)
+	}
+	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != pod.ServiceAccountName {
+		t.Errorf("RoleBinding %+v does not bind the Role to the runner's service account %q", binding, pod.ServiceAccountName)
+	}
+	allowed := map[string][]string{
+		"pods": {"create", "delete", "get", "list", "patch", "watch"}, "pods/log": {"get"}, "pods/attach": {"create", "get"},
+	}
+	got := map[string][]string{}
+	for _, r := range role.Rules {
+		if len(r.APIGroups) != 1 || r.APIGroups[0] != "" {
+			t.Errorf("rule %+v: core API group only", r)
+		}
+		for _, res := range r.Resources {
+			got[res] = append(got[res], r.Verbs...)
+		}
+	}
+	for res, verbs := range got {
+		slices.Sort(verbs)
+		if !slices.Equal(verbs, allowed[res]) {
+			t.Errorf("Role grants %s %v; want exactly %v", res, verbs, allowed[res])
+		}
+	}
+	if len(got) != len(allowed) {
+		t.Errorf("Role covers %v; want %v", got, allowed)
 	}
 }
 
@@ -362,7 +438,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"replicaCount=-1", "minimum"},
 		{"replicaCount=3", "replicaCount > 1 needs a shared receipt store"},
 		{"redis.url=redis://r:6379,redis.bundled.enabled=true", "set only one of"},
-		{"docker.mode=none", "docker.mode is none"},
+		{"executor=docker", "docker.mode is none"},
+		{"executor=podman", "value must be one of"},
+		{"kubernetes.imagePullPolicy=Sometimes", "value must be one of"},
 		{"auth.tokens=x,auth.existingSecret=y", "not both"},
 		{"replicaCount=2,redis.url=redis://r,persistence.enabled=true", "for a single replica"},
 	}

@@ -100,7 +100,9 @@ func Check(objs []Object) (Report, error) {
 		case *corev1.Service:
 			checkService(o, v, pods, fail)
 		case *networkingv1.NetworkPolicy:
-			if !selectsAny(&v.Spec.PodSelector, pods) {
+			// A policy for pods made at runtime (the runner's job pods)
+			// says so; any other must select a pod the chart renders.
+			if _, runtime := o.Meta.GetAnnotations()[RuntimePodsAnnotation]; !runtime && !selectsAny(&v.Spec.PodSelector, pods) {
 				fail(o, "podSelector selects no rendered pod")
 			}
 		case *policyv1.PodDisruptionBudget:
@@ -231,6 +233,10 @@ func checkSelector(o Object, sel *metav1.LabelSelector, podLabels map[string]str
 		fail(o, "selector %s does not select its own pod template (labels %v)", s, podLabels)
 	}
 }
+
+// RuntimePodsAnnotation marks an object whose selector is for pods created
+// at runtime, not rendered by the chart; its value says which.
+const RuntimePodsAnnotation = "hermes.run/selects"
 
 func selectsAny(sel *metav1.LabelSelector, pods []Pod) bool {
 	s, err := metav1.LabelSelectorAsSelector(sel)

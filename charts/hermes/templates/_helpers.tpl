@@ -82,6 +82,26 @@ app.kubernetes.io/component: redis
 {{- define "hermes.tlsDir" -}}/etc/hermes/tls{{- end }}
 {{- define "hermes.dindSocketDir" -}}/run/dind{{- end }}
 
+{{/* The backends callers may use: serve.backends, else the executor. */}}
+{{- define "hermes.backends" -}}
+{{- if .Values.serve.backends }}{{ join "," .Values.serve.backends }}{{ else }}{{ .Values.executor }}{{ end }}
+{{- end }}
+
+{{/* "true" when some jobs may run on Kubernetes: the runner needs RBAC. */}}
+{{- define "hermes.usesKubernetes" -}}
+{{- if has "kubernetes" (splitList "," (include "hermes.backends" .)) }}true{{ end }}
+{{- end }}
+
+{{/* "true" when every job runs on Kubernetes: any replica answers for any job. */}}
+{{- define "hermes.stateless" -}}
+{{- if eq (include "hermes.backends" .) "kubernetes" }}true{{ end }}
+{{- end }}
+
+{{/* The namespace of job pods. */}}
+{{- define "hermes.jobsNamespace" -}}
+{{- default .Release.Namespace .Values.kubernetes.namespace }}
+{{- end }}
+
 {{/* The receipt store: "bundled", "url", "secret" or "file". */}}
 {{- define "hermes.storeKind" -}}
 {{- if .Values.redis.bundled.enabled }}bundled
@@ -113,7 +133,7 @@ Deployment so that a bad combination fails `helm template` and `helm install`.
 {{- if and .Values.auth.tokens .Values.auth.existingSecret }}
 {{- fail "auth: set auth.tokens or auth.existingSecret, not both" }}
 {{- end }}
-{{- if and (eq .Values.docker.mode "none") (has "docker" .Values.serve.backends) }}
-{{- fail "serve.backends includes docker but docker.mode is none: pick a container engine (socket or dind) or drop the docker backend" }}
+{{- if and (eq .Values.docker.mode "none") (has "docker" (splitList "," (include "hermes.backends" .))) }}
+{{- fail "the docker backend is used (executor or serve.backends) but docker.mode is none: pick a container engine (socket or dind)" }}
 {{- end }}
 {{- end }}
