@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
+	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -39,6 +40,8 @@ type CLI struct {
 	// runner (hermes serve) instead of this profile.
 	Runner      string `help:"URL of a shared hermes runner (hermes serve) to use instead of this profile." env:"HERMES_RUNNER_URL" placeholder:"URL"`
 	RunnerToken string `help:"Bearer token for --runner." env:"HERMES_RUNNER_TOKEN" placeholder:"TOKEN"`
+	// RunnerTokenFile reads the token from a file: a mounted Secret.
+	RunnerTokenFile string `help:"File holding the bearer token for --runner: the token alone, or a runner tokens file (its first token is used)." env:"HERMES_RUNNER_TOKEN_FILE" placeholder:"FILE" type:"existingfile"`
 
 	Run   RunCmd   `cmd:"" help:"Run a command in the foreground, or start it in the background."`
 	Ps    PsCmd    `cmd:"" help:"List processes: live ones, and retained receipts with --retained."`
@@ -121,6 +124,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
 	g.RunnerURL, g.RunnerToken = cli.Runner, cli.RunnerToken
+	if cli.RunnerTokenFile != "" && g.RunnerToken == "" {
+		tok, err := firstToken(cli.RunnerTokenFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "hermes: error: --runner-token-file: %s\n", oneLine(err.Error()))
+			return 2
+		}
+		g.RunnerToken = tok
+	}
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	err = kctx.Run(g)
 	var ee exitError
@@ -137,6 +148,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+}
+
+// maxTokenFile bounds a token file: a tokens file of many tenants at most.
+const maxTokenFile = 1 << 20
+
+// firstToken reads a bearer token from path: the first word of the first
+// line that is neither empty nor a comment, so that both a file holding
+// the token alone and a runner's "TOKEN TENANT" tokens file work.
+func firstToken(path string) (string, error) {
+	b, err := safefile.ReadRegular(path, maxTokenFile)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			return f[0], nil
+		}
+	}
+	return "", fmt.Errorf("%s holds no token", path)
 }
 
 // usageError marks bad input, which exits 2 like a parse error.
