@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hermesrun/hermes/backends/kubernetes"
+	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 )
 
 // kubernetesWanted reports whether this profile runs kubernetes jobs by
@@ -23,7 +24,7 @@ func (e *Profile) Kubernetes() (*kubernetes.Backend, error) {
 		image = e.Config.Terminal.DockerImage
 	}
 	b, err := kubernetes.New(kubernetes.Options{
-		Profile: e.Home, Namespace: c.Namespace, Kubeconfig: c.Kubeconfig, DefaultImage: image,
+		Profile: e.identity(), Namespace: c.Namespace, Kubeconfig: c.Kubeconfig, DefaultImage: image,
 		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy), RunAsUser: c.RunAsUser,
 		RuntimeClassName: c.RuntimeClassName, NodeSelector: c.NodeSelector, ServiceAccountName: c.ServiceAccountName,
 		CPURequest: c.CPURequest, MemoryRequest: c.MemoryRequest, CPULimit: c.CPULimit, MemoryLimit: c.MemoryLimit,
@@ -42,4 +43,18 @@ func (e *Profile) kubernetesImage() string {
 		return img
 	}
 	return e.Config.Terminal.DockerImage
+}
+
+// identity names the profile to what it shares with other hosts: the
+// Redis key prefix when receipts live in Redis (replicas of one runner
+// share it, whatever their homes), else $HERMES_HOME. Pods of a cluster
+// are seen by every host that shares the profile's store, and no other.
+func (e *Profile) identity() string {
+	if e.Config.Store.RedisURL == "" {
+		return e.Home
+	}
+	if p := e.Config.Store.Prefix; p != "" {
+		return "redis:" + p
+	}
+	return "redis:" + redisstore.ProfilePrefix(e.Home)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,8 @@ type testServer struct {
 	// TenantsDir holds tenant homes in multi-tenant mode.
 	TenantsDir string
 	srv        *server.Server
+	// stop shuts the server down (once; also at the end of the test).
+	stop func()
 }
 
 type serverConfig struct {
@@ -122,17 +125,21 @@ func startServer(t testing.TB, cfg serverConfig) *testServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("serve: %v", err)
+	var once sync.Once
+	ts.stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-served:
+				if err != nil {
+					t.Errorf("serve: %v", err)
+				}
+			case <-time.After(45 * time.Second):
+				t.Error("server did not shut down")
 			}
-		case <-time.After(45 * time.Second):
-			t.Error("server did not shut down")
-		}
-	})
+		})
+	}
+	t.Cleanup(ts.stop)
 	ts.URL, ts.srv = "http://"+ln.Addr().String(), srv
 	waitHealthy(t, ts.URL)
 	return ts
