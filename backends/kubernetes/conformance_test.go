@@ -63,5 +63,7 @@ func TestConformance(t *testing.T) {
 		Store: st,
 		Image: image,
 		Cwd:   "/",
+		// The kubelet gives a deleted pod at least 2s before SIGKILL.
+		MinGrace: 2 * time.Second,
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,9 +103,12 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 				return err
 			}
 		}
-		err = h.streamFrom(ctx, f, skip)
+		ended, err = h.streamFrom(ctx, f, skip)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if ended {
+			continue // the final read delivers the rest at once
 		}
 		if err != nil {
 			h.b.log.Debug("log stream broke; reopening", "pod", h.name, "err", err)
@@ -120,20 +124,33 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 }
 
 // streamFrom follows the log from its start, discarding the first skip
-// bytes, until the stream ends.
-func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) error {
-	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(ctx)
+// bytes, until the stream ends or the container does. The kubelet notices
+// the end of a followed container only every few seconds, so a watch of
+// the pod cuts the stream as soon as its status says the job ended (ended
+// is then true, and the caller's final read delivers what is left).
+func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) (ended bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var endSeen atomic.Bool
+	go func() {
+		err := h.watch(sctx, func(p *corev1.Pod) (bool, error) { return podEnd(p) != nil, nil })
+		if err == nil || errors.Is(err, errGone) {
+			endSeen.Store(true)
+			cancel()
+		}
+	}()
+	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container, Follow: true}).Stream(sctx)
 	if err != nil {
-		return err
+		return endSeen.Load(), err
 	}
 	defer rc.Close()
 	if skip > 0 {
 		if _, err := io.CopyN(io.Discard, rc, skip); err != nil {
-			return err
+			return endSeen.Load(), err
 		}
 	}
 	_, err = io.Copy(f, rc)
-	return err
+	return endSeen.Load(), err
 }
 
 // readLog writes the whole current log to w, without following it. A pod

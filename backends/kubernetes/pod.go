@@ -97,7 +97,7 @@ func (b *Backend) podFor(spec runner.Spec, image string) (*corev1.Pod, error) {
 	env := make([]corev1.EnvVar, 0, len(spec.Env))
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
-		env = append(env, corev1.EnvVar{Name: k, Value: v})
+		env = append(env, corev1.EnvVar{Name: k, Value: kubeEscape(v)})
 	}
 	no, yes := false, true
 	c := corev1.Container{
@@ -105,7 +105,7 @@ func (b *Backend) podFor(spec runner.Spec, image string) (*corev1.Pod, error) {
 		Image:           image,
 		ImagePullPolicy: b.opts.ImagePullPolicy,
 		Command:         b.opts.Shell,
-		Args:            []string{mergeStreams + spec.Command},
+		Args:            []string{kubeEscape(mergeStreams + spec.Command)},
 		Env:             env,
 		WorkingDir:      spec.Cwd,
 		Stdin:           spec.Stdin,
@@ -157,6 +157,12 @@ const deadlineSlack = 5
 // mergeStreams prefixes every command so that its stderr goes down the same
 // pipe as its stdout, in the order written (as for the docker backend).
 const mergeStreams = "exec 2>&1\n"
+
+// kubeEscape protects a command from the kubelet's expansion of
+// container arguments, where $(NAME) is replaced by the variable NAME and
+// $$ by $: doubling every $ leaves the shell exactly what the caller wrote
+// (a `kill $$`, a `$(date)`).
+func kubeEscape(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 
 // liveFromPod rebuilds what Start was told.
 func liveFromPod(p *corev1.Pod) runner.Live {

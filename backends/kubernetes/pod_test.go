@@ -50,7 +50,7 @@ func TestPodIsRestricted(t *testing.T) {
 		t.Errorf("namespace = %q; want the kubeconfig context's", b.Namespace())
 	}
 	spec := runner.Spec{
-		ID: "proc_0123456789ab", Command: "echo hi", Cwd: "/work", Env: []string{"A=1", "TRACEPARENT=00-x"},
+		ID: "proc_0123456789ab", Command: "echo hi $$ $(HOME)", Cwd: "/work", Env: []string{"A=1", "TRACEPARENT=00-x"},
 		Timeout: 90 * time.Second, Stdin: true,
 		Meta: runner.Meta{Owner: receipts.Owner{ParentSessionID: "with space/and slash", TaskID: "t1"}, Trace: receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
 	}
@@ -85,7 +85,7 @@ func TestPodIsRestricted(t *testing.T) {
 		t.Error("runtimeClassName or nodeSelector lost")
 	case !c.Stdin || !c.StdinOnce:
 		t.Error("stdin not open once")
-	case strings.Join(c.Command, " ") != "/bin/sh -c" || c.Args[0] != "exec 2>&1\necho hi":
+	case strings.Join(c.Command, " ") != "/bin/sh -c" || c.Args[0] != "exec 2>&1\necho hi $$$$ $$(HOME)":
 		t.Errorf("command %q %q", c.Command, c.Args)
 	case c.Env[1].Name != "TRACEPARENT" || c.Env[1].Value != "00-x":
 		t.Errorf("env %+v", c.Env)
@@ -101,7 +101,7 @@ func TestPodIsRestricted(t *testing.T) {
 	// Everything comes back from the pod alone.
 	p.CreationTimestamp = metav1.Now()
 	live := liveFromPod(p)
-	if live.ID != spec.ID || live.Command != "echo hi" || live.Cwd != "/work" || live.Timeout != spec.Timeout ||
+	if live.ID != spec.ID || live.Command != spec.Command || live.Cwd != "/work" || live.Timeout != spec.Timeout ||
 		live.Meta.ParentSessionID != "with space/and slash" || live.Image != "busybox:1" || live.Backend != "kubernetes" {
 		t.Errorf("liveFromPod = %+v", live)
 	}
