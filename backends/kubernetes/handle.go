@@ -224,6 +224,9 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 		exit = &runner.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL, FinishedAt: time.Now()}
 	case err != nil:
 		return runner.Exit{}, fmt.Errorf("kubernetes wait %s: %w", h.id, err)
+	case exit.Code < 0 && exit.Signal == 0:
+		// No exit to report: the pod failed around its container.
+		return runner.Exit{}, fmt.Errorf("kubernetes wait %s: %s: %w", h.id, exit.Reason, runner.ErrLost)
 	}
 	h.mu.Lock()
 	h.exit = exit

@@ -203,6 +203,9 @@ func podEnd(p *corev1.Pod) *runner.Exit {
 		return nil
 	}
 	exit := &runner.Exit{Code: -1, FinishedAt: time.Now()}
+	if term == nil {
+		exit.Reason = "the pod ended before its container ran: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
+	}
 	if term != nil {
 		exit.Code = int(term.ExitCode)
 		if !term.FinishedAt.IsZero() {

@@ -172,6 +172,10 @@ func TestPodEnd(t *testing.T) {
 	if e := podEnd(running); e != nil {
 		t.Errorf("a running pod has ended: %+v", e)
 	}
+	never := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "UnexpectedAdmissionError", Message: "no room"}}
+	if e := podEnd(never); e == nil || e.Code != -1 || e.Signal != 0 || !strings.Contains(e.Reason, "UnexpectedAdmissionError no room") {
+		t.Errorf("a pod that failed before its container ran: %+v", e)
+	}
 }
 
 func TestFollowerOffset(t *testing.T) {
