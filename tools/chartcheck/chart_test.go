@@ -78,16 +78,16 @@ func valuesFiles(t *testing.T) []string {
 // expectation is what one values file must render to, beyond the checks
 // every rendering gets.
 type expectation struct {
-	replicas  int32
+	replicas int32
 	// kubernetes: the runner runs jobs as pods in jobsNamespace.
 	kubernetes    bool
 	jobsNamespace string
-	dind      bool
-	redisEnv  bool
-	bundled   bool
-	otel      bool
-	tls       bool
-	externals []string
+	dind          bool
+	redisEnv      bool
+	bundled       bool
+	otel          bool
+	tls           bool
+	externals     []string
 }
 
 var expectations = map[string]expectation{
