@@ -168,7 +168,7 @@ func watchersOf(home, id string) []int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if len(args) != 3 || args[0] != hermesBin || args[1] != "watch" || (id != "" && args[2] != id) {
+		if len(args) < 3 || args[0] != hermesBin || args[1] != "watch" || (id != "" && args[len(args)-1] != id) {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
