@@ -156,9 +156,19 @@ func (b *bench) run(ctx context.Context, name string, args ...string) error {
 	return nil
 }
 
+// del deletes pod name and waits until it is gone, so that a round's
+// cleanup does not load the next one.
 func (b *bench) del(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	zero := int64(0)
-	_ = b.cs.CoreV1().Pods(b.ns).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	_ = b.cs.CoreV1().Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	for ctx.Err() == nil {
+		if _, err := b.cs.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (b *bench) startToRunning(n int) {
@@ -169,6 +179,7 @@ func (b *bench) startToRunning(n int) {
 	cs := []contender{{"client-go create+watch", b.clientGo}, {"kubectl run+wait", b.kubectlRun}, {"hermes run -b", b.hermesRun}}
 	times := map[string][]time.Duration{}
 	for i := range n {
+		time.Sleep(time.Second) // let the last round's pods go
 		order := slices.Clone(cs)
 		for range i % len(cs) {
 			order = append(order[1:], order[0])
@@ -183,7 +194,7 @@ func (b *bench) startToRunning(n int) {
 			times[c.name] = append(times[c.name], d)
 		}
 	}
-	fmt.Printf("start-to-running, %d paired rounds, load %s\n", n, load())
+	fmt.Printf("start-to-running, %d paired rounds, load %s (1-minute average at the end)\n", n, load())
 	for _, c := range cs {
 		fmt.Printf("  %-24s median %7.1f ms\n", c.name, ms(median(times[c.name])))
 	}
