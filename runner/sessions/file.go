@@ -61,31 +61,36 @@ func (s *FileStore) Create(_ context.Context, id, source, parent string) error {
 	return nil
 }
 
-// End implements Store. The read and the write happen under the store's
-// lock, so of two processes ending one session at once exactly one wins.
+// End implements Store.
 func (s *FileStore) End(ctx context.Context, id, reason string) error {
-	if _, err := s.path(id); err != nil {
-		return err
-	}
-	unlock, err := filelock.Lock(ctx, filepath.Join(s.dir, ".lock"))
-	if err != nil {
-		return fmt.Errorf("session store: %w", err)
-	}
-	defer unlock()
-	sess, err := s.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	if sess.Ended() {
-		return fmt.Errorf("session %.64q (%s): %w", id, sess.EndReason, ErrEnded)
-	}
-	now := s.now().UTC()
-	sess.EndReason, sess.EndedAt = reason, &now
-	return s.write(sess)
+	return s.update(ctx, id, func(sess *Session) (bool, error) {
+		if sess.Ended() {
+			return false, fmt.Errorf("session %.64q (%s): %w", id, sess.EndReason, ErrEnded)
+		}
+		now := s.now().UTC()
+		sess.EndReason, sess.EndedAt = reason, &now
+		return true, nil
+	})
 }
 
 // Reopen implements Store.
 func (s *FileStore) Reopen(ctx context.Context, id string) error {
+	return s.update(ctx, id, func(sess *Session) (bool, error) {
+		switch {
+		case !sess.Ended():
+			return false, nil
+		case sess.EndReason == ReasonCompression:
+			return false, fmt.Errorf("session %.64q continues in its compression child: %w", id, ErrEnded)
+		}
+		sess.EndReason, sess.EndedAt = "", nil
+		return true, nil
+	})
+}
+
+// update reads session id, lets change modify it and writes it back if
+// change says so, all under the store's lock: of two processes updating
+// one session at once, each sees the other's write.
+func (s *FileStore) update(ctx context.Context, id string, change func(*Session) (bool, error)) error {
 	if _, err := s.path(id); err != nil {
 		return err
 	}
@@ -98,13 +103,9 @@ func (s *FileStore) Reopen(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case !sess.Ended():
-		return nil
-	case sess.EndReason == ReasonCompression:
-		return fmt.Errorf("session %.64q continues in its compression child: %w", id, ErrEnded)
+	if write, err := change(sess); !write || err != nil {
+		return err
 	}
-	sess.EndReason, sess.EndedAt = "", nil
 	return s.write(sess)
 }
 
