@@ -18,7 +18,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
-	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -157,7 +156,17 @@ const maxTokenFile = 1 << 20
 // line that is neither empty nor a comment, so that both a file holding
 // the token alone and a runner's "TOKEN TENANT" tokens file work.
 func firstToken(path string) (string, error) {
-	b, err := safefile.ReadRegular(path, maxTokenFile)
+	// Symlinks are followed: a mounted Secret is a symlink to its data.
+	// The target must still be a regular file (a FIFO would block).
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile))
 	if err != nil {
 		return "", err
 	}

@@ -32,4 +32,21 @@ func TestFirstToken(t *testing.T) {
 	if _, err := firstToken(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("a missing file gave a token")
 	}
+	// A mounted Secret: the key is a symlink into ..data.
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "..data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "..data", "tokens"), []byte("tok-s team\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..data/tokens", filepath.Join(dir, "tokens")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := firstToken(filepath.Join(dir, "tokens")); err != nil || got != "tok-s" {
+		t.Errorf("firstToken through a Secret's symlink = %q, %v", got, err)
+	}
+	if _, err := firstToken(dir); err == nil {
+		t.Error("a directory gave a token")
+	}
 }
