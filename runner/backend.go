@@ -86,6 +86,10 @@ type Capabilities struct {
 	// Images: processes run in a container image, Spec.Image, which the
 	// registry fills with Options.DefaultImage when the request names none.
 	Images bool
+	// Shared: every host that shares the profile's store reaches the
+	// processes (pods of one cluster), so runner replicas need not forward
+	// requests for them to the replica that started them.
+	Shared bool
 }
 
 // Backend starts processes and, with Capabilities.Recover, finds them again.

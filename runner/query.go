@@ -52,6 +52,10 @@ type ListOptions struct {
 	Retained   bool
 	TaskID     string
 	SessionKey string
+	// Elsewhere are processes that other runner replicas run and this
+	// one cannot reach (their claims): listed as running when the
+	// caller's scope and filter allow.
+	Elsewhere []Live
 }
 
 // List returns the processes visible to the caller: live ones (this
@@ -81,6 +85,12 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 		if !seen[l.ID] && match(l.Meta) {
 			seen[l.ID] = true
 			out = append(out, r.listLive(ctx, l)...)
+		}
+	}
+	for _, l := range o.Elsewhere {
+		if !seen[l.ID] && match(l.Meta) {
+			seen[l.ID] = true
+			out = append(out, infoFromLive(l))
 		}
 	}
 	if o.Retained {

@@ -277,3 +277,38 @@ func (r *Registry) liveElsewhere(ctx context.Context) []Live {
 	}
 	return out
 }
+
+// Describe returns what another runner replica needs to list process id,
+// which this registry runs, and to record its loss should this replica
+// vanish: its spec as a Live. It is false for a process this registry
+// does not run (or no longer does).
+func (r *Registry) Describe(id string) (Live, bool) {
+	p := r.known(id)
+	if p == nil || p.isDone() {
+		return Live{}, false
+	}
+	s := p.spec
+	return Live{ID: s.ID, Command: s.Command, Backend: p.backend, Cwd: s.Cwd, Image: s.Image, Timeout: s.Timeout, Meta: s.Meta}, true
+}
+
+// Shared says whether the processes of backend name are reached from every
+// host sharing the profile's store (Capabilities.Shared).
+func (r *Registry) Shared(name string) bool {
+	b, err := r.backend(name)
+	return err == nil && b.Capabilities().Shared
+}
+
+// RecordLost records process l as lost, unless its end is recorded
+// already, and returns the receipt that is stored. It is for a process
+// that ran on a runner replica that has gone: nobody can observe its end
+// any more, and its owner must still learn that it is over (a notify
+// receipt leaves a completion like any other).
+func (r *Registry) RecordLost(ctx context.Context, l Live, why string) (*receipts.Receipt, error) {
+	if !receipts.IsID(l.ID) {
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, l.ID)
+	}
+	rec := recordOf(l.spec(), l.Backend)
+	rec.Status, rec.ExitCode, rec.Error = receipts.StatusLost, -1, why
+	rec.FinishedAt = time.Now().UTC()
+	return r.record(ctx, receipts.Sanitize(rec))
+}

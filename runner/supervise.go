@@ -155,10 +155,10 @@ func (r *Registry) track(p *Process, h Handle, caps Capabilities, tee io.Writer)
 	r.procs[p.spec.ID] = p
 	r.mu.Unlock()
 	r.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID})
-	go r.supervise(p, tee)
+	go r.supervise(p, tee, caps.Recover)
 }
 
-func (r *Registry) supervise(p *Process, tee io.Writer) {
+func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 	ctx := context.Background()
 	pumped := make(chan struct{})
 	if out := p.handle.Output(); out != nil && p.buf != nil {
@@ -209,6 +209,16 @@ func (r *Registry) supervise(p *Process, tee io.Writer) {
 	case <-pumped:
 	case <-time.After(grace):
 		r.log.Warn("output still open after the end; recording without the rest", "id", p.spec.ID)
+	}
+	select {
+	case <-r.closed:
+		if recoverable {
+			// Closed, this registry has stopped watching (its store may be
+			// closed too); the job's own supervisor, or whoever adopts it,
+			// records the end.
+			return
+		}
+	default:
 	}
 	r.finish(ctx, p, exit, err)
 }

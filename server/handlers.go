@@ -148,6 +148,9 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 		return
 	}
+	// Claimed before the answer: once the caller has the id, any replica
+	// finds the job.
+	s.claim(r.Context(), t, info.ID, info.Backend)
 	w.Header().Set("Location", "/v1/processes/"+info.ID)
 	writeJSON(w, http.StatusCreated, info)
 }
@@ -264,6 +267,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			return
 		}
 	}
+	o.Elsewhere = s.elsewhere(r.Context(), t)
 	list, err := t.Registry.List(r.Context(), o)
 	if err != nil {
 		s.lookupFailed(w, r, "", err)

@@ -29,19 +29,19 @@ func (s *Server) routes() *http.ServeMux {
 
 	mux.HandleFunc("POST /v1/processes", s.api(handlerBudget, s.start))
 	mux.HandleFunc("GET /v1/processes", s.api(handlerBudget, s.list))
-	mux.HandleFunc("GET /v1/processes/{id}", s.api(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
+	mux.HandleFunc("GET /v1/processes/{id}", s.job(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
 		return t.Registry.Get(ctx, id)
 	})))
-	mux.HandleFunc("GET /v1/processes/{id}/poll", s.api(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.PollResult, error) {
+	mux.HandleFunc("GET /v1/processes/{id}/poll", s.job(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.PollResult, error) {
 		return t.Registry.Poll(ctx, id)
 	})))
-	mux.HandleFunc("GET /v1/processes/{id}/log", s.api(0, s.logs))
-	mux.HandleFunc("POST /v1/processes/{id}/wait", s.api(0, s.wait))
-	mux.HandleFunc("POST /v1/processes/{id}/kill", s.api(runner.KillBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
+	mux.HandleFunc("GET /v1/processes/{id}/log", s.job(0, s.logs))
+	mux.HandleFunc("POST /v1/processes/{id}/wait", s.job(0, s.wait))
+	mux.HandleFunc("POST /v1/processes/{id}/kill", s.job(runner.KillBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
 		return t.Registry.Kill(ctx, id)
 	})))
-	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.api(handlerBudget, s.stdin))
-	mux.HandleFunc("GET /v1/receipts/{id}", s.api(handlerBudget, byID(s, receipt)))
+	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.job(handlerBudget, s.stdin))
+	mux.HandleFunc("GET /v1/receipts/{id}", s.job(handlerBudget, byID(s, receipt)))
 	mux.HandleFunc("POST /v1/sessions", s.api(handlerBudget, s.startSession))
 	mux.HandleFunc("GET /v1/sessions", s.api(handlerBudget, s.listSessions))
 	mux.HandleFunc("GET /v1/sessions/{id}", s.api(handlerBudget, s.getSession))
@@ -199,6 +199,17 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 		ctx = sessions.WithCurrent(ctx, session)
 		h(w, r.WithContext(ctx), t)
 	}
+}
+
+// job is api for the routes of one job: when another replica runs it,
+// that replica answers.
+func (s *Server) job(budget time.Duration, h apiHandler) http.HandlerFunc {
+	return s.api(budget, func(w http.ResponseWriter, r *http.Request, t *Tenant) {
+		if s.forwarded(w, r, t) {
+			return
+		}
+		h(w, r, t)
+	})
 }
 
 // checkText rejects over-long values and control characters: the

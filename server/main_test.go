@@ -79,6 +79,9 @@ type serverConfig struct {
 	// config is the server profile's config.yaml, which tenants share.
 	config string
 	opts   func(*server.Options)
+	// replica, when set, makes the server a replica of that name that
+	// advertises its own address, with a one-second heartbeat.
+	replica string
 }
 
 func startServer(t testing.TB, cfg serverConfig) *testServer {
@@ -111,15 +114,19 @@ func startServer(t testing.TB, cfg serverConfig) *testServer {
 		// flag that allows them (the default is docker only).
 		opts.Backends = []string{"local", "docker"}
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.replica != "" {
+		opts.Advertise, opts.ReplicaName, opts.ReplicaTTL = "http://"+ln.Addr().String(), cfg.replica, time.Second
+	}
 	if cfg.opts != nil {
 		cfg.opts(&opts)
 	}
 	srv, err := server.New(opts)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -73,6 +73,19 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// TLSCert and TLSKey, when both set, serve HTTPS.
 	TLSCert, TLSKey string
+	// Advertise, when set, makes this runner one replica of several that
+	// share its Redis store (store.redis_url in config.yaml): the URL the
+	// other replicas reach this one at. It announces itself there, claims
+	// the jobs only it can reach (local jobs, its Docker daemon's
+	// containers), forwards requests for the others' jobs to them, and
+	// records a vanished replica's jobs lost. Empty is a runner of one
+	// replica.
+	Advertise string
+	// ReplicaName names this replica among the others; default the host
+	// name (a pod's name).
+	ReplicaName string
+	// ReplicaTTL is how long a heartbeat counts; default replicas.DefaultTTL.
+	ReplicaTTL time.Duration
 }
 
 // Server is a running hermes runner.
@@ -94,6 +107,9 @@ type Server struct {
 	// probe is the runner's own profile, opened for readiness checks.
 	probeMu sync.Mutex
 	probe   *profile.Profile
+
+	// peers forwards to and watches the other replicas; nil for one.
+	peers *peers
 }
 
 // New checks opts and builds a Server. It opens no tenant yet: Start does.
@@ -163,6 +179,13 @@ func New(opts Options) (*Server, error) {
 		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(),
 		drain: make(chan struct{}),
 	}
+	if opts.Advertise != "" {
+		dir, err := openReplicas(home, opts)
+		if err != nil {
+			return nil, err
+		}
+		s.peers = newPeers(dir, s)
+	}
 	t.onOpen = s.observe
 	s.handler = s.instrument(s.routes())
 	return s, nil
@@ -221,8 +244,14 @@ func (s *Server) Start(ctx context.Context) error {
 
 // reattach adopts t's jobs that run outside its registry.
 func (s *Server) reattach(ctx context.Context, t *Tenant) {
-	if running := t.Registry.Recover(ctx); len(running) > 0 {
+	running := t.Registry.Recover(ctx)
+	if len(running) > 0 {
 		s.log.Info("reattached running jobs", "tenant", t.Name, "jobs", len(running))
+	}
+	for _, id := range running {
+		if l, ok := t.Registry.Describe(id); ok {
+			s.claim(ctx, t, id, l.Backend)
+		}
 	}
 }
 
@@ -236,6 +265,17 @@ func (s *Server) observe(t *Tenant) {
 		case ev.Kind == runner.EventEnded && ev.Started:
 			s.metrics.running.Dec()
 			s.metrics.receipts.WithLabelValues(ev.Receipt.Backend, ev.Receipt.Status).Inc()
+		}
+		if ev.Kind == runner.EventEnded && s.peers != nil && !t.Registry.Shared(ev.Backend) {
+			// Off the registry's event path: a slow Redis must not hold
+			// up the end's delivery to the other subscribers.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := s.peers.dir.Release(ctx, t.Name, ev.ID, s.peers.dir.Self().Name); err != nil {
+					s.log.Warn("claim not released", "id", ev.ID, "err", err)
+				}
+			}()
 		}
 	})
 	s.mu.Lock()
@@ -287,6 +327,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		errc <- err
 	}()
+	beatCtx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
+	beatDone := make(chan struct{})
+	if s.peers != nil {
+		go func() {
+			defer close(beatDone)
+			s.heartbeat(beatCtx)
+		}()
+	} else {
+		close(beatDone)
+	}
 	mode := "multi-tenant"
 	if s.opts.Tokens == nil {
 		mode = "single-tenant (no tokens, loopback only)"
@@ -305,6 +355,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("in-flight requests cut off", "err", err)
 		srv.Close()
 	}
+	stopBeat()
+	<-beatDone
 	if cerr := s.closeAll(); cerr != nil {
 		s.log.Warn("closing tenants", "err", cerr)
 	}
@@ -329,7 +381,11 @@ func (s *Server) closeAll() error {
 		s.probe = nil
 	}
 	s.probeMu.Unlock()
-	return s.tenants.close()
+	err := s.tenants.close()
+	if s.peers != nil {
+		_ = s.peers.dir.Close()
+	}
+	return err
 }
 
 // recovered turns a handler panic into a 500 and a log line with the stack.

@@ -230,6 +230,9 @@ func (p *tenants) close() error {
 	for name, s := range slots {
 		<-s.ready
 		if s.t != nil {
+			// The registry first: it stops watching before the stores it
+			// would record in are closed.
+			_ = s.t.Registry.Close()
 			if err := s.t.Profile.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("tenant %q: %w", name, err))
 			}

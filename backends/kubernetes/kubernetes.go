@@ -227,7 +227,7 @@ func (b *Backend) Namespace() string { return b.namespace }
 // Capabilities implements runner.Backend. Whoever holds a handle follows
 // the log and writes the receipt: the kubelet supervises, hermes records.
 func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Recover: true, Images: true}
+	return runner.Capabilities{Recover: true, Images: true, Shared: true}
 }
 
 // Ping checks that the API server answers and the namespace is usable.

@@ -21,6 +21,8 @@ type ServeCmd struct {
 	ShutdownTimeout time.Duration `default:"30s" help:"How long to let in-flight requests finish on SIGTERM."`
 	TLSCert         string        `name:"tls-cert" help:"Serve HTTPS with this certificate (PEM)." type:"existingfile" placeholder:"FILE"`
 	TLSKey          string        `name:"tls-key" help:"Private key of --tls-cert (PEM)." type:"existingfile" placeholder:"FILE"`
+	Advertise       string        `help:"Run as one of several replicas sharing the Redis store: the URL the other replicas reach this one at, e.g. http://10.0.0.7:7070 (default $HERMES_ADVERTISE_URL). Requests for a job another replica runs are forwarded to it." placeholder:"URL"`
+	ReplicaName     string        `help:"This replica's name among the others (default $HERMES_REPLICA_NAME, else the host name)." placeholder:"NAME"`
 }
 
 // Run implements the command. It logs JSON lines to stderr and returns on
@@ -45,6 +47,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		Listen: c.Listen, TenantsDir: c.TenantsDir, Getenv: g.Getenv, Logger: log,
 		Backends: c.Backends, WorkDir: c.Workdir, ShutdownTimeout: c.ShutdownTimeout,
 		TLSCert: c.TLSCert, TLSKey: c.TLSKey,
+		Advertise: firstNonEmpty(c.Advertise, g.Getenv("HERMES_ADVERTISE_URL")), ReplicaName: firstNonEmpty(c.ReplicaName, g.Getenv("HERMES_REPLICA_NAME")),
 	}
 	path := c.Tokens
 	if path == "" {

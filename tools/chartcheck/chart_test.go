@@ -339,16 +339,18 @@ func checkExpectation(t *testing.T, objs []Object, rep Report, want expectation)
 		t.Errorf("references to objects outside the chart = %v, want %v", got, want.externals)
 	}
 	if want.replicas > 1 {
-		// Replicas share every job only when all jobs are pods.
-		affinity := corev1.ServiceAffinityClientIP
-		if want.kubernetes {
-			affinity = corev1.ServiceAffinityNone
-		}
+		// Any pod answers for any job: no affinity.
 		for _, o := range objs {
-			if s, ok := o.Object.(*corev1.Service); ok && s.Name == d.Name && s.Spec.SessionAffinity != affinity {
-				t.Errorf("%d replicas but Service affinity %q, want %q", want.replicas, s.Spec.SessionAffinity, affinity)
+			if s, ok := o.Object.(*corev1.Service); ok && s.Name == d.Name && s.Spec.SessionAffinity != corev1.ServiceAffinityNone {
+				t.Errorf("%d replicas but Service affinity %q, want None", want.replicas, s.Spec.SessionAffinity)
 			}
 		}
+	}
+	// With Redis, each pod advertises its own address to the others.
+	if adv, ok := env(c, "HERMES_ADVERTISE_URL"); ok != want.redisEnv {
+		t.Errorf("HERMES_ADVERTISE_URL set = %v, want %v", ok, want.redisEnv)
+	} else if ok && !strings.Contains(adv.Value, "$(HERMES_POD_IP)") {
+		t.Errorf("HERMES_ADVERTISE_URL = %q, want the pod's IP", adv.Value)
 	}
 	checkExecutor(t, objs, d, c, want)
 }

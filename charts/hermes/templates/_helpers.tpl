@@ -93,10 +93,6 @@ app.kubernetes.io/component: redis
 {{- end }}
 
 {{/* "true" when every job runs on Kubernetes: any replica answers for any job. */}}
-{{- define "hermes.stateless" -}}
-{{- if eq (include "hermes.backends" .) "kubernetes" }}true{{ end }}
-{{- end }}
-
 {{/* The namespace of job pods. */}}
 {{- define "hermes.jobsNamespace" -}}
 {{- default .Release.Namespace .Values.kubernetes.namespace }}
