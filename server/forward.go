@@ -121,10 +121,10 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, t *Tenant) bo
 		s.log.Warn("replica claims unreadable", "err", err)
 		return false
 	}
-	self := p.dir.Self().Name
-	claims = slices.DeleteFunc(claims, func(c replicas.Claim) bool { return c.Replica == self })
-	if len(claims) != 1 {
-		return false // none elsewhere, or an ambiguous prefix: ours to answer
+	if len(claims) != 1 || claims[0].Replica == p.dir.Self().Name {
+		// None, ours, or a prefix that matches several jobs (wherever
+		// they run): ours to answer, as not found if need be.
+		return false
 	}
 	c := claims[0]
 	alive, err := p.dir.Alive(ctx, c.Replica)

@@ -79,7 +79,8 @@ type Options struct {
 	// the jobs only it can reach (local jobs, its Docker daemon's
 	// containers), forwards requests for the others' jobs to them, and
 	// records a vanished replica's jobs lost. Empty is a runner of one
-	// replica.
+	// replica. Serve runs the heartbeat: a Server used only through
+	// Handler is not announced.
 	Advertise string
 	// ReplicaName names this replica among the others; default the host
 	// name (a pod's name).
