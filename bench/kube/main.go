@@ -43,7 +43,7 @@ func main() {
 		kubectl    = flag.String("kubectl", "kubectl", "the kubectl binary")
 		kubeconfig = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
 		namespace  = flag.String("namespace", "default", "namespace of the pods")
-		image      = flag.String("image", "k8slab.local/busybox:1.35", "image of the pods (present on the nodes)")
+		image      = flag.String("image", "hermes.local/busybox:1", "image of the pods (present on the nodes)")
 		rate       = flag.Int("rate", 0, "instead: start this many jobs at once through -runners and report pods per second")
 		runners    = flag.String("runners", "", "with -rate: comma-separated runner URLs, used round robin")
 	)

@@ -17,7 +17,7 @@ const (
 	EnvKubeconfig = "HERMES_TEST_KUBECONFIG"
 	EnvKubeImage  = "HERMES_TEST_KUBE_IMAGE"
 
-	DefaultKubeImage = "k8slab.local/busybox:1.35" // the image scripts/ci/start-k8s.sh provides
+	DefaultKubeImage = "hermes.local/busybox:1" // the image scripts/ci/start-k8s.sh (tools/testcluster) imports
 )
 
 // Kubernetes returns the kubeconfig of a cluster that answers and the image

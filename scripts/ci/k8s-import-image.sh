@@ -6,7 +6,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 image="${1:?usage: k8s-import-image.sh IMAGE}"
-sock="${HERMES_K8S_CONTAINERD:-$HERMES_CI_STATE_DIR/k8slab/state/containerd.sock}"
+sock="${HERMES_K8S_CONTAINERD:-$HERMES_CI_STATE_DIR/k8s/cluster/containerd.sock}"
 [ -S "$sock" ] || die "no cluster containerd at $sock (run scripts/ci/start-k8s.sh)"
 ctr=(ctr --address "$sock" --namespace k8s.io)
 id="$(docker image inspect --format '{{.Id}}' "$image")" || die "no docker image $image"
