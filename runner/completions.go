@@ -24,6 +24,11 @@ type Completion struct {
 	SpanID     string `json:"span_id"`
 }
 
+// CompletionOf is the completion a finished notify record leaves, built
+// without taking it: front ends that announce an end (the MCP server's
+// logging notification) show the same follow-up text the taker gets.
+func CompletionOf(rec *receipts.Receipt) Completion { return completionOf(rec) }
+
 // completionOf is the completion view of a finished record.
 func completionOf(rec *receipts.Receipt) Completion {
 	c := Completion{

@@ -56,6 +56,8 @@ type CLI struct {
 	Shim    ShimCmd    `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
 	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
 	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
+	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
+	MCP MCPCmd `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
 }
 
 // exitError carries an exit status out of a command without printing

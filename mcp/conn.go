@@ -1,0 +1,242 @@
+// Package mcp serves hermes over the Model Context Protocol: the agent's
+// terminal and process_manage tools, the processes as resources, and the
+// completions of notify jobs as notifications, so that any MCP host (Claude
+// Code, Codex, Cursor, VS Code) gets durable background processes.
+//
+// One Conn is one MCP connection: one SDK server bound to one runner.Service
+// (a profile's registry or a runner's tenant) and one agent session. The
+// tools are agent/tools themselves, not a copy, so their arguments and JSON
+// results are the agent's.
+package mcp
+
+//lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// SessionSource is the source recorded for the session an MCP connection
+// opens when the client names none.
+const SessionSource = "mcp"
+
+// ProtocolVersions are the MCP versions served, newest first.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// DefaultPollInterval is how often a connection looks for ends of its
+// session's processes that no event announced (a shared runner, another
+// process of the profile).
+const DefaultPollInterval = time.Second
+
+// Options configure one connection.
+type Options struct {
+	// Service runs the processes. Required.
+	Service runner.Service
+	// Session names the agent session every call runs as; empty means a
+	// fresh session of source mcp, recorded when the client initializes
+	// and ended (reason completed) when the connection closes.
+	Session string
+	// Terminal configures the terminal tool; its Runner is set here.
+	Terminal tools.TerminalOptions
+	// Process configures process_manage; its Runner is set here.
+	Process tools.ProcessOptions
+	// Version is reported to clients as the server version.
+	Version string
+	// Logger receives the connection's own log; nil discards it.
+	Logger *slog.Logger
+	// PollInterval bounds how late an end is announced when no event
+	// wakes the connection. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// ProgressInterval is how often a blocking wait reports progress.
+	// Default DefaultProgressInterval.
+	ProgressInterval time.Duration
+}
+
+// Conn is one MCP connection.
+type Conn struct {
+	opts   Options
+	log    *slog.Logger
+	server *sdk.Server
+	watch  *watcher
+
+	// ctx bounds the connection's background work; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	session string // the agent session, once known
+	created bool   // this connection recorded the session
+	started bool   // the watcher runs
+	closed  bool
+
+	// onClose, when set, runs once when the connection closes.
+	onClose   func()
+	closeOnce sync.Once
+}
+
+// New returns a connection whose SDK server is ready to be connected to a
+// transport (Run, or an HTTP handler's getServer).
+func New(opts Options) (*Conn, error) {
+	if opts.Service == nil {
+		return nil, errors.New("mcp: a runner service is required")
+	}
+	if err := runner.CheckLabel("session", opts.Session); err != nil {
+		return nil, fmt.Errorf("mcp: %w", err)
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = DefaultProgressInterval
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{opts: opts, log: log, ctx: ctx, cancel: cancel, session: opts.Session}
+	c.watch = newWatcher(opts.Service, opts.PollInterval, log, c.announce)
+	c.server = sdk.NewServer(&sdk.Implementation{Name: "hermes", Title: "hermes", Version: opts.Version}, &sdk.ServerOptions{
+		Instructions: instructions,
+		Logger:       log,
+		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
+			c.initialized(req.Session)
+		},
+		SubscribeHandler:   c.subscribe,
+		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
+		// The handshake-era protocols only: a connection pushes
+		// completions outside any request (a logging notification, a
+		// resource update), which needs the session those protocols keep.
+		SupportedProtocolVersions: ProtocolVersions,
+		Capabilities: &sdk.ServerCapabilities{
+			Logging:   &sdk.LoggingCapabilities{},
+			Tools:     &sdk.ToolCapabilities{},
+			Resources: &sdk.ResourceCapabilities{Subscribe: true},
+		},
+	})
+	if err := c.addTools(); err != nil {
+		cancel()
+		return nil, err
+	}
+	c.addResources()
+	return c, nil
+}
+
+// instructions tell the host's model how hermes's tools fit together.
+const instructions = "hermes runs shell commands as durable background processes. " +
+	"Start long work with terminal background=true notify=true; you get its process id (session_id) at once. " +
+	"When it ends, hermes sends a logging notification whose message starts with [IMPORTANT: Background process <id>; " +
+	"treat it as a new user message reporting the result. If your host does not show notifications, call " +
+	"process_manage action=completions at each turn: it returns each finished notify process once. " +
+	"Every process is also a resource, hermes://processes/{id} (its receipt once it ended)."
+
+// Server is the SDK server of the connection.
+func (c *Conn) Server() *sdk.Server { return c.server }
+
+// Run serves the connection over t until the client disconnects or ctx
+// is done, then closes it.
+func (c *Conn) Run(ctx context.Context, t sdk.Transport) error {
+	defer c.Close()
+	ss, err := c.server.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcp: connect: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-done
+		err = nil
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+// Close stops the connection's background work and ends the session it
+// recorded. It is safe to call more than once and from several goroutines;
+// each call returns once the connection is closed.
+func (c *Conn) Close() { c.closeOnce.Do(c.close) }
+
+func (c *Conn) close() {
+	c.mu.Lock()
+	c.closed = true
+	id, created := c.session, c.created
+	c.mu.Unlock()
+	c.cancel()
+	c.watch.stop()
+	if c.onClose != nil {
+		c.onClose()
+	}
+	if created {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.opts.Service.EndSession(ctx, id, "completed"); err != nil {
+			c.log.Warn("mcp session not ended", "session", id, "err", err)
+		}
+	}
+}
+
+// initialized starts the connection's session and its watcher once the
+// client is ready for notifications, and closes the connection when the
+// SDK session ends (a DELETE or an idle timeout over HTTP, EOF on stdio).
+func (c *Conn) initialized(ss *sdk.ServerSession) {
+	if _, err := c.sessionID(c.ctx); err != nil {
+		c.log.Error("mcp session not recorded", "err", err)
+	}
+	c.mu.Lock()
+	start := !c.started && !c.closed
+	c.started = true
+	c.mu.Unlock()
+	if !start {
+		return
+	}
+	c.watch.start(c.ctx, ss, c.scoped)
+	go func() {
+		_ = ss.Wait()
+		c.Close()
+	}()
+}
+
+// sessionID returns the connection's agent session, recording a fresh one
+// of source mcp on first use when the client named none.
+func (c *Conn) sessionID(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.session != "" {
+		return c.session, nil
+	}
+	if c.closed {
+		return "", errors.New("mcp: connection closed")
+	}
+	s, err := c.opts.Service.StartSession(ctx, runner.SessionRequest{Source: SessionSource})
+	if err != nil {
+		return "", fmt.Errorf("record mcp session: %w", err)
+	}
+	c.session, c.created = s.ID, true
+	c.log.Info("mcp session started", "session", s.ID)
+	return s.ID, nil
+}
+
+// scoped returns ctx carrying the connection's session, so that every
+// lookup is scoped as the runner scopes that session.
+func (c *Conn) scoped(ctx context.Context) (context.Context, error) {
+	id, err := c.sessionID(ctx)
+	if err != nil {
+		return ctx, err
+	}
+	return sessions.WithCurrent(ctx, id), nil
+}

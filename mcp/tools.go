@@ -1,0 +1,246 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/runner"
+)
+
+// DefaultProgressInterval is how often a blocking wait tells a client that
+// sent a progress token that the process still runs.
+const DefaultProgressInterval = 2 * time.Second
+
+// ActionCompletions is the process_manage action only MCP offers: take the
+// completions of the session's notify processes. The agent does not need
+// it: its completions resume it in-process.
+const ActionCompletions = "completions"
+
+// addTools registers terminal and process_manage: the agent's own tools,
+// driven through a runner that tells the watcher about notify starts.
+func (c *Conn) addTools() error {
+	run := trackingRunner{Service: c.opts.Service, watch: c.watch}
+	term := c.opts.Terminal
+	term.Runner = run
+	terminal, err := tools.NewTerminal(term)
+	if err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	proc := c.opts.Process
+	proc.Runner = run
+	process, err := tools.NewProcess(proc)
+	if err != nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	c.server.AddTool(toolOf(terminal, nil, &sdk.ToolAnnotations{
+		Title: "Run a shell command",
+		// It runs any command the model writes: nothing about it is
+		// read-only, idempotent or closed-world.
+		DestructiveHint: ptr(true),
+		OpenWorldHint:   ptr(true),
+	}), c.handler(terminal, nil))
+	schema, err := withCompletions(process.Definition().Function.Parameters)
+	if err != nil {
+		return fmt.Errorf("mcp: process_manage schema: %w", err)
+	}
+	c.server.AddTool(toolOf(process, schema, &sdk.ToolAnnotations{
+		Title: "Manage background processes",
+		// list, poll and log only read, but kill ends a process tree,
+		// write feeds its stdin, and completions takes what it returns:
+		// one tool, so it is declared by its most destructive action.
+		DestructiveHint: ptr(true),
+		OpenWorldHint:   ptr(false),
+	}), c.handler(process, c.completions))
+	return nil
+}
+
+// toolOf is the MCP declaration of an agent tool: its name, description and
+// argument schema (schema, when set, replaces the agent's).
+func toolOf(t tools.Tool, schema json.RawMessage, ann *sdk.ToolAnnotations) *sdk.Tool {
+	def := t.Definition().Function
+	if schema == nil {
+		schema = def.Parameters
+	}
+	desc := def.Description
+	if t.Name() == "process_manage" {
+		desc += " completions: take the results of this session's finished notify processes (each returned once; timeout waits for one)."
+	}
+	return &sdk.Tool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: schema, Annotations: ann}
+}
+
+// withCompletions adds the completions action to process_manage's schema,
+// so that the MCP tool is the agent's tool plus one action.
+func withCompletions(params json.RawMessage) (json.RawMessage, error) {
+	var schema map[string]any
+	if err := json.Unmarshal(params, &schema); err != nil {
+		return nil, err
+	}
+	props, _ := schema["properties"].(map[string]any)
+	action, _ := props["action"].(map[string]any)
+	enum, _ := action["enum"].([]any)
+	if action == nil || enum == nil {
+		return nil, fmt.Errorf("no action enum in %s", params)
+	}
+	action["enum"] = append(enum, ActionCompletions)
+	if d, ok := action["description"].(string); ok {
+		action["description"] = d + " completions: take the results of finished notify processes of this session, each once."
+	}
+	if timeout, ok := props["timeout"].(map[string]any); ok {
+		timeout["description"] = "For wait: seconds to wait at most (default 180). For completions: seconds to wait for one (default 0: do not wait)."
+	}
+	return json.Marshal(schema)
+}
+
+// extra handles an action the agent's tool does not know; handled reports
+// whether it did.
+type extra func(ctx context.Context, args tools.Args) (content string, handled bool, err error)
+
+// handler adapts an agent tool to an MCP tool handler: the call runs as the
+// connection's session, a wait reports progress while it blocks, and a
+// failure is a tool error the model reads ({"error": ...}), never a
+// protocol error.
+func (c *Conn) handler(t tools.Tool, more extra) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx, err := c.scoped(ctx)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		args, err := tools.ParseArgs(string(req.Params.Arguments))
+		if err != nil {
+			return errorResult(err), nil
+		}
+		if more != nil {
+			out, handled, err := more(ctx, args)
+			if handled {
+				if err != nil {
+					return errorResult(err), nil
+				}
+				return textResult(out), nil
+			}
+		}
+		if token := req.Params.GetProgressToken(); token != nil && isWait(args) {
+			stop := c.progress(ctx, req.Session, token, args)
+			defer stop()
+		}
+		out, err := t.Call(ctx, args)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		return textResult(out), nil
+	}
+}
+
+// completions is process_manage's completions action.
+func (c *Conn) completions(ctx context.Context, args tools.Args) (string, bool, error) {
+	action, err := args.String("action")
+	if err != nil || strings.ToLower(strings.TrimSpace(action)) != ActionCompletions {
+		return "", false, nil
+	}
+	wait, _, err := args.Duration("timeout")
+	if err != nil {
+		return "", true, err
+	}
+	wait = min(wait, tools.MaxWaitTimeout)
+	list, err := c.opts.Service.Completions(ctx, wait)
+	if err != nil {
+		return "", true, err
+	}
+	if list == nil {
+		list = []runner.Completion{}
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return "", true, fmt.Errorf("encode completions: %w", err)
+	}
+	return string(b), true, nil
+}
+
+func isWait(args tools.Args) bool {
+	a, err := args.String("action")
+	return err == nil && strings.ToLower(strings.TrimSpace(a)) == "wait"
+}
+
+// progress sends a progress notification every ProgressInterval until the
+// returned stop is called; the wait it reports is bounded by its own
+// timeout, so this is too. Total is the wait's timeout in seconds.
+func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, args tools.Args) (stop func()) {
+	if ss == nil {
+		return func() {}
+	}
+	timeout, ok, err := args.Duration("timeout")
+	if err != nil || !ok {
+		timeout = tools.DefaultWaitTimeout
+	}
+	timeout = min(timeout, tools.MaxWaitTimeout)
+	id, _ := args.String("session_id")
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		t := time.NewTicker(c.opts.ProgressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			waited := time.Since(start).Round(time.Second)
+			err := ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+				ProgressToken: token,
+				Progress:      waited.Seconds(),
+				Total:         timeout.Seconds(),
+				Message:       fmt.Sprintf("%s still running after %s (waiting up to %s)", runner.Clip(id), waited, timeout),
+			})
+			if err != nil && ctx.Err() == nil {
+				c.log.Debug("progress not sent", "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// textResult is a tool result holding the tool's JSON; an object is also
+// given as structured content for clients that read it.
+func textResult(out string) *sdk.CallToolResult {
+	res := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}
+	var obj map[string]any
+	if json.Unmarshal([]byte(out), &obj) == nil {
+		res.StructuredContent = obj
+	}
+	return res
+}
+
+// errorResult reports err to the model as the agent tools do.
+func errorResult(err error) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: tools.ErrorContent(err)}}}
+}
+
+// trackingRunner is the service the tools drive: it tells the watcher
+// about each process started through this connection, so that even a job
+// that ends before the next look is announced.
+type trackingRunner struct {
+	runner.Service
+	watch *watcher
+}
+
+// Start implements tools.Runner.
+func (r trackingRunner) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
+	info, err := r.Service.Start(ctx, req)
+	if err == nil && info != nil {
+		r.watch.track(info.ID, info.NotifyOnComplete)
+	}
+	return info, err
+}
+
+func ptr[T any](v T) *T { return &v }

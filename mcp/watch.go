@@ -1,0 +1,205 @@
+package mcp
+
+//lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+// watcher notices the ends of the session's processes and hands each to
+// announce once. It finds them by looking: every interval, and at once when
+// the service has events (a local registry) and one says a process ended.
+// Looking never takes a completion (it polls), so the completion stays for
+// process_manage completions.
+type watcher struct {
+	svc      runner.Service
+	interval time.Duration
+	log      *slog.Logger
+	announce func(ctx context.Context, ss *sdk.ServerSession, id string, notify bool)
+
+	wake chan struct{}
+
+	mu      sync.Mutex
+	tracked map[string]bool // running process id -> notify
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newWatcher(svc runner.Service, interval time.Duration, log *slog.Logger,
+	announce func(context.Context, *sdk.ServerSession, string, bool)) *watcher {
+	return &watcher{
+		svc: svc, interval: interval, log: log, announce: announce,
+		wake: make(chan struct{}, 1), tracked: make(map[string]bool),
+	}
+}
+
+// track adds a process to watch, and looks at once: it may already have
+// ended.
+func (w *watcher) track(id string, notify bool) {
+	w.mu.Lock()
+	w.tracked[id] = notify
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *watcher) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start runs the watcher until stop; scope puts the session on the
+// context of each look.
+func (w *watcher) start(ctx context.Context, ss *sdk.ServerSession, scope func(context.Context) (context.Context, error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.cancel, w.done = cancel, done
+	w.mu.Unlock()
+	unsubscribe := func() {}
+	if sub, ok := w.svc.(interface {
+		Subscribe(func(runner.Event)) func()
+	}); ok {
+		unsubscribe = sub.Subscribe(func(ev runner.Event) {
+			if ev.Kind == runner.EventEnded || ev.Kind == runner.EventStarted {
+				w.poke()
+			}
+		})
+	}
+	go func() {
+		defer close(done)
+		defer unsubscribe()
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		for {
+			if sctx, err := scope(ctx); err == nil {
+				w.look(sctx, ss)
+			} else if ctx.Err() == nil {
+				w.log.Warn("mcp watcher: no session", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			case <-w.wake:
+			}
+		}
+	}()
+}
+
+// stop ends the watcher and waits for it.
+func (w *watcher) stop() {
+	w.mu.Lock()
+	cancel, done := w.cancel, w.done
+	w.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// look adds the session's running processes to the tracked ones and
+// announces those that ended.
+func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
+	list, err := w.svc.List(ctx, runner.ListOptions{})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("mcp watcher: list", "err", err)
+		}
+		return
+	}
+	running := make(map[string]bool, len(list))
+	w.mu.Lock()
+	for _, p := range list {
+		if !ended(p.Status) {
+			running[p.ID] = true
+			if _, ok := w.tracked[p.ID]; !ok {
+				w.tracked[p.ID] = p.NotifyOnComplete
+			}
+		}
+	}
+	var gone []string
+	for id := range w.tracked {
+		if !running[id] {
+			gone = append(gone, id)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range gone {
+		res, err := w.svc.Poll(ctx, id)
+		switch {
+		case errors.Is(err, runner.ErrNotFound):
+			w.forget(id)
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				w.log.Warn("mcp watcher: poll", "id", id, "err", err)
+			}
+			continue
+		case !ended(res.Status):
+			continue // queued, or listed elsewhere: look again later
+		}
+		w.mu.Lock()
+		notify, ok := w.tracked[id]
+		delete(w.tracked, id)
+		w.mu.Unlock()
+		if ok {
+			w.announce(ctx, ss, id, notify)
+		}
+	}
+}
+
+func (w *watcher) forget(id string) {
+	w.mu.Lock()
+	delete(w.tracked, id)
+	w.mu.Unlock()
+}
+
+// announce tells the client that process id ended: a resource-updated
+// notification for it and for the listing (to subscribers), and, for a
+// notify process, a logging notification carrying the completion's
+// follow-up text. The completion itself is not taken: a host that drops
+// notifications still takes it with process_manage completions.
+func (c *Conn) announce(ctx context.Context, ss *sdk.ServerSession, id string, notify bool) {
+	for _, uri := range []string{ProcessURI(id), ProcessesURI} {
+		if err := c.server.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			c.log.Debug("resource update not sent", "uri", uri, "err", err)
+		}
+	}
+	if !notify || ss == nil {
+		return
+	}
+	rec, err := c.opts.Service.Receipt(ctx, id)
+	if err != nil {
+		c.log.Warn("mcp: completion not announced", "id", id, "err", err)
+		return
+	}
+	comp := runner.CompletionOf(rec)
+	err = ss.Log(ctx, &sdk.LoggingMessageParams{
+		Level:  "notice",
+		Logger: "hermes",
+		Data: map[string]any{
+			"type":        "completion",
+			"session_id":  comp.ID,
+			"status":      comp.Status,
+			"exit_code":   comp.ExitCode,
+			"command":     comp.Command,
+			"output_tail": comp.OutputTail,
+			"message":     comp.Message,
+			"resource":    ProcessURI(comp.ID),
+		},
+	})
+	if err != nil {
+		c.log.Debug("completion notification not sent", "id", id, "err", err)
+	}
+}
