@@ -77,6 +77,7 @@ type Conn struct {
 	session string // the agent session, once known
 	created bool   // this connection recorded the session
 	started bool   // the watcher runs
+	ss      *sdk.ServerSession
 	closed  bool
 
 	// onClose, when set, runs once when the connection closes.
@@ -175,9 +176,13 @@ func (c *Conn) close() {
 	c.mu.Lock()
 	c.closed = true
 	id, created := c.session, c.created
+	ss := c.ss
 	c.mu.Unlock()
 	c.cancel()
 	c.watch.stop()
+	if ss != nil {
+		_ = ss.Close() // ends an HTTP client's open event stream
+	}
 	if c.onClose != nil {
 		c.onClose()
 	}
@@ -200,6 +205,9 @@ func (c *Conn) initialized(ss *sdk.ServerSession) {
 	c.mu.Lock()
 	start := !c.started && !c.closed
 	c.started = true
+	if start {
+		c.ss = ss
+	}
 	c.mu.Unlock()
 	if !start {
 		return

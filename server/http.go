@@ -48,6 +48,9 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /v1/sessions/{id}/end", s.api(handlerBudget, s.endSession))
 	mux.HandleFunc("POST /v1/sessions/{id}/resume", s.api(handlerBudget, s.resumeSession))
 	mux.HandleFunc("GET /v1/sessions/{id}/completions", s.api(0, s.completions))
+	// MCP over streamable HTTP (POST, GET for the event stream, DELETE);
+	// the SDK answers other methods.
+	mux.HandleFunc("/mcp", s.api(0, s.serveMCP))
 
 	for path, allow := range map[string]string{
 		"/healthz": "GET", "/readyz": "GET", "/metrics": "GET",

@@ -111,6 +111,9 @@ type Server struct {
 
 	// peers forwards to and watches the other replicas; nil for one.
 	peers *peers
+
+	// mcp is the /mcp endpoint of each tenant.
+	mcp mcpMount
 }
 
 // New checks opts and builds a Server. It opens no tenant yet: Start does.
@@ -350,6 +353,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Info("shutting down", "timeout", s.opts.ShutdownTimeout.String())
 	}
 	s.drainOnce.Do(func() { close(s.drain) })
+	s.closeMCP()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
