@@ -118,7 +118,6 @@ const (
 	pipeBuf        = 4096
 	maxWriteChunk  = 2048 // raw bytes per message: base64 and JSON stay under pipeBuf
 	startupTimeout = 15 * time.Second
-	pollInterval   = 20 * time.Millisecond
 )
 
 // Name implements runner.Backend.
@@ -367,7 +366,9 @@ func (h *shimHandle) watch() {
 			h.lost = true
 			return
 		}
-		time.Sleep(pollInterval)
+		// Sleep until the shim exits (it removes its state just before),
+		// waking now and then to look at the state file again.
+		osproc.WaitGone(context.Background(), h.state.shim(), time.Second)
 	}
 }
 

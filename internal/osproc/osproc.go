@@ -12,8 +12,10 @@
 package osproc
 
 import (
+	"context"
 	"errors"
 	"syscall"
+	"time"
 )
 
 // ErrNoProcess is returned when the process does not exist (or is a zombie,
@@ -99,3 +101,18 @@ func Descendants(pid int) []int {
 
 // maxDescendants bounds a walk over a fork bomb.
 const maxDescendants = 4096
+
+// pollGone is WaitGone by polling, where the system offers no better.
+func pollGone(ctx context.Context, id Identity, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for id.Alive() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return true
+}

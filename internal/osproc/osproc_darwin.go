@@ -3,8 +3,10 @@
 package osproc
 
 import (
+	"context"
 	"errors"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,3 +52,9 @@ const SubreaperSupported = false
 // WaitExitedNoReap is not available on macOS (no waitid WNOWAIT in the
 // portable surface); it returns at once and the caller reaps as usual.
 func WaitExitedNoReap(int) error { return errors.ErrUnsupported }
+
+// WaitGone blocks until process id has exited, at most for within, and says
+// whether it has.
+func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
+	return pollGone(ctx, id, within)
+}

@@ -1,6 +1,7 @@
 package osproc_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -97,5 +98,48 @@ func TestDescendants(t *testing.T) {
 			t.Fatalf("Descendants = %v, want the two sleeps and the inner shell", d)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWaitGone: a wait wakes when the process ends, not at a poll, and
+// gives up after its bound while the process runs on.
+func TestWaitGone(t *testing.T) {
+	ctx := context.Background()
+	long := exec.Command("sleep", "30")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = long.Process.Kill(); _ = long.Wait() })
+	id, err := osproc.Of(long.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if osproc.WaitGone(ctx, id, 100*time.Millisecond) {
+		t.Fatal("WaitGone says a running process is gone")
+	}
+	short := exec.Command("sleep", "0.3")
+	if err := short.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sid, err := osproc.Of(short.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	// Not reaped yet: a zombie is gone too.
+	if !osproc.WaitGone(ctx, sid, 10*time.Second) {
+		t.Fatal("WaitGone missed the end")
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("woke %v after a 0.3 s process began", d)
+	}
+	_ = short.Wait()
+	if !osproc.WaitGone(ctx, sid, time.Second) {
+		t.Error("a reaped process is not gone")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if osproc.WaitGone(cctx, id, 10*time.Second) {
+		t.Error("a cancelled wait says the process is gone")
 	}
 }
