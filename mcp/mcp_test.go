@@ -348,3 +348,42 @@ func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
+
+func TestSessions(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		named   string // the session the client names
+		wantEnd string // the end reason after the connection closed
+	}{
+		{"named session is used and left open", "agent-42", ""},
+		{"fresh mcp session ends with the connection", "", "completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := newRegistry(t)
+			if tc.named != "" {
+				if _, err := reg.StartSession(ctx, runner.SessionRequest{ID: tc.named}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			conn, c := connect(t, reg, tc.named)
+			var start runner.Info
+			c.call(t, "terminal", map[string]any{"command": "true", "background": true}, &start)
+			if tc.named != "" && start.ParentSessionID != tc.named {
+				t.Errorf("job owner %q, want %q", start.ParentSessionID, tc.named)
+			}
+			if tc.named == "" && !strings.HasPrefix(start.ParentSessionID, SessionSource+"_") {
+				t.Errorf("job owner %q, want a fresh mcp session", start.ParentSessionID)
+			}
+			_ = c.cs.Close()
+			conn.Close()
+			s, err := reg.Session(ctx, start.ParentSessionID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.EndReason != tc.wantEnd {
+				t.Errorf("session %s end reason %q, want %q", s.ID, s.EndReason, tc.wantEnd)
+			}
+		})
+	}
+}

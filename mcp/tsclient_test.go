@@ -68,8 +68,17 @@ type report struct {
 	OtherReadError *string `json:"otherReadError"`
 }
 
-// TestTypeScriptClient drives `hermes mcp` (stdio) and `/mcp` on `hermes
-// serve` (streamable HTTP, bearer tokens) with a client nobody here wrote.
+// Tokens of the runner the HTTP and runner scenarios use: two tenants.
+const (
+	alphaToken = "tok-alpha-0123456789abcdef0123456789"
+	betaToken  = "tok-beta-0123456789abcdef01234567890"
+)
+
+var tokens = map[string]string{alphaToken: "alpha", betaToken: "beta"}
+
+// TestTypeScriptClient drives `hermes mcp` (stdio, on a profile and on a
+// runner) and `/mcp` on `hermes serve` (streamable HTTP, bearer tokens) with
+// a client nobody here wrote.
 func TestTypeScriptClient(t *testing.T) {
 	node, dir := testenv.MCPClient(t)
 	bin, err := testenv.BuildHermes(t.TempDir())
@@ -85,13 +94,14 @@ func TestTypeScriptClient(t *testing.T) {
 				"HERMES_HOME=" + t.TempDir(), "HERMES_OTHER_HOME=" + t.TempDir()}
 		}},
 		{"http", func(t *testing.T) []string {
-			url := serve(t, bin, map[string]string{
-				"tok-alpha-0123456789abcdef0123456789": "alpha",
-				"tok-beta-0123456789abcdef01234567890": "beta",
-			})
+			url := serve(t, bin, tokens)
 			return []string{"HERMES_MCP_MODE=http", "HERMES_MCP_URL=" + url + "/mcp",
-				"HERMES_MCP_TOKEN=tok-alpha-0123456789abcdef0123456789",
-				"HERMES_MCP_OTHER_TOKEN=tok-beta-0123456789abcdef01234567890"}
+				"HERMES_MCP_TOKEN=" + alphaToken, "HERMES_MCP_OTHER_TOKEN=" + betaToken}
+		}},
+		{"stdio-runner", func(t *testing.T) []string {
+			url := serve(t, bin, tokens)
+			return []string{"HERMES_MCP_MODE=runner", "HERMES_BIN=" + bin, "HERMES_MCP_RUNNER=" + url,
+				"HERMES_MCP_TOKEN=" + alphaToken, "HERMES_MCP_OTHER_TOKEN=" + betaToken}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

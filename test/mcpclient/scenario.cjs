@@ -4,9 +4,11 @@
 // failure shows the whole picture.
 //
 // Environment:
-//   HERMES_MCP_MODE   stdio | http
+//   HERMES_MCP_MODE   stdio | runner | http
 //   stdio: HERMES_BIN (the hermes binary), HERMES_HOME (the profile),
 //          HERMES_OTHER_HOME (another profile: "another tenant")
+//   runner: hermes mcp --runner: HERMES_BIN, HERMES_MCP_RUNNER (the runner's
+//          URL), HERMES_MCP_TOKEN, HERMES_MCP_OTHER_TOKEN
 //   http:  HERMES_MCP_URL (…/mcp), HERMES_MCP_TOKEN, HERMES_MCP_OTHER_TOKEN
 //          (a token of another tenant)
 'use strict';
@@ -23,9 +25,15 @@ const env = process.env;
 const mode = env.HERMES_MCP_MODE;
 
 function transport(other) {
-  if (mode === 'stdio') {
-    const childEnv = { ...env, HERMES_HOME: other ? env.HERMES_OTHER_HOME : env.HERMES_HOME };
+  if (mode === 'stdio' || mode === 'runner') {
+    const childEnv = { ...env };
     delete childEnv.HERMES_SESSION_ID;
+    if (mode === 'stdio') {
+      childEnv.HERMES_HOME = other ? env.HERMES_OTHER_HOME : env.HERMES_HOME;
+    } else {
+      childEnv.HERMES_RUNNER_URL = env.HERMES_MCP_RUNNER;
+      childEnv.HERMES_RUNNER_TOKEN = other ? env.HERMES_MCP_OTHER_TOKEN : env.HERMES_MCP_TOKEN;
+    }
     return new StdioClientTransport({ command: env.HERMES_BIN, args: ['mcp'], env: childEnv, stderr: 'inherit' });
   }
   const token = other ? env.HERMES_MCP_OTHER_TOKEN : env.HERMES_MCP_TOKEN;
