@@ -125,6 +125,7 @@ func New(opts Options) (*Conn, error) {
 			Resources: &sdk.ResourceCapabilities{Subscribe: true},
 		},
 	})
+	c.server.AddReceivingMiddleware(defaultLogLevel)
 	if err := c.addTools(); err != nil {
 		cancel()
 		return nil, err
@@ -247,4 +248,25 @@ func (c *Conn) scoped(ctx context.Context) (context.Context, error) {
 		return ctx, err
 	}
 	return sessions.WithCurrent(ctx, id), nil
+}
+
+// DefaultLogLevel is the level of a session until its client sets one.
+const DefaultLogLevel = "info"
+
+// defaultLogLevel sets a session's log level right after initialize: the
+// SDK sends no logging notification before the client sets a level, and
+// many hosts never do, but a completion notification is the point of a
+// notify job. A client's own logging/setLevel replaces it.
+func defaultLogLevel(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if method != "initialize" || err != nil {
+			return res, err
+		}
+		if ss, ok := req.GetSession().(*sdk.ServerSession); ok {
+			set := &sdk.ServerRequest[*sdk.SetLoggingLevelParams]{Session: ss, Params: &sdk.SetLoggingLevelParams{Level: DefaultLogLevel}}
+			_, _ = next(ctx, "logging/setLevel", set)
+		}
+		return res, err
+	}
 }

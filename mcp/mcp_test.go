@@ -96,9 +96,8 @@ func connect(t *testing.T, svc runner.Service, session string) (*Conn, *client) 
 			t.Error("Run did not return after the client closed")
 		}
 	})
-	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "info"}); err != nil {
-		t.Fatal(err)
-	}
+	// No logging/setLevel: many hosts never send one, and completion
+	// notifications must reach them all the same.
 	return conn, c
 }
 
