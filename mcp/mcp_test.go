@@ -386,3 +386,36 @@ func TestSessions(t *testing.T) {
 		})
 	}
 }
+
+func TestBlockingCallsReportProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		tool     string
+		args     map[string]any
+		progress bool // a progress token is sent
+		want     bool // progress notifications arrive
+	}{
+		{"foreground command", "terminal", map[string]any{"command": "sleep 0.5"}, true, true},
+		{"foreground command without token", "terminal", map[string]any{"command": "sleep 0.5"}, false, false},
+		{"background start does not block", "terminal", map[string]any{"command": "sleep 0.5", "background": true}, true, false},
+		{"poll does not block", "process_manage", map[string]any{"action": "list"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, c := connect(t, newRegistry(t), "")
+			params := &sdk.CallToolParams{Name: tc.tool, Arguments: tc.args}
+			if tc.progress {
+				params.Meta = sdk.Meta{"progressToken": 7}
+			}
+			res, err := c.cs.CallTool(context.Background(), params)
+			if err != nil || res.IsError {
+				t.Fatalf("%s: %v %+v", tc.tool, err, res)
+			}
+			c.mu.Lock()
+			got := len(c.progress) > 0
+			c.mu.Unlock()
+			if got != tc.want {
+				t.Errorf("progress notifications: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -124,8 +124,8 @@ func (c *Conn) handler(t tools.Tool, more extra) sdk.ToolHandler {
 				return textResult(out), nil
 			}
 		}
-		if token := req.Params.GetProgressToken(); token != nil && isWait(args) {
-			stop := c.progress(ctx, req.Session, token, args)
+		if token := req.Params.GetProgressToken(); token != nil && blocks(t, args) {
+			stop := c.progress(ctx, req.Session, token, args, c.defaultTimeout(t))
 			defer stop()
 		}
 		out, err := t.Call(ctx, args)
@@ -161,24 +161,38 @@ func (c *Conn) completions(ctx context.Context, args tools.Args) (string, bool, 
 	return string(b), true, nil
 }
 
-func isWait(args tools.Args) bool {
+// blocks reports whether a call waits for a process to end: a wait, or a
+// foreground command. Those report progress, which also keeps clients
+// that time requests out on silence (60 s by default in the TypeScript
+// SDK, unless progress resets it) from giving up on a long one.
+func blocks(t tools.Tool, args tools.Args) bool {
+	if t.Name() == "terminal" {
+		bg, err := args.Bool("background")
+		return err == nil && !bg
+	}
 	a, err := args.String("action")
 	return err == nil && strings.ToLower(strings.TrimSpace(a)) == "wait"
 }
 
 // progress sends a progress notification every ProgressInterval until the
 // returned stop is called; the wait it reports is bounded by its own
-// timeout, so this is too. Total is the wait's timeout in seconds.
-func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, args tools.Args) (stop func()) {
+// timeout, so this is too. Total is that timeout in seconds (the default
+// of a wait and of a foreground command are both 180 s).
+func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, args tools.Args, def time.Duration) (stop func()) {
 	if ss == nil {
 		return func() {}
 	}
 	timeout, ok, err := args.Duration("timeout")
 	if err != nil || !ok {
-		timeout = tools.DefaultWaitTimeout
+		timeout = def
 	}
-	timeout = min(timeout, tools.MaxWaitTimeout)
-	id, _ := args.String("session_id")
+	if _, isWait := args["action"]; isWait {
+		timeout = min(timeout, tools.MaxWaitTimeout) // as the wait bounds itself
+	}
+	what, _ := args.String("session_id")
+	if what == "" {
+		what = "the command"
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -197,7 +211,7 @@ func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, a
 				ProgressToken: token,
 				Progress:      waited.Seconds(),
 				Total:         timeout.Seconds(),
-				Message:       fmt.Sprintf("%s still running after %s (waiting up to %s)", runner.Clip(id), waited, timeout),
+				Message:       fmt.Sprintf("%s still running after %s (waiting up to %s)", runner.Clip(what), waited, timeout),
 			})
 			if err != nil && ctx.Err() == nil {
 				c.log.Debug("progress not sent", "err", err)
@@ -208,6 +222,21 @@ func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, a
 		cancel()
 		<-done
 	}
+}
+
+// defaultTimeout is how long a blocking call of t waits when the call
+// names no timeout: the tools' own defaults.
+func (c *Conn) defaultTimeout(t tools.Tool) time.Duration {
+	if t.Name() == "terminal" {
+		if d := c.opts.Terminal.ForegroundTimeout; d > 0 {
+			return d
+		}
+		return tools.DefaultForegroundTimeout
+	}
+	if d := c.opts.Process.WaitTimeout; d > 0 {
+		return min(d, tools.MaxWaitTimeout)
+	}
+	return tools.DefaultWaitTimeout
 }
 
 // textResult is a tool result holding the tool's JSON; an object is also
