@@ -109,7 +109,9 @@ func New(opts Options) (*Conn, error) {
 	c.watch = newWatcher(opts.Service, opts.PollInterval, log, c.announce)
 	c.server = sdk.NewServer(&sdk.Implementation{Name: "hermes", Title: "hermes", Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
-		Logger:       log,
+		// The SDK logs every connection, subscription and notification
+		// at info: a runner's log would be mostly that.
+		Logger: quieter(log, slog.LevelWarn),
 		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) {
 			c.initialized(req.Session)
 		},
@@ -269,4 +271,27 @@ func defaultLogLevel(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		return res, err
 	}
+}
+
+// quieter is log without the records below min.
+func quieter(log *slog.Logger, min slog.Level) *slog.Logger {
+	return slog.New(minLevel{Handler: log.Handler(), min: min})
+}
+
+// minLevel drops the records of its handler below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{Handler: h.Handler.WithAttrs(as), min: h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{Handler: h.Handler.WithGroup(name), min: h.min}
 }

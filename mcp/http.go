@@ -52,7 +52,7 @@ func NewHandler(opts HTTPOptions) *Handler {
 	}
 	h := &Handler{opts: opts, log: log, conns: make(map[*Conn]struct{})}
 	h.h = sdk.NewStreamableHTTPHandler(h.server, &sdk.StreamableHTTPOptions{
-		Logger:         log,
+		Logger:         quieter(log, slog.LevelWarn),
 		SessionTimeout: opts.SessionTimeout,
 	})
 	return h

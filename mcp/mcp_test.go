@@ -419,3 +419,23 @@ func TestBlockingCallsReportProgress(t *testing.T) {
 		})
 	}
 }
+
+func TestQuieterDropsBelowItsLevel(t *testing.T) {
+	var buf strings.Builder
+	log := quieter(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), slog.LevelWarn).With("k", "v")
+	for _, tc := range []struct {
+		level slog.Level
+		want  bool
+	}{
+		{slog.LevelDebug, false}, {slog.LevelInfo, false}, {slog.LevelWarn, true}, {slog.LevelError, true},
+	} {
+		buf.Reset()
+		log.Log(context.Background(), tc.level, "m")
+		if got := buf.Len() > 0; got != tc.want {
+			t.Errorf("level %s logged %v, want %v", tc.level, got, tc.want)
+		}
+		if tc.want && !strings.Contains(buf.String(), "k=v") {
+			t.Errorf("level %s lost the attributes: %q", tc.level, buf.String())
+		}
+	}
+}
