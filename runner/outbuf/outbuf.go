@@ -107,20 +107,58 @@ func Lines(s string, offset, limit int) (string, int) {
 	if s == "" {
 		return "", 0
 	}
-	lines := strings.SplitAfter(s, "\n")
-	if lines[len(lines)-1] == "" {
-		lines = lines[:len(lines)-1]
+	// Counted and cut in place: a read of a whole receipt (no offset, no
+	// limit, the common case) must not split 200,000 characters into
+	// lines and join them again.
+	total := strings.Count(s, "\n")
+	if s[len(s)-1] != '\n' {
+		total++
 	}
-	total := len(lines)
-	if offset < 0 {
-		offset = max(total+offset, 0)
-	}
-	if offset >= total {
+	var start int
+	switch {
+	case offset < 0 && -offset < total:
+		// The last lines, found from the end: a tail reads only itself.
+		start = tailStart(s, -offset)
+		offset += total
+	case offset < 0:
+		offset = 0
+	case offset >= total:
 		return "", total
+	default:
+		start = lineStart(s, offset)
 	}
-	end := total
-	if limit > 0 && offset+limit < total {
-		end = offset + limit
+	if limit <= 0 || offset+limit >= total {
+		return s[start:], total
 	}
-	return strings.Join(lines[offset:end], ""), total
+	return s[start : start+lineStart(s[start:], limit)], total
+}
+
+// tailStart is the byte index where the last n lines of s begin (n at
+// most the number of lines).
+func tailStart(s string, n int) int {
+	end := len(s)
+	if s[end-1] == '\n' {
+		end-- // a trailing newline ends the last line, it starts none
+	}
+	for ; n > 0; n-- {
+		j := strings.LastIndexByte(s[:end], '\n')
+		if j < 0 {
+			return 0
+		}
+		end = j
+	}
+	return end + 1
+}
+
+// lineStart is the byte index where line n (from 0) of s begins.
+func lineStart(s string, n int) int {
+	i := 0
+	for ; n > 0; n-- {
+		j := strings.IndexByte(s[i:], '\n')
+		if j < 0 {
+			return len(s)
+		}
+		i += j + 1
+	}
+	return i
 }

@@ -225,3 +225,51 @@ func TestSpillTruncatesOnCreate(t *testing.T) {
 		t.Fatal("NewSpill in a missing directory succeeded")
 	}
 }
+
+// FuzzLines: the in-place cut agrees with splitting into lines.
+func FuzzLines(f *testing.F) {
+	f.Add("a\nb\nc\n", 1, 1)
+	f.Add("a\nb", -1, 0)
+	f.Add("\n\n\n", 0, 2)
+	f.Add("", 3, 3)
+	f.Fuzz(func(t *testing.T, s string, offset, limit int) {
+		got, total := Lines(s, offset, limit)
+		lines := strings.SplitAfter(s, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		if total != len(lines) {
+			t.Fatalf("Lines(%q) total %d, want %d", s, total, len(lines))
+		}
+		o := offset
+		if o < 0 {
+			o = max(len(lines)+o, 0)
+		}
+		want := ""
+		if o < len(lines) {
+			end := len(lines)
+			if limit > 0 && o+limit < end {
+				end = o + limit
+			}
+			want = strings.Join(lines[o:end], "")
+		}
+		if got != want {
+			t.Fatalf("Lines(%q, %d, %d) = %q, want %q", s, offset, limit, got, want)
+		}
+	})
+}
+
+func BenchmarkLines(b *testing.B) {
+	s := strings.Repeat(strings.Repeat("x", 99)+"\n", 2000) // a receipt at the 200,000 bound
+	for _, bc := range []struct {
+		name          string
+		offset, limit int
+	}{{"whole", 0, 0}, {"tail-20", -20, 0}, {"middle-100", 1000, 100}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Lines(s, bc.offset, bc.limit)
+			}
+		})
+	}
+}
