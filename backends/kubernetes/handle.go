@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
@@ -364,8 +363,7 @@ func (h *Handle) openStdin() error {
 // attachExecutor opens pods/attach for stdin only: over WebSocket, or
 // SPDY on servers that do not upgrade to it.
 func (b *Backend) attachExecutor(pod string) (remotecommand.Executor, error) {
-	req := b.cs.CoreV1().RESTClient().Post().Namespace(b.namespace).Resource("pods").Name(pod).SubResource("attach").
-		VersionedParams(&corev1.PodAttachOptions{Container: container, Stdin: true}, scheme.ParameterCodec)
+	req := b.pods().Attach(pod, &corev1.PodAttachOptions{Container: container, Stdin: true})
 	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, "POST", req.URL())
 	if err != nil {
 		return nil, err

@@ -29,8 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	k8s "k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -132,7 +130,7 @@ func (o Options) withDefaults() Options {
 type Backend struct {
 	opts      Options
 	cfg       *rest.Config
-	cs        k8s.Interface
+	pc        *podClient
 	namespace string
 	resources corev1.ResourceRequirements
 	log       *slog.Logger
@@ -161,11 +159,11 @@ func New(opts Options) (*Backend, error) {
 	// Log follows and watches are long-lived; the client's own timeout
 	// would cut them. Calls are bounded by their contexts instead.
 	cfg.Timeout = 0
-	cs, err := k8s.NewForConfig(cfg)
+	pc, err := newPodClient(cfg, ns)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes backend: client: %w", err)
 	}
-	return &Backend{opts: opts, cfg: cfg, cs: cs, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}, nil
+	return &Backend{opts: opts, cfg: cfg, pc: pc, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}, nil
 }
 
 // restConfig finds credentials: in-cluster first, then a kubeconfig file.
@@ -238,7 +236,7 @@ func (b *Backend) Ping(ctx context.Context) error {
 	return nil
 }
 
-func (b *Backend) pods() typedcorev1.PodInterface { return b.cs.CoreV1().Pods(b.namespace) }
+func (b *Backend) pods() *podClient { return b.pc }
 
 // apiErr wraps err with op and, when the API server could not be reached,
 // with ErrClusterUnavailable and its address.
