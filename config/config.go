@@ -246,6 +246,10 @@ func (p *Profile) ReceiptDir() string { return filepath.Join(p.Home, "logs", "pr
 // SpillDir holds the full output logs of processes.
 func (p *Profile) SpillDir() string { return filepath.Join(p.Home, "logs", "processes") }
 
+// MarkDir holds the marks of backend's live jobs: an empty file per job
+// that may still run there, so that lookups ask the engine only then.
+func (p *Profile) MarkDir(backend string) string { return filepath.Join(p.Home, "marks", backend) }
+
 // RunDir holds live state of detached local processes.
 func (p *Profile) RunDir() string { return filepath.Join(p.Home, "run") }
 

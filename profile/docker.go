@@ -24,6 +24,12 @@ func (e *Profile) dockerWanted() bool {
 	return err == nil
 }
 
+// markedDocker gates d's lookups on the profile's marks of docker jobs:
+// a command on a profile without live containers never contacts dockerd.
+func (e *Profile) markedDocker(d *docker.Backend) runner.Backend {
+	return newMarked(d, e.MarkDir(d.Name()))
+}
+
 // Docker returns the profile's docker backend, created on first use.
 func (e *Profile) Docker() (*docker.Backend, error) {
 	if e.docker != nil {
@@ -98,7 +104,10 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	if backend == "kubernetes" {
 		b, err = e.Kubernetes()
 	} else {
-		b, err = e.Docker()
+		var d *docker.Backend
+		if d, err = e.Docker(); err == nil {
+			b = e.markedDocker(d)
+		}
 	}
 	if err != nil {
 		return err

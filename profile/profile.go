@@ -177,10 +177,11 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 		backends = append(backends, e.Detached())
 	}
 	if ok("docker") && (e.dockerWanted() || len(allowed) > 0) {
-		d, err := e.Docker()
+		dk, err := e.Docker()
 		if err != nil {
 			return nil, err
 		}
+		d := e.markedDocker(dk)
 		if mode == Background {
 			backends = append(backends, watched{Backend: d, e: e})
 		} else {

@@ -1,0 +1,188 @@
+package profile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// markGrace is how long a mark may exist without its job being listed by
+// the engine: a start marks before it creates the container, and creating
+// one can take this long on a loaded engine.
+const markGrace = time.Minute
+
+// marked wraps a Recover backend whose engine costs a round trip to ask
+// (dockerd), so that a profile without live jobs there never contacts it.
+// Start leaves a mark, an empty file named after the job, in dir before it
+// launches the job; the handle's Release removes it once the receipt is
+// stored. List, Peek and Attach ask the engine only while a mark says there
+// may be something to find.
+//
+// Before dir exists the marks are not yet trusted (a profile that ran
+// containers before marks existed): List asks the engine, marks what it
+// finds, and from then on the marks decide.
+type marked struct {
+	runner.Backend
+	dir string
+	now func() time.Time
+}
+
+func newMarked(b runner.Backend, dir string) marked {
+	return marked{Backend: b, dir: dir, now: time.Now}
+}
+
+func (m marked) path(id string) string { return filepath.Join(m.dir, id) }
+
+// mark records that job id may be live. It creates dir on first use.
+func (m marked) mark(id string) error {
+	if !receipts.IsID(id) {
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
+	}
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(m.path(id), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (m marked) unmark(id string) {
+	if receipts.IsID(id) {
+		_ = os.Remove(m.path(id))
+	}
+}
+
+// marks returns the marked ids and whether the marks are trusted yet.
+func (m marked) marks() (map[string]time.Time, bool, error) {
+	entries, err := os.ReadDir(m.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := make(map[string]time.Time, len(entries))
+	for _, e := range entries {
+		if !receipts.IsID(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		var at time.Time
+		if info, err := e.Info(); err == nil {
+			at = info.ModTime()
+		}
+		out[e.Name()] = at
+	}
+	return out, true, nil
+}
+
+// Start marks the job, then starts it; a failed start takes the mark back.
+func (m marked) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+	if _, trusted, _ := m.marks(); !trusted {
+		// Mark what already runs before the first mark makes the marks
+		// authoritative; an engine that cannot answer fails the start
+		// below anyway.
+		_, _ = m.List(ctx)
+	}
+	if err := m.mark(spec.ID); err != nil {
+		return nil, fmt.Errorf("%s: mark job: %w", m.Name(), err)
+	}
+	h, err := m.Backend.Start(ctx, spec)
+	if err != nil {
+		m.unmark(spec.ID)
+		return nil, err
+	}
+	return markedHandle{Handle: h, unmark: func() { m.unmark(spec.ID) }}, nil
+}
+
+// List asks the engine only when some job is marked (or the marks are not
+// trusted yet), and forgets marks whose job the engine no longer has.
+func (m marked) List(ctx context.Context) ([]runner.Live, error) {
+	marks, trusted, err := m.marks()
+	if err != nil {
+		return nil, fmt.Errorf("%s: read marks: %w", m.Name(), err)
+	}
+	if trusted && len(marks) == 0 {
+		return nil, nil
+	}
+	list, err := m.Backend.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	listed := make(map[string]bool, len(list))
+	for _, l := range list {
+		listed[l.ID] = true
+		if _, ok := marks[l.ID]; !ok {
+			if err := m.mark(l.ID); err != nil {
+				return nil, fmt.Errorf("%s: mark job: %w", m.Name(), err)
+			}
+		}
+	}
+	if !trusted {
+		// No job was live: the marks start out empty, and now decide.
+		if err := os.MkdirAll(m.dir, 0o700); err != nil {
+			return nil, fmt.Errorf("%s: marks: %w", m.Name(), err)
+		}
+	}
+	for id, at := range marks {
+		if !listed[id] && m.now().Sub(at) > markGrace {
+			m.unmark(id)
+		}
+	}
+	return list, nil
+}
+
+// has says whether the engine must be asked about job id.
+func (m marked) has(id string) bool {
+	if !receipts.IsID(id) {
+		return false
+	}
+	if _, err := os.Stat(m.dir); errors.Is(err, fs.ErrNotExist) {
+		return true // not trusted yet
+	}
+	_, err := os.Stat(m.path(id))
+	return err == nil
+}
+
+// Peek asks the engine only about a marked job.
+func (m marked) Peek(ctx context.Context, id string) (runner.Live, error) {
+	if !m.has(id) {
+		return runner.Live{}, runner.ErrNoProcess
+	}
+	return m.Backend.Peek(ctx, id)
+}
+
+// Attach asks the engine only about a marked job.
+func (m marked) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
+	if !m.has(id) {
+		return nil, runner.Live{}, runner.ErrNoProcess
+	}
+	h, l, err := m.Backend.Attach(ctx, id)
+	if err != nil {
+		return nil, l, err
+	}
+	return markedHandle{Handle: h, unmark: func() { m.unmark(id) }}, l, nil
+}
+
+// markedHandle removes the job's mark once its receipt is stored and the
+// engine has let go of it.
+type markedHandle struct {
+	runner.Handle
+	unmark func()
+}
+
+func (h markedHandle) Release(ctx context.Context) error {
+	if err := h.Handle.Release(ctx); err != nil {
+		return err
+	}
+	h.unmark()
+	return nil
+}

@@ -1,0 +1,181 @@
+package profile
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+// engine is a Recover backend that counts how often it is asked.
+type engine struct {
+	runner.Backend // unused methods panic: the wrapper must not reach them
+	live           map[string]bool
+	calls          int
+	failStart      bool
+	released       []string
+}
+
+func (e *engine) Name() string { return "docker" }
+
+func (e *engine) Start(_ context.Context, s runner.Spec) (runner.Handle, error) {
+	e.calls++
+	if e.failStart {
+		return nil, errors.New("engine refused")
+	}
+	e.live[s.ID] = true
+	return &engineHandle{e: e, id: s.ID}, nil
+}
+
+func (e *engine) List(context.Context) ([]runner.Live, error) {
+	e.calls++
+	var out []runner.Live
+	for id := range e.live {
+		out = append(out, runner.Live{ID: id, Backend: "docker"})
+	}
+	return out, nil
+}
+
+func (e *engine) Peek(_ context.Context, id string) (runner.Live, error) {
+	e.calls++
+	if !e.live[id] {
+		return runner.Live{}, runner.ErrNoProcess
+	}
+	return runner.Live{ID: id, Backend: "docker"}, nil
+}
+
+func (e *engine) Attach(_ context.Context, id string) (runner.Handle, runner.Live, error) {
+	e.calls++
+	if !e.live[id] {
+		return nil, runner.Live{}, runner.ErrNoProcess
+	}
+	return &engineHandle{e: e, id: id}, runner.Live{ID: id}, nil
+}
+
+type engineHandle struct {
+	runner.Handle
+	e  *engine
+	id string
+}
+
+func (h *engineHandle) Release(context.Context) error {
+	delete(h.e.live, h.id)
+	h.e.released = append(h.e.released, h.id)
+	return nil
+}
+
+const (
+	idA = "proc_aaaaaaaaaaa1"
+	idB = "proc_bbbbbbbbbbb2"
+)
+
+func TestMarkedAsksTheEngineOnlyForMarkedJobs(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "marks", "docker")
+	e := &engine{live: map[string]bool{idA: true}} // a container from before marks
+	m := newMarked(e, dir)
+
+	// Untrusted marks: the engine is asked, and what it has gets marked.
+	list, err := m.List(ctx)
+	if err != nil || len(list) != 1 || e.calls != 1 {
+		t.Fatalf("first List = %v, %v after %d calls; want the old container, one call", list, err, e.calls)
+	}
+	if _, err := os.Stat(filepath.Join(dir, idA)); err != nil {
+		t.Fatalf("the engine's job was not marked: %v", err)
+	}
+	// A marked job is asked about; an unmarked one never is.
+	if _, err := m.Peek(ctx, idA); err != nil || e.calls != 2 {
+		t.Fatalf("Peek marked = %v after %d calls", err, e.calls)
+	}
+	for _, id := range []string{idB, "../etc/passwd", ""} {
+		if _, err := m.Peek(ctx, id); !errors.Is(err, runner.ErrNoProcess) {
+			t.Fatalf("Peek(%q) = %v, want ErrNoProcess", id, err)
+		}
+		if _, _, err := m.Attach(ctx, id); !errors.Is(err, runner.ErrNoProcess) {
+			t.Fatalf("Attach(%q) = %v, want ErrNoProcess", id, err)
+		}
+	}
+	if e.calls != 2 {
+		t.Fatalf("lookups of unmarked jobs reached the engine: %d calls", e.calls)
+	}
+	// Release after the receipt removes the mark: the profile is quiet again.
+	h, _, err := m.Attach(ctx, idA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.calls
+	if list, err := m.List(ctx); err != nil || len(list) != 0 || e.calls != calls {
+		t.Fatalf("List with no marks = %v, %v, engine asked %d more times", list, err, e.calls-calls)
+	}
+}
+
+func TestMarkedStart(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "docker")
+	e := &engine{live: map[string]bool{}}
+	m := newMarked(e, dir)
+
+	h, err := m.Start(ctx, runner.Spec{ID: idA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, idA)); err != nil {
+		t.Fatalf("Start left no mark: %v", err)
+	}
+	if list, _ := m.List(ctx); len(list) != 1 {
+		t.Fatalf("List after Start = %v", list)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, idA)); !os.IsNotExist(err) {
+		t.Fatalf("Release left the mark: %v", err)
+	}
+
+	e.failStart = true
+	if _, err := m.Start(ctx, runner.Spec{ID: idB}); err == nil {
+		t.Fatal("a refused start succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, idB)); !os.IsNotExist(err) {
+		t.Fatalf("a failed start left its mark: %v", err)
+	}
+	if _, err := m.Start(ctx, runner.Spec{ID: "not an id"}); err == nil {
+		t.Fatal("a start with a bad id was marked")
+	}
+}
+
+func TestMarkedListForgetsStaleMarks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e := &engine{live: map[string]bool{}}
+	now := time.Now()
+	m := newMarked(e, dir)
+	m.now = func() time.Time { return now }
+	for _, id := range []string{idA, idB} {
+		if err := m.mark(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// idA was marked long ago and its container is gone; idB's start may
+	// still be creating it.
+	old := now.Add(-2 * markGrace)
+	if err := os.Chtimes(filepath.Join(dir, idA), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, idA)); !os.IsNotExist(err) {
+		t.Fatalf("stale mark kept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, idB)); err != nil {
+		t.Fatalf("a fresh mark was forgotten: %v", err)
+	}
+}
