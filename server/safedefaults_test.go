@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/server"
 )
@@ -71,6 +72,42 @@ func TestAccessLogMasksPaths(t *testing.T) {
 	}
 	if s := logs.String(); strings.Contains(s, "Ab12Cd34Ef56") || strings.Contains(s, "abcdefghijABCDEFGHIJ") {
 		t.Fatalf("secret in the access log:\n%s", s)
+	}
+}
+
+// TestAccessLogLevels: a successful read logs at debug (agents poll); a
+// change, a refusal and an unknown route log at info, so an info-level
+// runner keeps what an operator needs without a line per poll.
+func TestAccessLogLevels(t *testing.T) {
+	var logs syncLog
+	ts := startServer(t, serverConfig{opts: func(o *server.Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}})
+	calls := []struct {
+		c      call
+		status int
+	}{
+		{call{method: "GET", path: "/v1/processes"}, http.StatusOK},                              // debug
+		{call{method: "GET", path: "/v1/processes/proc_0123456789ab/poll"}, http.StatusNotFound}, // info
+		{call{method: "POST", path: "/v1/processes", body: []byte(`{"command":"true"}`), contentType: "application/json"}, http.StatusCreated},
+		{call{method: "GET", path: "/healthz"}, http.StatusOK},       // debug
+		{call{method: "GET", path: "/nowhere"}, http.StatusNotFound}, // info
+	}
+	for _, tc := range calls {
+		if a := ts.do(t, tc.c); a.status != tc.status {
+			t.Fatalf("%s %s = %d %s, want %d", tc.c.method, tc.c.path, a.status, a.body, tc.status)
+		}
+	}
+	lines := func() int { return strings.Count(logs.String(), `"msg":"http request"`) }
+	// Lines are written after the responses: wait for the three, then a
+	// little more for any that should not come.
+	for deadline := time.Now().Add(5 * time.Second); lines() < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	out := logs.String()
+	if lines() != 3 || strings.Contains(out, `"route":"GET /v1/processes"`) || strings.Contains(out, `"route":"GET /healthz"`) {
+		t.Fatalf("want info lines for the 404s and the start only:\n%s", out)
 	}
 }
 
