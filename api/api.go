@@ -20,6 +20,9 @@ const (
 	// HeaderSession carries the caller's agent session id (the contract's
 	// HERMES_SESSION_ID); it scopes every lookup and owns started processes.
 	HeaderSession = "X-Hermes-Session"
+	// HeaderLastEventID resumes a followed log after the event of that id
+	// (server-sent events' own header): it wins over the offset parameter.
+	HeaderLastEventID = "Last-Event-ID"
 	// MaxBody bounds every request body (start requests, stdin data).
 	MaxBody = 1 << 20
 	// MaxWait bounds one wait or follow request; clients ask again.

@@ -133,6 +133,11 @@ func (e *Error) Is(target error) bool {
 
 // request performs one call and returns the response of any status.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body []byte, contentType string) (*http.Response, error) {
+	return c.requestWith(ctx, method, path, q, body, contentType, nil)
+}
+
+// requestWith is request with extra headers.
+func (c *Client) requestWith(ctx context.Context, method, path string, q url.Values, body []byte, contentType string, header http.Header) (*http.Response, error) {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
@@ -147,7 +152,12 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
 	req.Header.Set("User-Agent", "hermes-client")
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
@@ -408,14 +418,20 @@ func (c *Client) Receipt(ctx context.Context, id string) (*receipts.Receipt, err
 }
 
 // Follow implements runner.Follower with the log endpoint's event stream.
-// A stream the runner cuts short (its timeout, a restart) is resumed where
-// it stopped.
+// A stream the runner cuts short (its timeout, a restart) or that breaks
+// is resumed where it stopped: after the last event emitted, by its id in
+// Last-Event-ID, and by line offset for runners that send no ids.
 func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(runner.FollowEvent) error) error {
 	next := offset
+	lastID := ""
 	failures := 0
 	for {
 		q := url.Values{"follow": {"1"}, "offset": {strconv.Itoa(next)}, "timeout": {api.MaxWait.String()}}
-		resp, err := c.request(ctx, http.MethodGet, procPath(id, "/log"), q, nil, "")
+		h := http.Header{"Accept": {"text/event-stream"}}
+		if lastID != "" {
+			h.Set(api.HeaderLastEventID, lastID)
+		}
+		resp, err := c.requestWith(ctx, http.MethodGet, procPath(id, "/log"), q, nil, "", h)
 		if err != nil {
 			return err
 		}
@@ -428,7 +444,7 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 			return err
 		}
 		progressed := false
-		ended, err := readEvents(resp.Body, func(name string, data []byte) (bool, error) {
+		ended, err := readEvents(resp.Body, func(name, eventID string, data []byte) (bool, error) {
 			switch name {
 			case api.EventOutput, api.EventEnd, api.EventTimeout:
 			case api.EventError:
@@ -445,15 +461,18 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 			switch name {
 			case api.EventOutput:
 				progressed = true
-				next = ev.Offset + strings.Count(ev.Output, "\n")
-				return false, emit(ev)
+				if err := emit(ev); err != nil {
+					return true, err
+				}
+				next, lastID = ev.Offset+strings.Count(ev.Output, "\n"), eventID
+				return false, nil
 			case api.EventEnd:
 				if ev.Status == receipts.StatusNotFound {
 					return true, fmt.Errorf("%s: %w", id, runner.ErrNotFound)
 				}
 				return true, emit(ev)
 			default: // timeout: resume where the runner stopped
-				next = ev.Offset
+				next, lastID = ev.Offset, eventID
 				progressed = true
 				return true, errResume
 			}
@@ -499,12 +518,13 @@ func isStreamBreak(err error) bool {
 	return errors.As(err, &sb)
 }
 
-// readEvents parses a text/event-stream, calling fn with each event's name
-// and data until fn says stop or returns an error. It reports whether fn
-// stopped it; a stream that ends before that is a streamBreak.
-func readEvents(r io.Reader, fn func(name string, data []byte) (bool, error)) (bool, error) {
+// readEvents parses a text/event-stream, calling fn with each event's
+// name, last event id (an event without an id keeps the one before, as in
+// browsers) and data until fn says stop or returns an error. It reports
+// whether fn stopped it; a stream that ends before that is a streamBreak.
+func readEvents(r io.Reader, fn func(name, id string, data []byte) (bool, error)) (bool, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var name string
+	var name, lastID string
 	var data []byte
 	for {
 		line, err := readLine(br)
@@ -517,7 +537,7 @@ func readEvents(r io.Reader, fn func(name string, data []byte) (bool, error)) (b
 		switch {
 		case line == "":
 			if name != "" || data != nil {
-				stop, err := fn(name, data)
+				stop, err := fn(name, lastID, data)
 				if stop || err != nil {
 					return stop, err
 				}
@@ -527,6 +547,13 @@ func readEvents(r io.Reader, fn func(name string, data []byte) (bool, error)) (b
 			// comment: a keepalive
 		case strings.HasPrefix(line, "event:"):
 			name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case line == "id" || strings.HasPrefix(line, "id:"):
+			// A bare "id" clears it; an id with a NUL is ignored, as the
+			// standard says.
+			v := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(line, "id"), ":"), " ")
+			if !strings.ContainsRune(v, 0) {
+				lastID = v
+			}
 		case strings.HasPrefix(line, "data:"):
 			if data != nil {
 				data = append(data, '\n')

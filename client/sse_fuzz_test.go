@@ -11,14 +11,15 @@ import (
 // never an event with a data line longer than the bound.
 func FuzzReadEvents(f *testing.F) {
 	f.Add([]byte("event: output\ndata: {\"output\":\"hi\"}\n\n: keepalive\n\nevent: end\ndata: {}\n\n"))
+	f.Add([]byte("id: 3:4\nevent: output\ndata: {}\n\nid\nevent: end\ndata: {}\n\n"))
 	f.Add([]byte("data: a\ndata: b\n\n"))
 	f.Add([]byte("event:\n\n\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		events := 0
-		stop, err := readEvents(bytes.NewReader(b), func(name string, data []byte) (bool, error) {
+		stop, err := readEvents(bytes.NewReader(b), func(name, id string, data []byte) (bool, error) {
 			events++
-			if len(data) > len(b) {
-				t.Fatalf("event data %d bytes from a %d-byte stream", len(data), len(b))
+			if len(data) > len(b) || len(id) > len(b) {
+				t.Fatalf("event data %d bytes, id %d bytes from a %d-byte stream", len(data), len(id), len(b))
 			}
 			return name == "end", nil
 		})

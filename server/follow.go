@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,11 +16,13 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
-// follow streams a log as server-sent events: "output" events with new
-// whole lines, then one "end" event with the status. A stream cut short by
-// its timeout or by shutdown ends with a "timeout" event whose offset is
-// where to resume. Comment lines keep an idle stream open.
-func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id string, offset int, timeout time.Duration) {
+// follow streams a log as server-sent events from position from: "output"
+// events with new whole lines, then one "end" event with the status. A
+// stream cut short by its timeout or by shutdown ends with a "timeout"
+// event whose offset is where to resume. Each event but "error" has an id,
+// the position after it, which a follower that lost the stream sends back
+// in Last-Event-ID. Comment lines keep an idle stream open.
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id string, from followPos, timeout time.Duration) {
 	ctx := r.Context()
 	// Look the id up first, so that an unknown one is a plain 404.
 	gctx, cancel := context.WithTimeout(ctx, handlerBudget)
@@ -39,13 +42,20 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	_ = rc.Flush()
 
 	var mu sync.Mutex
-	send := func(event string, v any) error {
+	// send writes one event; eventID "" sends none (the follower keeps
+	// the last one it had).
+	send := func(eventID, event string, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if eventID != "" {
+			if _, err := fmt.Fprintf(w, "id: %s\n", eventID); err != nil {
+				return err
+			}
+		}
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
 			return err
 		}
@@ -79,13 +89,28 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	defer cancelDrain()
 	fctx, cancelTimeout := context.WithTimeout(fctx, timeout)
 	defer cancelTimeout()
-	next := offset
-	err = runner.PollFollow(fctx, t.Registry, info.ID, offset, api.FollowInterval, func(ev runner.FollowEvent) error {
-		if ev.Final() {
-			return send(api.EventEnd, ev)
+	pos := from
+	err = runner.PollFollow(fctx, t.Registry, info.ID, from.line, api.FollowInterval, func(ev runner.FollowEvent) error {
+		if pos.line != ev.Offset {
+			// A negative start (from the end) resolved to where it is.
+			pos = followPos{line: ev.Offset}
 		}
-		next = ev.Offset + strings.Count(ev.Output, "\n")
-		return send(api.EventOutput, ev)
+		if ev.Final() {
+			return send(pos.String(), api.EventEnd, ev)
+		}
+		if pos.col > 0 {
+			// Resumed inside a line: its first pos.col bytes were sent.
+			cut := min(pos.col, len(ev.Output))
+			if i := strings.IndexByte(ev.Output[:cut], '\n'); i >= 0 {
+				cut = 0 // not the line the id was made from: send it whole
+			}
+			ev.Output, pos.col = ev.Output[cut:], cut
+			if ev.Output == "" {
+				return nil
+			}
+		}
+		pos = pos.advance(ev.Output)
+		return send(pos.String(), api.EventOutput, ev)
 	})
 	switch {
 	case err == nil:
@@ -93,11 +118,65 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 		// The caller left.
 	case errors.Is(err, runner.ErrNotFound):
 		// Gone between the lookup and now (expired): nothing more to say.
-		_ = send(api.EventEnd, runner.FollowEvent{ID: info.ID, Offset: next, Status: receipts.StatusNotFound})
+		_ = send(pos.String(), api.EventEnd, runner.FollowEvent{ID: info.ID, Offset: pos.line, Status: receipts.StatusNotFound})
 	case fctx.Err() != nil:
-		_ = send(api.EventTimeout, runner.FollowEvent{ID: info.ID, Offset: next})
+		_ = send(pos.String(), api.EventTimeout, runner.FollowEvent{ID: info.ID, Offset: pos.line})
 	default:
 		s.log.Error("follow", "id", info.ID, "err", err)
-		_ = send(api.EventError, api.Error{Error: err.Error(), Code: api.CodeInternal})
+		_ = send("", api.EventError, api.Error{Error: err.Error(), Code: api.CodeInternal})
 	}
+}
+
+// followPos is a position in a followed log, the id of the event that
+// ends there: a line, and how many bytes of it were sent. Output events
+// carry whole lines while the process runs, so col is 0 but after the
+// final output, whose last line may be unfinished: a follower cut off just
+// before the end event resumes without getting that piece twice.
+type followPos struct{ line, col int }
+
+// maxFollowPos bounds either part of a Last-Event-ID, far beyond any
+// log a runner keeps.
+const maxFollowPos = 1 << 30
+
+// String is the event id: "LINE", or "LINE:COL" inside a line.
+func (p followPos) String() string {
+	if p.col == 0 {
+		return strconv.Itoa(p.line)
+	}
+	return strconv.Itoa(p.line) + ":" + strconv.Itoa(p.col)
+}
+
+// advance is the position after out, sent from p.
+func (p followPos) advance(out string) followPos {
+	n := strings.Count(out, "\n")
+	if n == 0 {
+		return followPos{line: p.line, col: p.col + len(out)}
+	}
+	return followPos{line: p.line + n, col: len(out) - strings.LastIndexByte(out, '\n') - 1}
+}
+
+// parseFollowPos reads an event id of follow, from Last-Event-ID.
+func parseFollowPos(v string) (followPos, error) {
+	lineText, colText, inLine := strings.Cut(v, ":")
+	line, lerr := posPart(lineText)
+	col, cerr := 0, error(nil)
+	if inLine {
+		col, cerr = posPart(colText)
+	}
+	if lerr != nil || cerr != nil {
+		return followPos{}, fmt.Errorf("%q is not an event id of this stream (want LINE or LINE:COL)", runner.Clip(v))
+	}
+	return followPos{line: line, col: col}, nil
+}
+
+// posPart reads one part of an event id: digits only.
+func posPart(s string) (int, error) {
+	if s == "" || strings.Trim(s, "0123456789") != "" || len(s) > 10 {
+		return 0, errors.New("not a count")
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n > maxFollowPos {
+		return 0, errors.New("not a count")
+	}
+	return n, nil
 }

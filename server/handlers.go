@@ -310,7 +310,16 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		if !ok {
 			return
 		}
-		s.follow(w, r, t, id, offset, timeout)
+		from := followPos{line: offset}
+		// A follower that lost its stream resumes after the last event it
+		// got, whatever offset its URL (reused as is) says.
+		if v := r.Header.Get(api.HeaderLastEventID); v != "" {
+			if from, err = parseFollowPos(v); err != nil {
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, api.HeaderLastEventID+": "+err.Error())
+				return
+			}
+		}
+		s.follow(w, r, t, id, from, timeout)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), handlerBudget)
