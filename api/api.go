@@ -23,6 +23,9 @@ const (
 	// HeaderLastEventID resumes a followed log after the event of that id
 	// (server-sent events' own header): it wins over the offset parameter.
 	HeaderLastEventID = "Last-Event-ID"
+	// HeaderNextCursor answers a list request that left items out: the
+	// cursor parameter that asks for the next page.
+	HeaderNextCursor = "X-Hermes-Next-Cursor"
 	// MaxBody bounds every request body (start requests, stdin data).
 	MaxBody = 1 << 20
 	// MaxWait bounds one wait or follow request; clients ask again.

@@ -187,6 +187,12 @@ func unwrapURLError(err error) error {
 
 // call performs a call and decodes a 2xx JSON answer into out.
 func (c *Client) call(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	_, err := c.callHeader(ctx, method, path, q, in, out)
+	return err
+}
+
+// callHeader is call that also returns the answer's headers.
+func (c *Client) callHeader(ctx context.Context, method, path string, q url.Values, in, out any) (http.Header, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -197,16 +203,16 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, in
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return err
+			return nil, err
 		}
 		ct = "application/json"
 	}
 	resp, err := c.request(ctx, method, path, q, body, ct)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	return c.decode(resp, out)
+	return resp.Header, c.decode(resp, out)
 }
 
 // decode reads a JSON answer: out for 2xx, an *Error otherwise.
@@ -274,7 +280,33 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 
 // List implements runner.Service.
 func (c *Client) List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error) {
+	list, _, err := c.ListPage(ctx, o, Page{})
+	return list, err
+}
+
+// Page asks for one page of a listing.
+type Page struct {
+	// Limit is the page size; 0 lists everything after Cursor.
+	Limit int
+	// Cursor is the next cursor of the page before; "" starts at the
+	// newest.
+	Cursor string
+}
+
+func (p Page) set(q url.Values) {
+	if p.Limit > 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
+	}
+}
+
+// ListPage is List one page at a time, newest first. next is the cursor of
+// the following page, "" after the last.
+func (c *Client) ListPage(ctx context.Context, o runner.ListOptions, p Page) (list []*runner.Info, next string, err error) {
 	q := url.Values{}
+	p.set(q)
 	if o.Retained {
 		q.Set("retained", "true")
 	}
@@ -284,11 +316,11 @@ func (c *Client) List(ctx context.Context, o runner.ListOptions) ([]*runner.Info
 	if o.SessionKey != "" {
 		q.Set("session_key", o.SessionKey)
 	}
-	var out []*runner.Info
-	if err := c.call(ctx, http.MethodGet, "/v1/processes", q, nil, &out); err != nil {
-		return nil, err
+	h, err := c.callHeader(ctx, http.MethodGet, "/v1/processes", q, nil, &list)
+	if err != nil {
+		return nil, "", err
 	}
-	return out, nil
+	return list, h.Get(api.HeaderNextCursor), nil
 }
 
 // Get implements runner.Service.
@@ -642,15 +674,20 @@ func (c *Client) Session(ctx context.Context, id string) (*sessions.Session, err
 
 // Sessions implements runner.Service.
 func (c *Client) Sessions(ctx context.Context, limit int) ([]*sessions.Session, error) {
+	list, _, err := c.SessionsPage(ctx, Page{Limit: limit})
+	return list, err
+}
+
+// SessionsPage is Sessions one page at a time, the most recently started
+// first. next is the cursor of the following page, "" after the last.
+func (c *Client) SessionsPage(ctx context.Context, p Page) (list []*sessions.Session, next string, err error) {
 	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	p.set(q)
+	h, err := c.callHeader(ctx, http.MethodGet, "/v1/sessions", q, nil, &list)
+	if err != nil {
+		return nil, "", err
 	}
-	var out []*sessions.Session
-	if err := c.call(ctx, http.MethodGet, "/v1/sessions", q, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return list, h.Get(api.HeaderNextCursor), nil
 }
 
 func sessionPath(id, suffix string) string {

@@ -252,7 +252,7 @@ func (s *Server) cwd(backend string, req api.StartRequest) (string, error) {
 
 // list handles GET /v1/processes. Without retained=true it lists running
 // processes only, like a CLI that reads the store only when asked; with it,
-// finished ones read as retained receipts.
+// finished ones read as retained receipts. limit and cursor page it.
 func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	q := r.URL.Query()
 	retained, err := parseBool(q.Get("retained"))
@@ -267,17 +267,26 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			return
 		}
 	}
+	pq, ok := readPage(w, r)
+	if !ok {
+		return
+	}
 	o.Elsewhere = s.elsewhere(r.Context(), t)
 	list, err := t.Registry.List(r.Context(), o)
 	if err != nil {
 		s.lookupFailed(w, r, "", err)
 		return
 	}
+	list, next := page(list, processKey, pq)
 	if list == nil {
 		list = []*runner.Info{}
 	}
+	setNext(w, r, next)
 	writeJSON(w, http.StatusOK, list)
 }
+
+// processKey is where a process sorts in a listing.
+func processKey(p *runner.Info) pageKey { return pageKey{at: p.StartedAt.Round(0), id: p.ID} }
 
 // logs handles GET /v1/processes/{id}/log, and its follow=1 stream.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {

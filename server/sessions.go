@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/hermesrun/hermes/api"
@@ -58,27 +57,29 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, t *Tenant)
 	writeJSON(w, http.StatusCreated, sess)
 }
 
-// listSessions handles GET /v1/sessions?limit=N.
+// listSessions handles GET /v1/sessions?limit=N&cursor=C. A page is cut
+// from the whole listing (at most runner.MaxSessionList, the newest), sorted
+// here: stores break ties of start time in their own ways.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	limit := 0
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "limit: want a non-negative integer")
-			return
-		}
-		limit = n
+	pq, ok := readPage(w, r)
+	if !ok {
+		return
 	}
-	list, err := t.Registry.Sessions(r.Context(), limit)
+	list, err := t.Registry.Sessions(r.Context(), 0)
 	if err != nil {
 		s.sessionFailed(w, r, err)
 		return
 	}
+	list, next := page(list, sessionKey, pq)
 	if list == nil {
 		list = []*sessions.Session{}
 	}
+	setNext(w, r, next)
 	writeJSON(w, http.StatusOK, list)
 }
+
+// sessionKey is where a session sorts in a listing.
+func sessionKey(s *sessions.Session) pageKey { return pageKey{at: s.StartedAt.Round(0), id: s.ID} }
 
 // getSession handles GET /v1/sessions/{id}.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *Tenant) {
