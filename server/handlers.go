@@ -139,7 +139,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if info != nil {
 		backend = info.Backend
 	}
-	s.metrics.startLatency.WithLabelValues(backend).Observe(time.Since(began).Seconds())
+	s.metrics.startLatency.With(backend).Observe(time.Since(began).Seconds())
 	if err != nil {
 		if info != nil {
 			writeJSON(w, http.StatusUnprocessableEntity, api.Error{Error: err.Error(), Code: api.CodeFailedToStart, Process: info})

@@ -105,8 +105,8 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 				route = "unmatched"
 			}
 			elapsed := time.Since(start)
-			s.metrics.httpRequests.WithLabelValues(r.Method, route, strconv.Itoa(rec.status)).Inc()
-			s.metrics.httpLatency.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+			s.metrics.httpRequests.With(r.Method, route, strconv.Itoa(rec.status)).Inc()
+			s.metrics.httpLatency.With(r.Method, route).Observe(elapsed.Seconds())
 			level := accessLevel(r.Method, rec.status)
 			if !s.log.Enabled(context.Background(), level) {
 				return // masking the path is the costliest part of a line

@@ -268,7 +268,7 @@ func (s *Server) observe(t *Tenant) {
 			s.metrics.running.Inc()
 		case ev.Kind == runner.EventEnded && ev.Started:
 			s.metrics.running.Dec()
-			s.metrics.receipts.WithLabelValues(ev.Receipt.Backend, ev.Receipt.Status).Inc()
+			s.metrics.receipts.With(ev.Receipt.Backend, ev.Receipt.Status).Inc()
 		}
 		if ev.Kind == runner.EventEnded && s.peers != nil && !t.Registry.Shared(ev.Backend) {
 			// Off the registry's event path: a slow Redis must not hold
