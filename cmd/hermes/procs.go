@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,13 +168,19 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		return printJSON(g, list)
 	}
-	tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
+	// tabwriter writes each cell on its own; a thousand rows were
+	// thousands of write calls to the terminal.
+	bw := bufio.NewWriterSize(g.Stdout, 64<<10)
+	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tCOMMAND")
 	for _, in := range list {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Status, code(in.ExitCode), in.Backend,
 			in.StartedAt.Local().Format(time.DateTime), cell(in.Command, 60))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // LogCmd shows output.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 )
@@ -23,37 +24,67 @@ var ErrTooLarge = errors.New("file too large")
 // a symlink and without blocking (a FIFO swapped in meanwhile), and checks
 // again that what it opened is the regular file it looked at.
 func ReadRegular(path string, maxBytes int64) ([]byte, error) {
+	b, _, err := ReadRegularInfo(path, maxBytes)
+	return b, err
+}
+
+// ReadRegularInfo is ReadRegular that also returns what the opened file's
+// fstat said (its modification time, say), so a caller need not stat the
+// name once more.
+func ReadRegularInfo(path string, maxBytes int64) ([]byte, fs.FileInfo, error) {
 	st, err := os.Lstat(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
 	if st.Size() > maxBytes {
-		return nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
+		return nil, nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
 	}
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+			return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	fst, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !fst.Mode().IsRegular() || !os.SameFile(st, fst) {
-		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
+	// Sized from fstat, one read takes the whole file and a second sees
+	// the end, instead of io.ReadAll growing from 512 bytes; the bound
+	// still holds if the file grew since.
+	buf := make([]byte, 0, min(fst.Size(), maxBytes)+1)
+	b, err := readAll(io.LimitReader(f, maxBytes+1), buf)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(b)) > maxBytes {
-		return nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
+		return nil, nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
 	}
-	return b, nil
+	return b, fst, nil
+}
+
+// readAll reads r to its end into buf's spare capacity, growing it only
+// when the reader holds more than buf was sized for.
+func readAll(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }

@@ -214,23 +214,22 @@ const maxReceiptFile = 8 << 20
 // profile), and only a JSON object for this very id is a receipt.
 func (s *FileStore) load(id string) (*Receipt, error) {
 	p := s.Path(id)
-	st, err := os.Lstat(p)
-	if err != nil {
+	// One lstat, open and fstat a receipt (ReadRegularInfo's); its expiry
+	// is judged from the fstat after the read, which costs a read of an
+	// expired file, rare, instead of a stat of every one.
+	b, st, err := safefile.ReadRegularInfo(p, maxReceiptFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, ErrNotFound
-	}
-	if !st.Mode().IsRegular() {
-		s.log.Warn("receipt that is not a regular file ignored", "path", p, "mode", st.Mode().String())
+	case errors.Is(err, safefile.ErrNotRegular):
+		s.log.Warn("receipt that is not a regular file ignored", "path", p)
+		return nil, ErrNotFound
+	case err != nil:
+		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
 		return nil, ErrNotFound
 	}
 	if s.expired(st) {
 		s.remove(p)
-		return nil, ErrNotFound
-	}
-	b, err := safefile.ReadRegular(p, maxReceiptFile)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
-		}
 		return nil, ErrNotFound
 	}
 	r, err := DecodeFile(id, b)
