@@ -79,9 +79,6 @@ type pageQuery struct {
 	after *pageKey
 }
 
-// paging reports whether q asks for anything but the whole listing.
-func (q pageQuery) paging() bool { return q.limit > 0 || q.after != nil }
-
 // readPage reads the limit and cursor parameters, or answers 400.
 func readPage(w http.ResponseWriter, r *http.Request) (pageQuery, bool) {
 	var q pageQuery

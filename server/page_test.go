@@ -51,7 +51,7 @@ type item struct {
 	id string
 }
 
-func itemKey(i item) pageKey { return pageKey{at: i.at, id: i.id} }
+func itemKey(i item) pageKey { return pageKey(i) }
 
 // TestPageWalk: walking a listing page by page yields every item once, in
 // order, whatever the page size; items added in between (newer than all)
