@@ -174,7 +174,7 @@ func (h *handle) PID() int    { return h.cmd.Process.Pid }
 func (h *handle) Ref() string { return strconv.Itoa(h.cmd.Process.Pid) }
 
 // Output returns the pipe; a read past the drain deadline ends the stream.
-func (h *handle) Output() io.Reader { return deadlineEOF{h.out} }
+func (h *handle) Output() io.Reader { return &deadlineEOF{f: h.out} }
 
 func (h *handle) Wait(ctx context.Context) (runner.Exit, error) {
 	select {
@@ -247,12 +247,36 @@ func (h *handle) CloseStdin(context.Context) error {
 	return err
 }
 
-// deadlineEOF turns the drain deadline into an ordinary end of stream and
-// closes the pipe once it is over.
-type deadlineEOF struct{ f *os.File }
+// Pipe capacities: the kernel's default, and what a job that fills it
+// gets. A pipe of 64 KiB makes a fast writer and the pump take turns on
+// every 64 KiB; 1 MiB lets both run. Only a job that fills its pipe gets
+// the large one: capacity counts against a per-user budget whatever is
+// used, and 2,000 quiet jobs with 1 MiB pipes would exhaust it.
+const (
+	defaultPipe = 64 << 10
+	bigPipe     = 1 << 20
+)
 
-func (d deadlineEOF) Read(p []byte) (int, error) {
+// deadlineEOF turns the drain deadline into an ordinary end of stream and
+// closes the pipe once it is over. It also grows the pipe of a job whose
+// output fills it.
+type deadlineEOF struct {
+	f     *os.File
+	full  int // reads that emptied a full default-sized pipe
+	grown bool
+}
+
+func (d *deadlineEOF) Read(p []byte) (int, error) {
 	n, err := d.f.Read(p)
+	if !d.grown && n >= defaultPipe {
+		// Two in a row: a burst is not enough, a stream is.
+		if d.full++; d.full >= 2 {
+			growPipe(d.f)
+			d.grown = true
+		}
+	} else if !d.grown {
+		d.full = 0
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) {
 		d.f.Close()
 		return n, io.EOF
