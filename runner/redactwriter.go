@@ -124,7 +124,7 @@ func (r *redactingWriter) flush(limit int, force bool) {
 	if !r.inKey {
 		// Keep an unterminated private key block for the next part,
 		// unless it has grown past reason.
-		if b := bytes.LastIndex(r.pending[:cut], pemBegin); b >= 0 && !bytes.Contains(r.pending[b:cut], pemEnd) {
+		if b := lastPEMBegin(r.pending[:cut]); b >= 0 && !bytes.Contains(r.pending[b:cut], pemEnd) {
 			if b > 0 {
 				cut = b
 			} else if len(r.pending) < redactHoldMax && !force {
@@ -149,6 +149,18 @@ func (r *redactingWriter) flush(limit int, force bool) {
 	}
 	r.write(redact.String(transient(part)))
 	r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
+}
+
+// lastPEMBegin is bytes.LastIndex(b, pemBegin). The marker starts with a
+// dash, and most output holds none: a vectorised search for one byte rules
+// that out at memory speed, where LastIndex's rolling hash over every
+// flushed part was the costliest step of a fast writer's log (14% of
+// `hermes run` CPU on 512 MiB of output).
+func lastPEMBegin(b []byte) int {
+	if bytes.IndexByte(b, pemBegin[0]) < 0 {
+		return -1
+	}
+	return bytes.LastIndex(b, pemBegin)
 }
 
 // transient views b as a string without copying it: a log of a fast
