@@ -819,7 +819,10 @@ func TestLogFollowAndWindows(t *testing.T) {
 		want string
 	}{
 		{[]string{"--offset", "1", "--limit", "2"}, "two\nthree\n"},
-		{[]string{"--offset=-1"}, "four"}, // kong reads "--offset -1" as two flags
+		{[]string{"--offset=-1"}, "four"},
+		{[]string{"--offset", "-2"}, "three\nfour"}, // joined before kong sees "-2"
+		{[]string{"--tail", "2"}, "three\nfour"},
+		{[]string{"--tail", "1", "--limit", "1"}, "four"},
 		{[]string{"--limit", "1"}, "one\n"},
 		{[]string{"--offset", "9"}, ""},
 	}
@@ -827,6 +830,12 @@ func TestLogFollowAndWindows(t *testing.T) {
 		args := append(append([]string{"log"}, w.args...), sr.SessionID)
 		if res := p.ok(args...); res.stdout != w.want {
 			t.Errorf("hermes %q = %q, want %q", args, res.stdout, w.want)
+		}
+	}
+	for _, args := range [][]string{{"--tail", "1", "--offset", "1"}, {"--tail", "-1"}} {
+		args = append(append([]string{"log"}, args...), sr.SessionID)
+		if res := p.hermes(args...); res.code != 2 || !strings.Contains(res.stderr, "--tail") {
+			t.Errorf("hermes %q = %s, want a usage error about --tail", args, res)
 		}
 	}
 	for _, args := range [][]string{{"--task", "t-7"}, {"--session-key", "k-7"}, {}} {
@@ -838,6 +847,49 @@ func TestLogFollowAndWindows(t *testing.T) {
 	for _, args := range [][]string{{"--task", "other"}, {"--session-key", "other"}} {
 		if list := jsonOf[[]cliStatus](t, p.ok(append([]string{"--json", "ps", "--retained"}, args...)...)); len(list) != 0 {
 			t.Errorf("ps --retained %q = %+v", args, list)
+		}
+	}
+}
+
+// TestRunQuiet: run -b -q prints the id alone (for $(hermes run -b -q …)),
+// --json still prints the start receipt, and -q without -b is refused.
+func TestRunQuiet(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	res := p.ok("run", "-b", "-q", "--", "echo quiet")
+	id := strings.TrimSuffix(res.stdout, "\n")
+	if !strings.HasPrefix(id, "proc_") || strings.ContainsAny(id, " {\n") {
+		t.Fatalf("run -b -q printed %q, want an id and a newline", res.stdout)
+	}
+	if got := p.ok("wait", id); got.code != 0 {
+		t.Fatalf("wait %s: %s", id, got)
+	}
+	if out := p.ok("log", id).stdout; out != "quiet\n" {
+		t.Fatalf("log of the quiet job = %q", out)
+	}
+	sr := jsonOf[cliStart](t, p.ok("--json", "run", "-b", "-q", "--", "true"))
+	if !strings.HasPrefix(sr.SessionID, "proc_") {
+		t.Fatalf("--json run -b -q = %+v, want the start receipt", sr)
+	}
+	if r := p.hermes("run", "-q", "--", "true"); r.code != 2 || !strings.Contains(r.stderr, "--quiet needs --background") {
+		t.Fatalf("run -q without -b: %s", r)
+	}
+}
+
+// TestNegativeValues: a negative number after a flag that takes one is
+// joined to it, and nothing after "--" is touched.
+func TestNegativeValues(t *testing.T) {
+	cases := []struct{ in, want []string }{
+		{[]string{"log", "--offset", "-2", "id"}, []string{"log", "--offset=-2", "id"}},
+		{[]string{"log", "--offset", "2", "id"}, []string{"log", "--offset", "2", "id"}},
+		{[]string{"log", "--offset", "-x", "id"}, []string{"log", "--offset", "-x", "id"}},
+		{[]string{"log", "--offset"}, []string{"log", "--offset"}},
+		{[]string{"run", "--", "tail", "--offset", "-2"}, []string{"run", "--", "tail", "--offset", "-2"}},
+		{[]string{"log", "--limit", "-2"}, []string{"log", "--limit", "-2"}},
+	}
+	for _, tc := range cases {
+		if got := negativeValues(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("negativeValues(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }

@@ -109,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hermes: internal error: %v\n", err)
 		return 70
 	}
-	kctx, err := parser.Parse(args)
+	kctx, err := parser.Parse(negativeValues(args))
 	if exitCode >= 0 { // --help or --version
 		return exitCode
 	}
@@ -149,6 +149,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
+}
+
+// negativeFlags take integers that may be negative.
+var negativeFlags = map[string]bool{"--offset": true}
+
+// negativeValues joins a flag of negativeFlags and a negative number that
+// follows it ("--offset -2" becomes "--offset=-2"): kong reads "-2" as a
+// cluster of short flags, yet the help advertises negative offsets. It
+// stops at "--", after which everything belongs to the command.
+func negativeValues(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if negativeFlags[a] && i+1 < len(args) && isNegativeInt(args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func isNegativeInt(s string) bool {
+	if len(s) < 2 || s[0] != '-' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // maxTokenFile bounds a token file: a tokens file of many tenants at most.

@@ -189,12 +189,22 @@ type LogCmd struct {
 	Follow bool   `short:"f" help:"Keep printing new output until the process ends."`
 	Offset int    `help:"First line to show (negative counts from the end)."`
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
+	Tail   int    `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
 }
 
 // Validate implements kong.Validatable.
 func (c *LogCmd) Validate() error {
 	if c.Limit < 0 {
 		return errors.New("--limit must not be negative")
+	}
+	if c.Tail < 0 {
+		return errors.New("--tail must not be negative")
+	}
+	if c.Tail > 0 {
+		if c.Offset != 0 {
+			return errors.New("--tail and --offset both say where to start: give one")
+		}
+		c.Offset = -c.Tail
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 // RunCmd runs a command.
 type RunCmd struct {
 	Background bool          `short:"b" help:"Start the command detached and print its start receipt; it keeps running after hermes exits."`
+	Quiet      bool          `short:"q" help:"With --background, print only the process id (like docker run -d -q)."`
 	Notify     bool          `help:"Queue a completion for the owning agent session when the command finishes."`
 	Backend    string        `placeholder:"local|docker|kubernetes" help:"Where to run: local (bash child), docker (detached container) or kubernetes (a Pod). Default: terminal.env in config.yaml (or the runner's), else local."`
 	Image      string        `help:"Container image for --backend docker (default: terminal.docker_image in config.yaml)."`
@@ -113,6 +114,9 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 		}
 		cwd = abs
 	}
+	if c.Quiet && !c.Background {
+		return req, badInput("--quiet needs --background")
+	}
 	if c.Notify && !c.Background {
 		return req, badInput("--notify needs --background")
 	}
@@ -129,6 +133,10 @@ func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service,
 		if info != nil && g.JSON {
 			_ = printJSON(g, info)
 		}
+		return err
+	}
+	if c.Quiet && !g.JSON {
+		_, err = fmt.Fprintln(g.Stdout, info.ID)
 		return err
 	}
 	return printJSON(g, info.StartReceipt())
