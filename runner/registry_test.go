@@ -248,6 +248,9 @@ func TestRegistryLookupErrors(t *testing.T) {
 	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", Backend: "nope"}); err == nil {
 		t.Error("Start on an unknown backend succeeded")
 	}
+	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", Image: "busybox"}); !errors.Is(err, runner.ErrInvalid) {
+		t.Errorf("Start with an image on a backend without images = %v, want ErrInvalid", err)
+	}
 	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", ID: "proc_1"}); !errors.Is(err, receipts.ErrInvalidID) {
 		t.Errorf("Start with a bad id = %v", err)
 	}

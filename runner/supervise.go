@@ -60,6 +60,10 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !b.Capabilities().Images && req.Image != "" {
+		// Ignoring it would run the job somewhere the caller did not mean.
+		return nil, fmt.Errorf("%w: image %q given, but backend %s runs no images (use the docker or kubernetes backend)", ErrInvalid, Clip(req.Image), b.Name())
+	}
 	if b.Capabilities().Images && req.Image == "" {
 		if req.Image = r.opts.DefaultImages[b.Name()]; req.Image == "" {
 			req.Image = r.opts.DefaultImage

@@ -692,6 +692,10 @@ func TestBadInput(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}},
 		{"bad backend", []string{"run", "--backend", "k8s", "--", "true"}},
 		{"notify without background", []string{"run", "--notify", "--", "true"}},
+		{"quiet without background", []string{"run", "-q", "--", "true"}},
+		{"image on the local backend", []string{"run", "--image", "busybox", "--", "true"}},
+		{"image on the local backend, background", []string{"run", "-b", "--backend", "local", "--image", "busybox", "--", "true"}},
+		{"tail and offset", []string{"log", "--tail", "1", "--offset", "1", unknown}},
 		{"negative limit", []string{"log", "--limit", "-1", unknown}},
 		{"bad offset", []string{"log", "--offset", "x", unknown}},
 	}
