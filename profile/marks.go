@@ -88,9 +88,11 @@ func (m marked) marks() (map[string]time.Time, bool, error) {
 func (m marked) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	if _, trusted, _ := m.marks(); !trusted {
 		// Mark what already runs before the first mark makes the marks
-		// authoritative; an engine that cannot answer fails the start
-		// below anyway.
-		_, _ = m.List(ctx)
+		// authoritative. An engine that cannot list would not start the
+		// job either, and the marks must not become trusted without it.
+		if _, err := m.List(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.mark(spec.ID); err != nil {
 		return nil, fmt.Errorf("%s: mark job: %w", m.Name(), err)
