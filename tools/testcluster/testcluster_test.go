@@ -59,7 +59,7 @@ func TestOCIArchive(t *testing.T) {
 		t.Errorf("name annotation %v", index.Manifests[0].Annotations)
 	}
 	var m struct {
-		Config struct{ Digest string } `json:"config"`
+		Config struct{ Digest string }   `json:"config"`
 		Layers []struct{ Digest string } `json:"layers"`
 	}
 	if err := json.Unmarshal(blob(index.Manifests[0].Digest), &m); err != nil || len(m.Layers) != 1 {
