@@ -151,10 +151,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// negativeFlags take integers that may be negative.
-var negativeFlags = map[string]bool{"--offset": true}
+// takesNegative says whether flag takes an integer that may be negative.
+func takesNegative(flag string) bool { return flag == "--offset" }
 
-// negativeValues joins a flag of negativeFlags and a negative number that
+// negativeValues joins a flag that takesNegative and a negative number that
 // follows it ("--offset -2" becomes "--offset=-2"): kong reads "-2" as a
 // cluster of short flags, yet the help advertises negative offsets. It
 // stops at "--", after which everything belongs to the command.
@@ -165,7 +165,7 @@ func negativeValues(args []string) []string {
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
-		if negativeFlags[a] && i+1 < len(args) && isNegativeInt(args[i+1]) {
+		if takesNegative(a) && i+1 < len(args) && isNegativeInt(args[i+1]) {
 			out = append(out, a+"="+args[i+1])
 			i++
 			continue
