@@ -273,7 +273,7 @@ func (a *Agent) PendingNotify(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, p := range list {
-		if p.Status == receipts.StatusRunning && p.NotifyOnComplete && p.ParentSessionID != "" {
+		if receipts.Active(p.Status) && p.NotifyOnComplete && p.ParentSessionID != "" {
 			ids = append(ids, p.ID)
 		}
 	}

@@ -67,6 +67,12 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
+	// CodeRateLimited and CodeQueueFull answer a start past the tenant's
+	// limits (429, with Retry-After); CodeQueued a request that needs a
+	// running job (stdin) for one still queued (409).
+	CodeRateLimited = "rate_limited"
+	CodeQueueFull   = "queue_full"
+	CodeQueued      = "queued"
 	// CodeSessionNotFound, CodeSessionExists and CodeSessionEnded answer
 	// the session calls: no such session in the tenant, an id already
 	// taken, a session that has ended already.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -108,6 +109,9 @@ type Error struct {
 	// Process is the failed_to_start record of a start the backend
 	// refused.
 	Process *runner.Info
+	// RetryAfter is the runner's Retry-After (a start its limits
+	// refused: 429).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -127,6 +131,10 @@ func (e *Error) Is(target error) bool {
 		return e.Code == api.CodeSessionExists
 	case sessions.ErrEnded:
 		return e.Code == api.CodeSessionEnded
+	case admission.ErrRefused:
+		return e.StatusCode == http.StatusTooManyRequests
+	case runner.ErrQueued:
+		return e.Code == api.CodeQueued
 	}
 	return false
 }
@@ -243,6 +251,9 @@ func (c *Client) errorOf(resp *http.Response, body []byte) *Error {
 		we.Error = "hermes runner at " + c.base.String() + ": " + we.Error
 	}
 	e := &Error{StatusCode: resp.StatusCode, Code: we.Code, Message: we.Error, Process: we.Process}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
+	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		e.Message = fmt.Sprintf("hermes runner at %s: unauthorized (set --runner-token or HERMES_RUNNER_TOKEN)", c.base)
 	}

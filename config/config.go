@@ -30,6 +30,10 @@ type Config struct {
 	// level; store.* wins when both are set.
 	ResultRetention    Duration `yaml:"result_retention"`
 	MaxRetainedResults int      `yaml:"max_retained_results"`
+	// Limits bound the profile's jobs; on a runner, each tenant's, with
+	// Tenants overriding them per tenant.
+	Limits  Limits            `yaml:"limits"`
+	Tenants map[string]Tenant `yaml:"tenants"`
 }
 
 // Model selects the LLM provider for `hermes chat`.
@@ -206,6 +210,9 @@ func Parse(b []byte) (Config, error) {
 		if n.v < 0 {
 			return Config{}, fmt.Errorf("%s must not be negative", n.name)
 		}
+	}
+	if err := c.checkLimits(); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }

@@ -86,6 +86,9 @@ func (w watched) Start(ctx context.Context, spec runner.Spec) (runner.Handle, er
 func (e *Profile) spawnWatcher(id, backend string) error {
 	cmd := exec.Command(e.exe, "watch", "--backend", backend, id)
 	cmd.Env = append(os.Environ(), "HERMES_HOME="+e.Home)
+	if e.longLived {
+		cmd.Env = append(cmd.Env, dispatcherEnv+"=runner") // see Detached
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return err
@@ -113,10 +116,14 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 		return err
 	}
 	backends := []runner.Backend{b}
-	reg, err := runner.New(runner.Options{
+	opts := runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		Profile: e.Home, Logger: e.Logger, Tracing: e.Tracing,
-	})
+	}
+	if e.Ledger != nil {
+		opts.Admission = &runner.Admission{Ledger: e.Ledger} // the end frees the slot
+	}
+	reg, err := runner.New(opts)
 	if err != nil {
 		return err
 	}
@@ -126,8 +133,11 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	}
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if _, err := e.DispatchQueued(context.WithoutCancel(ctx)); err != nil {
+		e.Logger.Warn("queued jobs not started", "err", err)
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/tracing"
@@ -56,10 +57,17 @@ type Profile struct {
 	// Tracing exports spans when OTEL_EXPORTER_OTLP_* asks for it and is
 	// a free no-op otherwise.
 	Tracing *tracing.Provider
+	// Ledger counts the profile's jobs against Limits, beside the
+	// receipts (a file, or the shared Redis).
+	Ledger admission.Ledger
+	// Limits are the config's `limits:`; a runner replaces them with its
+	// tenant's before building the registry.
+	Limits admission.Limits
 
 	getenv     func(string) string
 	exe        string
 	supervisor bool
+	longLived  bool
 	closers    []io.Closer
 	docker     *docker.Backend
 	kubernetes *kubernetes.Backend
@@ -77,7 +85,8 @@ func Open(ctx context.Context, opts Options) (*Profile, error) {
 	if err := os.MkdirAll(filepath.Join(prof.Home, "logs"), 0o700); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
 	}
-	e := &Profile{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor}
+	e := &Profile{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor,
+		longLived: opts.LongLived, Limits: prof.Config.Limits.Admission()}
 	if e.Logger == nil {
 		e.Logger = e.fileLogger()
 	}
@@ -119,11 +128,11 @@ func (e *Profile) fileLogger() *slog.Logger {
 
 func (e *Profile) openStores(ctx context.Context) error {
 	if url := e.Config.Store.RedisURL; url != "" {
-		st, ss, err := openRedis(ctx, url, e.Profile, e.Logger, e.supervisor)
+		st, ss, led, err := openRedis(ctx, url, e.Profile, e.Logger, e.supervisor)
 		if err != nil {
 			return err
 		}
-		e.Store, e.Sessions = st, ss
+		e.Store, e.Sessions, e.Ledger = st, ss, led
 		e.closers = append(e.closers, st)
 		return nil
 	}
@@ -137,13 +146,18 @@ func (e *Profile) openStores(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.Store, e.Sessions = st, ss
+	e.Store, e.Sessions, e.Ledger = st, ss, admission.NewFileLedger(e.QueueDir())
 	return nil
 }
 
 // Detached is the local backend that runs jobs behind shims.
 func (e *Profile) Detached() *local.Detached {
 	env := append(os.Environ(), "HERMES_HOME="+e.Home)
+	if e.longLived {
+		// The runner starts its tenants' queued jobs (and claims them);
+		// its shims must not.
+		env = append(env, dispatcherEnv+"=runner")
+	}
 	return &local.Detached{
 		Exe: e.exe, Args: []string{"shim"}, Env: env,
 		RunDir: e.RunDir(), LogDir: e.SpillDir(),
@@ -205,6 +219,7 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 		DefaultImages: map[string]string{"kubernetes": e.kubernetesImage()},
 		Profile:       e.Home, SpillDir: e.SpillDir(),
 		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
+		Admission: e.admission(),
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -32,7 +33,7 @@ func (r redisStores) Close() error {
 // store.prefix, or by the profile's absolute path so that two profiles on
 // one Redis stay apart unless they choose to share a prefix (hosts of one
 // shared runner do).
-func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.Logger, lenient bool) (receipts.Store, sessions.Store, error) {
+func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.Logger, lenient bool) (receipts.Store, sessions.Store, admission.Ledger, error) {
 	prefix := prof.Config.Store.Prefix
 	if prefix == "" {
 		prefix = redisstore.ProfilePrefix(prof.Home)
@@ -43,7 +44,7 @@ func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.
 		rdb, err = redisstore.Connect(url)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	opts := prof.ReceiptOptions()
 	st, err := redisstore.NewFromClient(rdb, opts, prefix,
@@ -51,9 +52,10 @@ func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.
 		redisstore.WithLogger(log))
 	if err != nil {
 		rdb.Close()
-		return nil, nil, fmt.Errorf("redis store at %s: %w", redisstore.RedactURL(url), err)
+		return nil, nil, nil, fmt.Errorf("redis store at %s: %w", redisstore.RedactURL(url), err)
 	}
 	// Sessions outlive the receipts whose scope they decide.
 	ss := redissessions.New(rdb, prefix, 2*opts.Retention)
-	return redisStores{Store: st, close: rdb.Close}, ss, nil
+	// Limits count every replica's jobs: the ledger is beside the receipts.
+	return redisStores{Store: st, close: rdb.Close}, ss, admission.NewRedisLedger(rdb, prefix), nil
 }

@@ -115,7 +115,7 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 			printed = max(res.TotalLines+printed, 0)
 		}
 		first = false
-		done := res.Status != receipts.StatusRunning
+		done := !receipts.Active(res.Status)
 		out := res.Output
 		if !done {
 			out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines only

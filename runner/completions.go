@@ -139,7 +139,7 @@ func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]Compl
 // dropCompletion takes the completion of a process whose final output the
 // caller has just read: the owner knows how it ended.
 func (r *Registry) dropCompletion(ctx context.Context, info *Info) {
-	if !info.NotifyOnComplete || info.Status == receipts.StatusRunning {
+	if !info.NotifyOnComplete || receipts.Active(info.Status) {
 		return
 	}
 	if err := r.opts.Store.DropCompletion(ctx, info.ID, info.ParentSessionID); err != nil {

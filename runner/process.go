@@ -149,6 +149,9 @@ type Info struct {
 	OutputTruncated  bool       `json:"output_truncated"`
 	Retained         bool       `json:"retained,omitempty"`
 	Error            string     `json:"error,omitempty"`
+	// QueuePosition is a queued job's place in its profile's queue, 1
+	// next (status queued); absent otherwise.
+	QueuePosition int `json:"queue_position,omitempty"`
 }
 
 // record is the one record of p as far as it is known: what its spec and
@@ -207,6 +210,8 @@ type StartReceipt struct {
 	TaskID           string    `json:"task_id"`
 	TraceID          string    `json:"trace_id"`
 	SpanID           string    `json:"span_id"`
+	// QueuePosition is set when the start was queued (status queued).
+	QueuePosition int `json:"queue_position,omitempty"`
 }
 
 // StartReceipt is the start receipt of a freshly started process.
@@ -215,7 +220,7 @@ func (in *Info) StartReceipt() StartReceipt {
 		ID: in.ID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
 		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
 		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
-		TraceID: in.TraceID, SpanID: in.SpanID,
+		TraceID: in.TraceID, SpanID: in.SpanID, QueuePosition: in.QueuePosition,
 	}
 }
 

@@ -24,6 +24,8 @@ func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
 		return f.proc.answer(), nil
 	case f.live != nil:
 		return infoOfLive(*f.live, f.handle), nil
+	case f.queued != nil:
+		return queuedEntryInfo(f.queued), nil
 	}
 	return infoFromReceipt(f.receipt), nil
 }
@@ -42,6 +44,9 @@ func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, e
 	}
 	if f.live != nil {
 		return nil, fmt.Errorf("%s %w", f.live.ID, ErrRunning)
+	}
+	if f.queued != nil {
+		return nil, fmt.Errorf("%s %w", f.queued.ID, ErrQueued)
 	}
 	return f.receipt, nil
 }
@@ -92,6 +97,14 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 			seen[l.ID] = true
 			out = append(out, infoFromLive(l))
 		}
+	}
+	queued, err := r.listQueued(ctx, match, seen)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queued {
+		seen[q.ID] = true
+		out = append(out, q)
 	}
 	if o.Retained {
 		recs, err := r.opts.Store.List(ctx, scope, f)
@@ -190,6 +203,9 @@ func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogR
 
 // output returns the current output and info of what lookup found.
 func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
+	if f.queued != nil {
+		return "", queuedEntryInfo(f.queued)
+	}
 	if f.receipt != nil {
 		return f.receipt.Output, infoFromReceipt(f.receipt)
 	}
@@ -237,6 +253,14 @@ func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	for f.queued != nil {
+		if err := r.waitQueued(ctx, f.queued); err != nil {
+			return nil, err
+		}
+		if f, err = r.lookup(ctx, f.queued.ID, forControl); err != nil {
+			return nil, err
+		}
+	}
 	if f.proc != nil {
 		select {
 		case <-f.proc.done:
@@ -264,6 +288,19 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
 		return nil, err
+	}
+	for f.queued != nil {
+		info, ok, err := r.cancelQueued(ctx, f.queued)
+		if err != nil || ok {
+			return info, err
+		}
+		// It left the queue meanwhile: kill it where it runs.
+		if err := r.waitQueued(ctx, f.queued); err != nil {
+			return nil, err
+		}
+		if f, err = r.lookup(ctx, f.queued.ID, forControl); err != nil {
+			return nil, err
+		}
 	}
 	if f.receipt != nil {
 		return infoFromReceipt(f.receipt), nil
@@ -323,6 +360,9 @@ func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
 	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
 		return nil, err
+	}
+	if f.queued != nil {
+		return nil, fmt.Errorf("%s %w", f.queued.ID, ErrQueued)
 	}
 	if f.proc == nil || f.proc.isDone() {
 		return nil, fmt.Errorf("%s: %w", id, ErrFinished)

@@ -102,6 +102,10 @@ type Options struct {
 	Tracing *tracing.Provider
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
+	// Admission applies the profile's limits to starts; nil admits
+	// everything. A registry that only records ends (a shim's) sets it
+	// without limits, to free the slots of what it records.
+	Admission *Admission
 }
 
 // Registry tracks processes. It is safe for concurrent use. Its concerns

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -31,6 +32,8 @@ type found struct {
 	live    *Live
 	handle  Handle
 	receipt *receipts.Receipt
+	// queued is a job waiting in the queue (or leaving it: Position 0).
+	queued *admission.Entry
 }
 
 // Lookup modes: a read answers what is; control (wait, kill, signal,
@@ -73,6 +76,9 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		// It ended between List and Attach: its receipt is the answer.
 	}
 	rec, err := r.opts.Store.Get(ctx, idOrPrefix, scope)
+	if errors.Is(err, receipts.ErrNotFound) && len(live) == 0 {
+		return r.lookupQueued(ctx, idOrPrefix, scope)
+	}
 	if errors.Is(err, receipts.ErrNotFound) {
 		return found{}, ErrNotFound
 	}
@@ -146,12 +152,26 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 	}
 	rec, err := r.opts.Store.Get(ctx, id, scope)
 	if errors.Is(err, receipts.ErrNotFound) {
-		return found{}, ErrNotFound
+		return r.lookupQueued(ctx, id, scope)
 	}
 	if err != nil {
 		return found{}, err
 	}
 	return found{receipt: rec}, nil
+}
+
+// lookupQueued is the last step of a lookup: a job neither live nor
+// recorded may be waiting in the queue, or leaving it (its slot taken, its
+// start under way).
+func (r *Registry) lookupQueued(ctx context.Context, idOrPrefix string, scope receipts.Scope) (found, error) {
+	e, err := r.queued(ctx, idOrPrefix, scope)
+	if err != nil {
+		return found{}, err
+	}
+	if e == nil {
+		return found{}, ErrNotFound
+	}
+	return found{queued: e}, nil
 }
 
 // resolveLive answers for a process running elsewhere. Control adopts it,

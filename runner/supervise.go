@@ -76,6 +76,13 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", ErrInvalid, b.Name(), key)
 		}
 	}
+	if a := r.opts.Admission; a != nil {
+		t, err := a.Limits.Timeout(req.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		req.Timeout = t
+	}
 	if req.ID == "" {
 		req.ID = NewID()
 	} else if !receipts.IsID(req.ID) {
@@ -92,6 +99,31 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
 		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
 	}
+	if info, err := r.admit(ctx, req, b.Name()); info != nil || err != nil {
+		return info, err
+	}
+	return r.startOn(ctx, b, req)
+}
+
+// startNow starts a request that Start checked and admitted before (a
+// queued job leaving the queue).
+func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error) {
+	b, err := r.backend(req.Backend)
+	if err != nil {
+		// The backend it was queued for is not here (a replica without
+		// it): it cannot start, and says so in its receipt.
+		spec := Spec{ID: req.ID, Command: req.Command, Cwd: req.Cwd, Image: req.Image,
+			Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()}}
+		p := newProcess(spec, req.Backend)
+		p.errMsg, p.failed = err.Error(), true
+		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
+		return p.info(), err
+	}
+	return r.startOn(ctx, b, req)
+}
+
+// startOn starts a checked, admitted request on backend b.
+func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*Info, error) {
 	spec := Spec{
 		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
 		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
@@ -278,6 +310,9 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 			go r.retryRecord(p, rec)
 		}
 	}
+	// The slot is free before the end counts as recorded: a supervisor
+	// exits as soon as it is, and the slot must not outlive it.
+	r.release(ctx, p.spec.ID)
 	if recorded {
 		if !p.supervised || waitErr != nil {
 			removeSpill(r.opts.SpillDir, p.spec.ID)

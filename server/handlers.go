@@ -54,6 +54,8 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 		writeError(w, http.StatusBadRequest, api.CodeInvalidID, err.Error())
 	case errors.Is(err, runner.ErrFinished):
 		writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
+	case errors.Is(err, runner.ErrQueued):
+		writeError(w, http.StatusConflict, api.CodeQueued, err.Error())
 	case errors.Is(err, runner.ErrRunning):
 		writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
@@ -145,13 +147,27 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			writeJSON(w, http.StatusUnprocessableEntity, api.Error{Error: err.Error(), Code: api.CodeFailedToStart, Process: info})
 			return
 		}
+		if s.refused(w, t, err) {
+			return
+		}
+		if errors.Is(err, runner.ErrUnavailable) {
+			s.log.Error("start failed", "err", err)
+			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
+			return
+		}
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	w.Header().Set("Location", "/v1/processes/"+info.ID)
+	if info.Status == receipts.StatusQueued {
+		// Accepted, not started: the dispatcher starts (and claims) it.
+		s.kickDispatcher(t)
+		writeJSON(w, http.StatusAccepted, info)
 		return
 	}
 	// Claimed before the answer: once the caller has the id, any replica
 	// finds the job.
 	s.claim(r.Context(), t, info.ID, info.Backend)
-	w.Header().Set("Location", "/v1/processes/"+info.ID)
 	writeJSON(w, http.StatusCreated, info)
 }
 

@@ -104,6 +104,9 @@ type Server struct {
 	// unobserve ends the metrics' subscriptions to the tenants' events.
 	mu        sync.Mutex
 	unobserve []func()
+	// kicks wake the tenants' queue dispatchers.
+	kicks []tenantKick
+	queue *queueMetrics
 
 	// probe is the runner's own profile, opened for readiness checks.
 	probeMu sync.Mutex
@@ -166,7 +169,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &tenants{getenv: opts.Getenv, exe: opts.Exe, log: opts.Logger, registry: opts.Registry, slots: map[string]*slot{}}
+	own, err := config.Load(opts.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	t := &tenants{getenv: opts.Getenv, exe: opts.Exe, log: opts.Logger, registry: opts.Registry, slots: map[string]*slot{}, runnerConfig: own.Config}
 	if opts.Tokens != nil {
 		if opts.TenantsDir == "" {
 			opts.TenantsDir = filepath.Join(home, "tenants")
@@ -183,6 +190,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(),
 		drain: make(chan struct{}),
 	}
+	s.queue = newQueueMetrics(s.metrics.reg)
 	if opts.Advertise != "" {
 		dir, err := openReplicas(home, opts)
 		if err != nil {
@@ -190,7 +198,10 @@ func New(opts Options) (*Server, error) {
 		}
 		s.peers = newPeers(dir, s)
 	}
-	t.onOpen = s.observe
+	t.onOpen = func(t *Tenant) {
+		s.observe(t)
+		s.dispatchQueued(t)
+	}
 	s.handler = s.instrument(s.routes())
 	return s, nil
 }

@@ -56,6 +56,9 @@ type tenants struct {
 	// sharedConfig is the server's own config.yaml; tenants without one
 	// of their own use it through a symlink.
 	sharedConfig string
+	// runnerConfig is the server's own configuration: its `tenants:`
+	// overrides apply to every tenant, whichever config.yaml it reads.
+	runnerConfig config.Config
 
 	mu     sync.Mutex
 	slots  map[string]*slot
@@ -145,6 +148,13 @@ func (p *tenants) open(ctx context.Context, name string) (*Tenant, error) {
 	if shared && e.Config.Store.Prefix != "" {
 		e.Close()
 		return nil, fmt.Errorf("tenant %s: the shared config.yaml sets store.prefix, which would put every tenant under one prefix; give tenants their own config.yaml or drop store.prefix", name)
+	}
+	// The tenant's own `limits:` (the runner's, when it shares the
+	// runner's config.yaml), overridden by the runner's entry for it.
+	e.Limits = e.Config.Limits.Over(e.Config.Tenants[name].Limits).Over(p.runnerConfig.Tenants[name].Limits).Admission()
+	if err := e.Limits.Validate(); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("tenant %q: limits: %w", name, err)
 	}
 	reg, err := p.registry(e)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/admission"
 )
 
 // version, commit and buildDate are stamped by the build (-ldflags
@@ -59,6 +60,10 @@ type CLI struct {
 	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
 	MCP MCPCmd `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
 }
+
+// exitTempFail is the exit status of a start the profile's limits turned
+// away for now (EX_TEMPFAIL): trying again later may succeed.
+const exitTempFail = 75
 
 // exitError carries an exit status out of a command without printing
 // anything more.
@@ -146,6 +151,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hermes: error: %s\n", oneLine(err.Error()))
 		if errors.As(err, &ue) || errors.Is(err, runner.ErrInvalid) {
 			return 2
+		}
+		if errors.Is(err, admission.ErrRefused) || errors.Is(err, runner.ErrBusy) {
+			return exitTempFail
 		}
 		return 1
 	}

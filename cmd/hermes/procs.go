@@ -289,7 +289,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 			if err != nil {
 				return err
 			}
-			if pr.Status == receipts.StatusRunning {
+			if receipts.Active(pr.Status) {
 				return c.stillRunning(g, pr.ID, 0)
 			}
 		}

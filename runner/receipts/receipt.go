@@ -26,7 +26,10 @@ const (
 
 // Process states as the contract names them.
 const (
-	StatusRunning       = "running"
+	StatusRunning = "running"
+	// StatusQueued is a job admitted past its profile's concurrent limit,
+	// waiting for a slot. It never appears in a receipt.
+	StatusQueued        = "queued"
 	StatusExited        = "exited"
 	StatusKilled        = "killed"
 	StatusFailedToStart = "failed_to_start"
@@ -34,6 +37,9 @@ const (
 	StatusLost          = "lost"
 	StatusNotFound      = "not_found"
 )
+
+// Active reports whether status is one of a job that has not ended.
+func Active(status string) bool { return status == StatusRunning || status == StatusQueued }
 
 // Errors a Store returns. Callers test them with errors.Is.
 var (

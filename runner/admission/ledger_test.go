@@ -1,0 +1,228 @@
+package admission_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/runner/admission"
+)
+
+// ledgers are the implementations under test; each call returns a fresh,
+// empty ledger and, for the shared kinds, a second handle on the same one
+// (another process or replica).
+func ledgers(t *testing.T) map[string]func(t *testing.T) (admission.Ledger, admission.Ledger) {
+	return map[string]func(t *testing.T) (admission.Ledger, admission.Ledger){
+		"file": func(t *testing.T) (admission.Ledger, admission.Ledger) {
+			dir := t.TempDir()
+			return admission.NewFileLedger(dir), admission.NewFileLedger(dir)
+		},
+		"redis": func(t *testing.T) (admission.Ledger, admission.Ledger) {
+			url := testenv.Redis(t)
+			opt, err := redis.ParseURL(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := redis.NewClient(opt), redis.NewClient(opt)
+			t.Cleanup(func() { a.Close(); b.Close() })
+			prefix := fmt.Sprintf("hermes:{admtest-%s-%d}:", t.Name(), time.Now().UnixNano())
+			t.Cleanup(func() {
+				ctx := context.Background()
+				keys, _ := a.Keys(ctx, prefix+"*").Result()
+				if len(keys) > 0 {
+					a.Del(ctx, keys...)
+				}
+			})
+			return admission.NewRedisLedger(a, prefix), admission.NewRedisLedger(b, prefix)
+		},
+	}
+}
+
+func entry(id string) admission.Entry {
+	return admission.Entry{ID: id, Owner: "s1", Payload: []byte(`{"command":"true"}`)}
+}
+
+func TestLedger(t *testing.T) {
+	ctx := context.Background()
+	for name, open := range ledgers(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Run("concurrency then queue in order", func(t *testing.T) {
+				l, other := open(t)
+				lim := admission.Limits{ConcurrentJobs: 2, QueuedJobs: 2}
+				now := time.Now()
+				for i, want := range []admission.Decision{{}, {}, {Queued: true, Position: 1}, {Queued: true, Position: 2}} {
+					led := l
+					if i%2 == 1 {
+						led = other // the second process counts against the same limit
+					}
+					d, err := led.Admit(ctx, entry(fmt.Sprintf("proc_00000000000%d", i)), lim, now)
+					if err != nil || d != want {
+						t.Fatalf("admit %d = %+v, %v; want %+v", i, d, err, want)
+					}
+				}
+				_, err := l.Admit(ctx, entry("proc_000000000009"), lim, now)
+				var ref *admission.Refused
+				if !errors.As(err, &ref) || ref.Reason != "queue" || ref.RetryAfter <= 0 || !errors.Is(err, admission.ErrRefused) {
+					t.Fatalf("past the queue: %v, want a queue refusal", err)
+				}
+				if e, err := l.Next(ctx, lim); e != nil || err != nil {
+					t.Fatalf("next with no free slot = %+v, %v", e, err)
+				}
+				if e, _ := other.Lookup(ctx, "proc_000000000003"); e == nil || e.Position != 2 || e.Owner != "s1" {
+					t.Fatalf("lookup = %+v", e)
+				}
+				if err := l.Release(ctx, "proc_000000000000"); err != nil {
+					t.Fatal(err)
+				}
+				e, err := other.Next(ctx, lim)
+				if err != nil || e == nil || e.ID != "proc_000000000002" || string(e.Payload) != `{"command":"true"}` || e.EnqueuedAt.IsZero() {
+					t.Fatalf("next = %+v, %v; want the head with its payload", e, err)
+				}
+				if e, _ := l.Lookup(ctx, "proc_000000000003"); e == nil || e.Position != 1 {
+					t.Fatalf("after next, lookup = %+v, want position 1", e)
+				}
+				run, _ := l.Running(ctx)
+				if len(run) != 2 || run[0].ID != "proc_000000000001" || run[1].ID != "proc_000000000002" || run[1].Owner != "s1" || run[0].EnqueuedAt.IsZero() {
+					t.Fatalf("running = %+v", run)
+				}
+				if e, _ := l.Lookup(ctx, "proc_000000000002"); e == nil || e.Position != 0 || e.Owner != "s1" {
+					t.Fatalf("lookup of a running entry = %+v, want position 0 with its owner", e)
+				}
+				if e, _ := l.Lookup(ctx, "proc_000000000000"); e != nil {
+					t.Fatalf("lookup of a released entry = %+v", e)
+				}
+				if ok, err := l.Cancel(ctx, "proc_000000000003"); !ok || err != nil {
+					t.Fatalf("cancel queued = %v, %v", ok, err)
+				}
+				if ok, _ := l.Cancel(ctx, "proc_000000000003"); ok {
+					t.Fatal("cancelled twice")
+				}
+				if ok, _ := l.Cancel(ctx, "proc_000000000001"); ok {
+					t.Fatal("cancel of a running job said queued")
+				}
+				if q, _ := l.Queued(ctx); len(q) != 0 {
+					t.Fatalf("queue = %+v, want empty", q)
+				}
+			})
+			t.Run("a queued job is not overtaken", func(t *testing.T) {
+				l, _ := open(t)
+				lim := admission.Limits{ConcurrentJobs: 1}
+				now := time.Now()
+				mustAdmit(t, l, "proc_00000000000a", lim, now, false)
+				mustAdmit(t, l, "proc_00000000000b", lim, now, true)
+				_ = l.Release(ctx, "proc_00000000000a")
+				// A slot is free, but b waits: a new start queues behind it.
+				mustAdmit(t, l, "proc_00000000000c", lim, now, true)
+				if e, _ := l.Next(ctx, lim); e == nil || e.ID != "proc_00000000000b" {
+					t.Fatalf("next = %+v, want b", e)
+				}
+			})
+			t.Run("rate", func(t *testing.T) {
+				l, other := open(t)
+				lim := admission.Limits{StartsPerSecond: 2}
+				now := time.Now()
+				mustAdmit(t, l, "proc_0000000000a1", lim, now, false)
+				mustAdmit(t, other, "proc_0000000000a2", lim, now, false)
+				_, err := l.Admit(ctx, entry("proc_0000000000a3"), lim, now)
+				var ref *admission.Refused
+				if !errors.As(err, &ref) || ref.Reason != "rate" || ref.RetryAfter <= 0 || ref.RetryAfter > time.Second {
+					t.Fatalf("third start in a burst of 2: %v", err)
+				}
+				if name == "file" {
+					// The file ledger uses the caller's clock: time moves on.
+					mustAdmit(t, l, "proc_0000000000a4", lim, now.Add(600*time.Millisecond), false)
+				} else {
+					time.Sleep(ref.RetryAfter + 20*time.Millisecond)
+					mustAdmit(t, l, "proc_0000000000a4", lim, time.Now(), false)
+				}
+			})
+			t.Run("concurrent admissions take each slot once", func(t *testing.T) {
+				l, other := open(t)
+				lim := admission.Limits{ConcurrentJobs: 3, QueuedJobs: 100}
+				var mu sync.Mutex
+				running := 0
+				var wg sync.WaitGroup
+				for i := range 20 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						led := l
+						if i%2 == 0 {
+							led = other
+						}
+						d, err := led.Admit(ctx, entry(fmt.Sprintf("proc_%012d", i)), lim, time.Now())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if !d.Queued {
+							mu.Lock()
+							running++
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				q, _ := l.Queued(ctx)
+				if running != 3 || len(q) != 17 {
+					t.Fatalf("running %d, queued %d; want 3 and 17", running, len(q))
+				}
+				for i, e := range q {
+					if e.Position != i+1 {
+						t.Fatalf("positions %+v", q)
+					}
+				}
+			})
+			t.Run("release of what the ledger does not hold", func(t *testing.T) {
+				l, _ := open(t)
+				if err := l.Release(ctx, "proc_ffffffffffff"); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+func mustAdmit(t *testing.T, l admission.Ledger, id string, lim admission.Limits, now time.Time, queued bool) {
+	t.Helper()
+	d, err := l.Admit(context.Background(), entry(id), lim, now)
+	if err != nil || d.Queued != queued {
+		t.Fatalf("admit %s = %+v, %v; want queued=%v", id, d, err, queued)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	tests := []struct {
+		name  string
+		lim   admission.Limits
+		asked time.Duration
+		want  time.Duration
+		err   bool
+	}{
+		{"none", admission.Limits{}, 0, 0, false},
+		{"default", admission.Limits{DefaultTimeout: time.Minute}, 0, time.Minute, false},
+		{"max bounds the unbounded", admission.Limits{MaxTimeout: time.Hour}, 0, time.Hour, false},
+		{"asked within", admission.Limits{MaxTimeout: time.Hour, DefaultTimeout: time.Minute}, 2 * time.Minute, 2 * time.Minute, false},
+		{"asked past max", admission.Limits{MaxTimeout: time.Hour}, 2 * time.Hour, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.lim.Timeout(tt.asked)
+			if (err != nil) != tt.err || got != tt.want {
+				t.Fatalf("Timeout(%s) = %s, %v; want %s (error %v)", tt.asked, got, err, tt.want, tt.err)
+			}
+		})
+	}
+	bad := []admission.Limits{{ConcurrentJobs: -1}, {QueuedJobs: -1}, {StartsPerSecond: -1}, {MaxTimeout: time.Minute, DefaultTimeout: time.Hour}}
+	for _, l := range bad {
+		if l.Validate() == nil {
+			t.Errorf("%+v validated", l)
+		}
+	}
+}

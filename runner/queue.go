@@ -1,0 +1,371 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// Admission bounds a registry's starts with its profile's (its tenant's)
+// limits, counted in a ledger shared by every process of the profile and
+// every replica of a runner.
+type Admission struct {
+	Ledger admission.Ledger
+	Limits admission.Limits
+	// AutoDispatch makes the registry start queued jobs itself whenever
+	// it may have freed a slot or looks at a queued job: a profile
+	// without a runner. A runner dispatches from its own loop instead
+	// (it claims what it starts), calling Dispatch.
+	AutoDispatch bool
+}
+
+// Dispatched is a queued job that left the queue.
+type Dispatched struct {
+	*Info
+	// Waited is how long it was queued.
+	Waited time.Duration
+}
+
+// ErrUnavailable is returned by Start when the limits cannot be checked
+// (the ledger's store does not answer): nothing started, try again.
+var ErrUnavailable = errors.New("admission unavailable")
+
+// ErrQueued is returned for stdin to a job still waiting in the queue.
+var ErrQueued = errors.New("is queued and has not started yet")
+
+// ErrBusy is returned for a foreground start past the concurrent limit: a
+// foreground run streams to its caller and cannot wait in the queue.
+var ErrBusy = errors.New("every slot is taken")
+
+// queuedRequest is what the ledger keeps of a queued start: enough to
+// start it later, in another process or on another replica.
+type queuedRequest struct {
+	ID      string        `json:"id"`
+	Command string        `json:"command"`
+	Backend string        `json:"backend"`
+	Image   string        `json:"image,omitempty"`
+	Cwd     string        `json:"cwd,omitempty"`
+	Env     []string      `json:"env,omitempty"`
+	Timeout time.Duration `json:"timeout,omitempty"`
+	Stdin   bool          `json:"stdin,omitempty"`
+	receipts.Owner
+	receipts.Trace
+	QueuedAt time.Time `json:"queued_at"`
+}
+
+func (q *queuedRequest) request() StartRequest {
+	return StartRequest{ID: q.ID, Command: q.Command, Backend: q.Backend, Image: q.Image, Cwd: q.Cwd,
+		Env: q.Env, Timeout: q.Timeout, Stdin: q.Stdin, Owner: q.Owner, Trace: q.Trace}
+}
+
+// admit applies the limits to a start that is ready to go: it returns the
+// Info of a queued job, or nil to start it now.
+func (r *Registry) admit(ctx context.Context, req StartRequest, backend string) (*Info, error) {
+	a := r.opts.Admission
+	if a == nil || !a.Limits.Counted() {
+		return nil, nil
+	}
+	q := queuedRequest{ID: req.ID, Command: req.Command, Backend: backend, Image: req.Image, Cwd: req.Cwd,
+		Env: req.Env, Timeout: req.Timeout, Stdin: req.Stdin, Owner: req.Owner, Trace: req.Trace, QueuedAt: req.StartedAt.UTC()}
+	payload, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	e := admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt}
+	d, err := a.Ledger.Admit(ctx, e, a.Limits, time.Now())
+	var refused *admission.Refused
+	if errors.As(err, &refused) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if !d.Queued {
+		return nil, nil
+	}
+	if req.Tee != nil {
+		if ok, cerr := a.Ledger.Cancel(ctx, req.ID); cerr != nil || !ok {
+			// Gone from the queue already: a dispatcher took it and starts
+			// it in the background.
+			return nil, fmt.Errorf("%w: it was queued and starts in the background as %s (hermes wait %s)", ErrBusy, req.ID, req.ID)
+		}
+		return nil, fmt.Errorf("%w: %d jobs are running (limits.concurrent_jobs); start it in the background to queue it", ErrBusy, a.Limits.ConcurrentJobs)
+	}
+	r.log.Debug("queued", "id", req.ID, "position", d.Position)
+	// Slots may be free with the queue non-empty (the job that freed
+	// one ended without a dispatcher): whoever looks next starts the head.
+	for _, s := range r.dispatchHere(ctx) {
+		if s.ID == req.ID {
+			return s.Info, nil // its turn came at once
+		}
+	}
+	if e, err := a.Ledger.Lookup(ctx, req.ID); err == nil && e != nil && e.Position > 0 {
+		d.Position = e.Position
+	}
+	return queuedInfo(&q, d.Position), nil
+}
+
+// queuedInfo is the Info of a job waiting in the queue.
+func queuedInfo(q *queuedRequest, position int) *Info {
+	return &Info{
+		ID: q.ID, Command: q.Command, Backend: q.Backend, Status: receipts.StatusQueued, Image: q.Image,
+		StartedAt: q.QueuedAt, NotifyOnComplete: q.NotifyOnComplete, TaskID: q.TaskID,
+		OwnerTaskID: q.OwnerTaskID, SessionKey: q.SessionKey, ParentSessionID: q.ParentSessionID,
+		Cwd: q.Cwd, TraceID: q.TraceID, SpanID: q.SpanID, QueuePosition: position,
+	}
+}
+
+// queuedEntryInfo is the Info of a ledger entry a lookup found: its queued
+// job, or, for an entry leaving the queue (no payload), what is known.
+func queuedEntryInfo(e *admission.Entry) *Info {
+	if info, _, err := entryInfo(e); err == nil {
+		return info
+	}
+	return &Info{ID: e.ID, Status: receipts.StatusQueued, ParentSessionID: e.Owner, StartedAt: e.EnqueuedAt}
+}
+
+// entryInfo decodes a ledger entry into the Info of its queued job.
+func entryInfo(e *admission.Entry) (*Info, *queuedRequest, error) {
+	var q queuedRequest
+	if err := json.Unmarshal(e.Payload, &q); err != nil {
+		return nil, nil, fmt.Errorf("queued job %s: %w", e.ID, err)
+	}
+	q.ID = e.ID
+	return queuedInfo(&q, e.Position), &q, nil
+}
+
+// Dispatch starts queued jobs while the limits leave slots free, first
+// queued first, and returns what it started. Jobs that ended without
+// releasing their slot (their recorder died) are released first.
+func (r *Registry) Dispatch(ctx context.Context) ([]Dispatched, error) {
+	a := r.opts.Admission
+	if a == nil {
+		return nil, nil
+	}
+	// Stale slots are reclaimed first, so that they do not hold the
+	// queue up.
+	if err := r.reconcile(ctx); err != nil {
+		return nil, err
+	}
+	var out []Dispatched
+	for {
+		e, err := a.Ledger.Next(ctx, a.Limits)
+		if err != nil || e == nil {
+			return out, err
+		}
+		_, q, err := entryInfo(e)
+		if err != nil {
+			// Nothing can start it: release the slot, leave a trace.
+			r.log.Error("queued job unreadable; dropped", "id", e.ID, "err", err)
+			_ = a.Ledger.Release(ctx, e.ID)
+			continue
+		}
+		req := q.request()
+		req.StartedAt = time.Now()
+		info, err := r.startNow(sessions.WithCurrent(ctx, q.ParentSessionID), req)
+		if err != nil {
+			r.log.Warn("queued job did not start", "id", q.ID, "err", err)
+		}
+		if info != nil {
+			out = append(out, Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)})
+		}
+	}
+}
+
+// dispatchHere starts queued jobs now, for a registry that dispatches
+// itself (synchronously: its process may exit right after).
+func (r *Registry) dispatchHere(ctx context.Context) []Dispatched {
+	a := r.opts.Admission
+	if a == nil || !a.AutoDispatch {
+		return nil
+	}
+	started, err := r.Dispatch(ctx)
+	if err != nil {
+		r.log.Warn("dispatch", "err", err)
+	}
+	return started
+}
+
+// slotGrace is how long a slot may be held by a job that is neither live
+// nor recorded: the time its dispatcher needs to start it.
+const slotGrace = 30 * time.Second
+
+// reconcile releases the slots of jobs that have ended (or never started)
+// without releasing them: their recorder died, or recorded without the
+// ledger. It runs only when the slots are all taken, so it costs nothing
+// below the limit.
+func (r *Registry) reconcile(ctx context.Context) error {
+	a := r.opts.Admission
+	if a.Limits.ConcurrentJobs <= 0 {
+		return nil
+	}
+	running, err := a.Ledger.Running(ctx)
+	if err != nil || len(running) < a.Limits.ConcurrentJobs {
+		return err
+	}
+	for _, e := range running {
+		if p := r.known(e.ID); p != nil && !p.isDone() {
+			continue
+		}
+		f, err := r.lookupID(ctx, e.ID, receipts.Scope{Owners: []string{e.Owner}}, forRead)
+		switch {
+		case err == nil && f.receipt == nil && (f.proc == nil || !f.proc.isDone()):
+			continue // live here or elsewhere
+		case err == nil:
+			r.log.Info("slot of an ended job released", "id", e.ID)
+			if err := a.Ledger.Release(ctx, e.ID); err != nil {
+				return err
+			}
+		case errors.Is(err, ErrNotFound) && time.Since(e.EnqueuedAt) > slotGrace:
+			r.neverStarted(ctx, &e)
+		}
+	}
+	return nil
+}
+
+// neverStarted records the end of a job that left the queue but never
+// started (its dispatcher died in between), and frees its slot.
+func (r *Registry) neverStarted(ctx context.Context, e *admission.Entry) {
+	a := r.opts.Admission
+	if _, q, err := entryInfo(e); err == nil {
+		spec := Spec{ID: q.ID, Command: q.Command, Cwd: q.Cwd, Image: q.Image,
+			Meta: Meta{Profile: r.opts.Profile, Owner: q.Owner, Trace: q.Trace, StartedAt: q.QueuedAt}}
+		p := newProcess(spec, q.Backend)
+		p.errMsg = "it left the queue, but whoever was starting it exited first"
+		r.mu.Lock()
+		r.procs[p.spec.ID] = p
+		r.mu.Unlock()
+		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, ErrLost)
+		return
+	}
+	r.log.Warn("slot of a job that never started released", "id", e.ID)
+	_ = a.Ledger.Release(ctx, e.ID)
+}
+
+// release frees the slot of a job that ended.
+func (r *Registry) release(ctx context.Context, id string) {
+	a := r.opts.Admission
+	if a == nil {
+		return
+	}
+	if err := a.Ledger.Release(ctx, id); err != nil {
+		r.log.Warn("slot not released", "id", id, "err", err)
+	}
+}
+
+// queued looks id up among the queued jobs the caller may see: an exact id,
+// or a prefix that only one of them has. nil when none.
+func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts.Scope) (*admission.Entry, error) {
+	a := r.opts.Admission
+	if a == nil {
+		return nil, nil
+	}
+	if receipts.IsID(idOrPrefix) {
+		e, err := a.Ledger.Lookup(ctx, idOrPrefix)
+		if err != nil || e == nil || !scope.Allows(e.Owner) {
+			return nil, err
+		}
+		return e, nil
+	}
+	q, err := a.Ledger.Queued(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var match *admission.Entry
+	for i := range q {
+		if strings.HasPrefix(q[i].ID, idOrPrefix) && scope.Allows(q[i].Owner) {
+			if match != nil {
+				return nil, ErrNotFound
+			}
+			match = &q[i]
+		}
+	}
+	return match, nil
+}
+
+// listQueued is the listing of the queued jobs visible in scope.
+func (r *Registry) listQueued(ctx context.Context, match func(Meta) bool, seen map[string]bool) ([]*Info, error) {
+	a := r.opts.Admission
+	if a == nil {
+		return nil, nil
+	}
+	q, err := a.Ledger.Queued(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Info
+	for i := range q {
+		if seen[q[i].ID] {
+			continue
+		}
+		info, qr, err := entryInfo(&q[i])
+		if err != nil || !match(Meta{Owner: qr.Owner}) {
+			continue
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// waitQueued blocks while e waits in the queue, or, for an entry leaving
+// it, for a moment: the caller looks it up again after.
+func (r *Registry) waitQueued(ctx context.Context, e *admission.Entry) error {
+	a := r.opts.Admission
+	for pos := e.Position; ; {
+		if pos == 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("wait %s: %w", e.ID, ctx.Err())
+			case <-time.After(startingPoll):
+				return nil
+			}
+		}
+		r.dispatchHere(ctx)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait %s: %w", e.ID, ctx.Err())
+		case <-time.After(FollowInterval):
+		}
+		cur, err := a.Ledger.Lookup(ctx, e.ID)
+		if err != nil {
+			return err
+		}
+		if cur == nil || cur.Position == 0 {
+			return nil
+		}
+		pos = cur.Position
+	}
+}
+
+// startingPoll is how often a lookup retries a job leaving the queue.
+const startingPoll = 20 * time.Millisecond
+
+// cancelQueued ends a queued job before it started: its receipt says
+// killed, with no output, and its completion is queued as for any end.
+func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*Info, bool, error) {
+	ok, err := r.opts.Admission.Ledger.Cancel(ctx, e.ID)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	_, q, err := entryInfo(e)
+	if err != nil {
+		return nil, false, err
+	}
+	spec := Spec{ID: q.ID, Command: q.Command, Cwd: q.Cwd, Image: q.Image,
+		Meta: Meta{Profile: r.opts.Profile, Owner: q.Owner, Trace: q.Trace, StartedAt: q.QueuedAt}}
+	p := newProcess(spec, q.Backend)
+	p.killed = true
+	p.errMsg = "killed while queued: it never started"
+	r.mu.Lock()
+	r.procs[p.spec.ID] = p
+	r.mu.Unlock()
+	r.finish(ctx, p, Exit{Code: 128 + 15, FinishedAt: time.Now()}, nil)
+	return p.info(), true, nil
+}
