@@ -3,8 +3,10 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/runner/admission"
 )
 
 func TestParseRefusesNegatives(t *testing.T) {
@@ -41,4 +43,51 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted negative settings: %+v", c)
 		}
 	})
+}
+
+func TestParseLimits(t *testing.T) {
+	c, err := config.Parse([]byte(`limits:
+  concurrent_jobs: 4
+  queued_jobs: 100
+  starts_per_second: 2.5
+  max_timeout: 2h
+  default_timeout: 30m
+tenants:
+  bots:
+    limits: {concurrent_jobs: 16}
+  free:
+    limits: {concurrent_jobs: 0, max_timeout: 1h}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		tenant string
+		want   admission.Limits
+	}{
+		{"", admission.Limits{ConcurrentJobs: 4, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
+		{"unlisted", admission.Limits{ConcurrentJobs: 4, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
+		{"bots", admission.Limits{ConcurrentJobs: 16, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
+		{"free", admission.Limits{ConcurrentJobs: 0, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: time.Hour, DefaultTimeout: 30 * time.Minute}},
+	}
+	for _, tt := range tests {
+		if got := c.TenantLimits(tt.tenant); got != tt.want {
+			t.Errorf("TenantLimits(%q) = %+v, want %+v", tt.tenant, got, tt.want)
+		}
+	}
+	if got := (config.Config{}).TenantLimits(""); got.Counted() || got != (admission.Limits{}) {
+		t.Errorf("no limits section: %+v, want none", got)
+	}
+	for _, bad := range []string{
+		"limits: {concurrent_jobs: -1}",
+		"limits: {starts_per_second: -0.5}",
+		"limits: {max_timeout: 1m, default_timeout: 1h}",
+		"tenants: {x: {limits: {queued_jobs: -2}}}",
+		"limits: {max_timeout: forever}",
+		"limits: {concurrent_jobs: lots}",
+	} {
+		if _, err := config.Parse([]byte(bad)); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
+	}
 }
