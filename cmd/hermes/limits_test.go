@@ -1,0 +1,91 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// queuedStart is the start receipt of a job that waits for a slot.
+type queuedStart struct {
+	SessionID     string `json:"session_id"`
+	Status        string `json:"status"`
+	QueuePosition int    `json:"queue_position"`
+}
+
+// TestLimitsOnAProfile (issue 18): a workstation profile with `limits:`
+// queues starts past concurrent_jobs and starts them in order with nobody
+// but its own processes to do it; past queued_jobs the CLI says so in one
+// line and exits 75; a foreground run past the limit does the same; wait,
+// poll, log and kill work on a queued job.
+func TestLimitsOnAProfile(t *testing.T) {
+	p := newProfile(t)
+	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte("limits:\n  concurrent_jobs: 1\n  queued_jobs: 2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := p.background(nil, "sleep 1")
+	fg := p.hermes("run", "--", "echo foreground")
+	if fg.code != 75 || !strings.Contains(fg.stderr, "background") || strings.Contains(fg.stdout, "foreground") {
+		t.Fatalf("a foreground run past the limit:\n%s", fg)
+	}
+	var queued []queuedStart
+	for _, cmd := range []string{"echo second", "echo third"} {
+		q := jsonOf[queuedStart](t, p.ok("run", "--background", "--", cmd))
+		if q.Status != "queued" || q.QueuePosition != len(queued)+1 {
+			t.Fatalf("start past the limit = %+v", q)
+		}
+		queued = append(queued, q)
+	}
+	full := p.hermes("run", "--background", "--", "echo fourth")
+	if full.code != 75 || strings.Count(strings.TrimSpace(full.stderr), "\n") != 0 || !strings.Contains(full.stderr, "queued_jobs") {
+		t.Fatalf("past the queue:\n%s", full)
+	}
+	if st, _ := p.poll(nil, queued[1].SessionID); st.Status != "queued" {
+		t.Fatalf("poll of a queued job = %+v", st)
+	}
+	if ps := p.ok("ps"); !strings.Contains(ps.stdout, "queued") {
+		t.Fatalf("ps does not show the queued jobs:\n%s", ps)
+	}
+	killed := jsonOf[cliStatus](t, p.ok("kill", "--json", queued[1].SessionID))
+	if killed.Status != "killed" {
+		t.Fatalf("kill of a queued job = %+v", killed)
+	}
+	// The end of the first starts the second, with no runner around.
+	w := jsonOf[cliStatus](t, p.ok("wait", "--json", queued[0].SessionID))
+	if w.Status != "exited" || w.Output != "second\n" {
+		t.Fatalf("wait through the queue = %+v", w)
+	}
+	if st := p.waitStatus(first.SessionID, "exited"); st.code() != 0 {
+		t.Fatalf("first = %+v", st)
+	}
+	// The killed one never ran.
+	if log := jsonOf[cliStatus](t, p.ok("log", "--json", queued[1].SessionID)); log.Status != "killed" || log.Output != "" {
+		t.Fatalf("log of the killed queued job = %+v", log)
+	}
+}
+
+// TestLimitsThroughARunner: a start the runner refuses (429) is the same
+// one-line error and exit 75 through --runner.
+func TestLimitsThroughARunner(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("limits:\n  concurrent_jobs: 1\n  queued_jobs: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HERMES_HOME=" + home, "LANG=C.UTF-8", "HERMES_SESSION_ID=agent-limits"}
+	url := startRunnerServe(t, hermesBin, env)
+	remote := append(env, "HERMES_RUNNER_URL="+url)
+	first := runHermes(t, hermesBin, remote, "run", "-b", "-q", "--", "sleep 30")
+	if first.code != 0 {
+		t.Fatalf("first start: %+v", first)
+	}
+	t.Cleanup(func() { runHermes(t, hermesBin, remote, "kill", strings.TrimSpace(first.stdout)) })
+	second := runHermes(t, hermesBin, remote, "run", "-b", "--", "true")
+	if second.code != 0 || !strings.Contains(second.stdout, `"status":"queued"`) {
+		t.Fatalf("second start: %+v", second)
+	}
+	third := runHermes(t, hermesBin, remote, "run", "-b", "--", "true")
+	if third.code != 75 || strings.Count(strings.TrimSpace(third.stderr), "\n") != 0 || !strings.Contains(third.stderr, "queue is full") {
+		t.Fatalf("third start: %+v", third)
+	}
+}
