@@ -44,7 +44,7 @@ func TestLimitsOnAProfile(t *testing.T) {
 	if st, _ := p.poll(nil, queued[1].SessionID); st.Status != "queued" {
 		t.Fatalf("poll of a queued job = %+v", st)
 	}
-	if ps := p.ok("ps"); !strings.Contains(ps.stdout, "queued") {
+	if ps := p.ok("ps"); !strings.Contains(ps.stdout, "queued #1") || !strings.Contains(ps.stdout, "queued #2") {
 		t.Fatalf("ps does not show the queued jobs:\n%s", ps)
 	}
 	killed := jsonOf[cliStatus](t, p.ok("kill", "--json", queued[1].SessionID))

@@ -174,7 +174,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tCOMMAND")
 	for _, in := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Status, code(in.ExitCode), in.Backend,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, statusCell(in), code(in.ExitCode), in.Backend,
 			in.StartedAt.Local().Format(time.DateTime), cell(in.Command, 60))
 	}
 	if err := tw.Flush(); err != nil {
@@ -328,6 +328,15 @@ func (c *WaitCmd) stillRunning(g *Globals, id string, after time.Duration) error
 	}
 	fmt.Fprintf(g.Stderr, "hermes: %s still running after %s\n", id, after)
 	return exitError{124}
+}
+
+// statusCell is a job's status in a table: a queued job's place in the
+// queue with it (1 starts next).
+func statusCell(in *runner.Info) string {
+	if in.Status == receipts.StatusQueued && in.QueuePosition > 0 {
+		return in.Status + " #" + strconv.Itoa(in.QueuePosition)
+	}
+	return in.Status
 }
 
 // exitStatus maps a recorded exit code to one a shell can carry.
