@@ -408,8 +408,12 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	defer wcancel()
 	res, err := t.Registry.Wait(wctx, id)
 	if err != nil && wctx.Err() != nil && r.Context().Err() == nil {
+		status := receipts.StatusRunning
+		if info, gerr := t.Registry.Get(ctx, id); gerr == nil && receipts.Active(info.Status) {
+			status = info.Status // still queued, maybe
+		}
 		writeJSON(w, http.StatusOK, api.WaitResult{
-			LogResult: runner.LogResult{ID: id, Status: receipts.StatusRunning},
+			LogResult: runner.LogResult{ID: id, Status: status},
 			TimedOut:  true,
 		})
 		return
