@@ -98,9 +98,11 @@ func testLimits(t *testing.T, a, b *testServer, tokA, tokB string) {
 	}
 	if tokB != "" {
 		// The other tenant's override lifts the limit: it runs at once.
-		if ans, q := b.tryStart(t, tokB, who, map[string]any{"command": "sleep 0.2", "backend": "local"}); ans.status != http.StatusCreated || q.Status != "running" {
+		ans, q := b.tryStart(t, tokB, who, map[string]any{"command": "sleep 0.2", "backend": "local"})
+		if ans.status != http.StatusCreated || q.Status != "running" {
 			t.Fatalf("tenant beta: %d %s", ans.status, ans.body)
 		}
+		t.Cleanup(func() { b.waitJob(t, tokB, who, q.SessionID) })
 		if r := a.do(t, call{method: "GET", path: "/v1/processes/" + queued[1], token: tokB, session: who}); r.status != http.StatusNotFound {
 			t.Fatalf("another tenant reads a queued job: %d %s", r.status, r.body)
 		}
@@ -178,9 +180,12 @@ func readOrder(dir string) (string, error) {
 // the bucket needs.
 func TestRateLimit(t *testing.T) {
 	ts := startServer(t, serverConfig{config: "limits:\n  starts_per_second: 0.5\n"})
-	if ans, _ := ts.tryStart(t, "", "rate-agent", map[string]any{"command": "true"}); ans.status != http.StatusCreated {
-		t.Fatalf("first start: %d %s", ans.status, ans.body)
+	first, info := ts.tryStart(t, "", "rate-agent", map[string]any{"command": "true"})
+	if first.status != http.StatusCreated {
+		t.Fatalf("first start: %d %s", first.status, first.body)
 	}
+	// Its supervisor must record the end before the profile goes away.
+	t.Cleanup(func() { ts.waitJob(t, "", "rate-agent", info.SessionID) })
 	ans, _ := ts.tryStart(t, "", "rate-agent", map[string]any{"command": "true"})
 	if ans.status != http.StatusTooManyRequests || ans.errorCode(t) != "rate_limited" || ans.header.Get("Retry-After") != "2" {
 		t.Fatalf("second start: %d %s (Retry-After %q)", ans.status, ans.body, ans.header.Get("Retry-After"))
