@@ -128,6 +128,9 @@ func admit(st *fileState, e Entry, lim Limits, now time.Time) (Decision, error) 
 
 // Next implements Ledger.
 func (l *FileLedger) Next(ctx context.Context, lim Limits) (*Entry, error) {
+	if st, err := l.read(); err == nil && len(st.Queue) == 0 {
+		return nil, nil // the common case, without the lock
+	}
 	var out *Entry
 	err := l.update(ctx, func(st *fileState) (bool, error) {
 		if len(st.Queue) == 0 || (lim.ConcurrentJobs > 0 && len(st.Running) >= lim.ConcurrentJobs) {
