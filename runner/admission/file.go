@@ -16,6 +16,9 @@ import (
 	"github.com/hermesrun/hermes/internal/filelock"
 )
 
+// errDamaged marks a ledger file that does not decode.
+var errDamaged = errors.New("damaged")
+
 // FileLedger is the Ledger of a profile without Redis: one JSON file,
 // rewritten whole under a flock by whichever process of the profile changes
 // it. A profile's queue is short (it is bounded by queued_jobs), so the
@@ -52,7 +55,7 @@ func (l *FileLedger) read() (*fileState, error) {
 		return nil, fmt.Errorf("admission ledger: %w", err)
 	}
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("admission ledger %s: %w", l.path(), err)
+		return nil, fmt.Errorf("admission ledger %s: %w: %v", l.path(), errDamaged, err)
 	}
 	if st.Running == nil {
 		st.Running = map[string]Entry{}
@@ -72,6 +75,15 @@ func (l *FileLedger) update(ctx context.Context, f func(*fileState) (bool, error
 	}
 	defer unlock()
 	st, err := l.read()
+	if errors.Is(err, errDamaged) {
+		// A damaged ledger must not stop every start: it is kept aside
+		// for whoever wants to look, and counting starts afresh.
+		aside := fmt.Sprintf("%s.damaged-%d", l.path(), time.Now().UnixNano())
+		if rerr := os.Rename(l.path(), aside); rerr != nil {
+			return fmt.Errorf("%w (and it could not be moved aside: %v)", err, rerr)
+		}
+		st, err = &fileState{Running: map[string]Entry{}}, nil
+	}
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -225,4 +227,49 @@ func TestLimits(t *testing.T) {
 			t.Errorf("%+v validated", l)
 		}
 	}
+}
+
+// TestFileLedgerDamaged: a ledger file that does not decode is moved aside
+// and counting starts afresh, instead of refusing every start.
+func TestFileLedgerDamaged(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ledger.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := admission.NewFileLedger(dir)
+	d, err := l.Admit(context.Background(), entry("proc_000000000001"), admission.Limits{ConcurrentJobs: 1}, time.Now())
+	if err != nil || d.Queued {
+		t.Fatalf("admit on a damaged ledger = %+v, %v", d, err)
+	}
+	aside, _ := filepath.Glob(filepath.Join(dir, "ledger.json.damaged-*"))
+	if len(aside) != 1 {
+		t.Fatalf("damaged ledger kept aside: %v", aside)
+	}
+}
+
+// FuzzFileLedger: whatever the ledger file holds, the ledger answers
+// without panicking, and a start is either admitted or refused cleanly.
+func FuzzFileLedger(f *testing.F) {
+	f.Add([]byte(`{"running":{"proc_000000000001":{"id":"proc_000000000001"}},"queue":[{"id":"proc_000000000002"}]}`))
+	f.Add([]byte(`{"tokens":-5,"at":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "ledger.json"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		l := admission.NewFileLedger(dir)
+		ctx := context.Background()
+		lim := admission.Limits{ConcurrentJobs: 2, QueuedJobs: 3, StartsPerSecond: 5}
+		_, err := l.Admit(ctx, entry("proc_00000000000f"), lim, time.Now())
+		var ref *admission.Refused
+		if err != nil && !errors.As(err, &ref) {
+			t.Fatalf("admit: %v", err)
+		}
+		_, _ = l.Next(ctx, lim)
+		_, _ = l.Queued(ctx)
+		_, _ = l.Running(ctx)
+		_, _ = l.Lookup(ctx, "proc_00000000000f")
+		_ = l.Release(ctx, "proc_00000000000f")
+	})
 }
