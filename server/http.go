@@ -53,6 +53,10 @@ func (s *Server) routes() *router {
 	mux.HandleFunc("/mcp", s.api(0, s.serveMCP))
 
 	mux.methodFallbacks()
+	// The web console: pages, not API (outside the route table the
+	// OpenAPI test holds to docs/openapi.yaml); it authenticates itself.
+	mux.ServeMux.Handle("/ui", s.console)
+	mux.ServeMux.Handle("/ui/", s.console)
 	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such endpoint: "+runner.Clip(r.URL.Path))
 	})

@@ -87,6 +87,13 @@ type Options struct {
 	ReplicaName string
 	// ReplicaTTL is how long a heartbeat counts; default replicas.DefaultTTL.
 	ReplicaTTL time.Duration
+	// ConsoleSecret, on a runner without tokens, is the one-time secret
+	// that opens the web console (`hermes ui` prints it); empty lets
+	// anyone on this machine in, as the API does.
+	ConsoleSecret string
+	// JaegerURL links the console's jobs to their traces; default
+	// $HERMES_JAEGER_URL.
+	JaegerURL string
 }
 
 // Server is a running hermes runner.
@@ -106,7 +113,9 @@ type Server struct {
 	unobserve []func()
 	// kicks wake the tenants' queue dispatchers.
 	kicks []tenantKick
-	queue *queueMetrics
+	// console is the web console at /ui.
+	console http.Handler
+	queue   *queueMetrics
 
 	// probe is the runner's own profile, opened for readiness checks.
 	probeMu sync.Mutex
@@ -197,6 +206,12 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.peers = newPeers(dir, s)
+	}
+	if s.opts.JaegerURL == "" {
+		s.opts.JaegerURL = opts.Getenv("HERMES_JAEGER_URL")
+	}
+	if s.console, err = newConsole(s); err != nil {
+		return nil, err
 	}
 	t.onOpen = func(t *Tenant) {
 		s.observe(t)

@@ -14,13 +14,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 )
 
 // realUI reports whether j serves the real Jaeger UI rather than the
@@ -48,69 +49,17 @@ func needed(t *testing.T, ok bool, why string) {
 }
 
 // browser starts a headless Chromium for the test.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	exe := os.Getenv("HERMES_TEST_CHROMIUM")
-	if exe == "" {
-		exe, _ = exec.LookPath("chromium")
-	}
-	needed(t, exe != "", "no chromium (apt-get install chromium, or set HERMES_TEST_CHROMIUM)")
-	// The flags a closed network needs: no background fetches, no
-	// component updates, a fresh profile.
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.WindowSize(1400, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return ctx
-}
-
-// artifacts is where screenshots go: HERMES_TEST_ARTIFACTS, else the
-// test's temporary directory.
-func artifacts(t *testing.T) string {
-	if d := os.Getenv("HERMES_TEST_ARTIFACTS"); d != "" {
-		if err := os.MkdirAll(d, 0o755); err == nil {
-			return d
-		}
-	}
-	return t.TempDir()
-}
+func browser(t *testing.T) context.Context { return testenv.Browser(t, 1400, 900) }
 
 func screenshot(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Errorf("screenshot %s: %v", path, err)
-		return
-	}
-	if err := os.WriteFile(path, png, 0o644); err != nil {
-		t.Error(err)
-	}
-	t.Logf("screenshot: %s", path)
+	testenv.Screenshot(t, ctx, filepath.Base(path))
 }
 
 // waitFor evaluates the JavaScript predicate until it is true.
 func waitFor(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 2000) : ""`))
-			t.Fatalf("the page never showed %s; it shows:\n%s", what, text)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testenv.WaitFor(t, ctx, what, js)
 }
 
 // uiRow is one row of the trace page's timeline as the UI draws it.
@@ -135,7 +84,7 @@ func TestJaegerUIShowsTheAgentTrace(t *testing.T) {
 	j := startJaeger(t)
 	needed(t, j.realUI(), "Jaeger at "+j.query+" serves no real UI (scripts/ci/start-jaeger.sh sets it up)")
 	ctx := browser(t)
-	dir := artifacts(t)
+	dir := testenv.Artifacts(t)
 
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
@@ -277,7 +226,7 @@ func TestJaegerUIShowsARunnerJob(t *testing.T) {
 	j := startJaeger(t)
 	needed(t, j.realUI(), "Jaeger at "+j.query+" serves no real UI (scripts/ci/start-jaeger.sh sets it up)")
 	ctx := browser(t)
-	dir := artifacts(t)
+	dir := testenv.Artifacts(t)
 
 	var rnd [12]byte
 	_, _ = rand.Read(rnd[:])

@@ -58,6 +58,7 @@ type CLI struct {
 	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
 	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
+	UI  UICmd  `cmd:"" name:"ui" help:"Serve this profile's web console on loopback: sessions, jobs, live logs."`
 	MCP MCPCmd `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
 }
 

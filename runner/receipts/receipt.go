@@ -166,6 +166,10 @@ const idPrefix = "proc_"
 // receipts with no owner session. The zero Scope reads nothing.
 type Scope struct {
 	Owners []string
+	// All reads every receipt of the profile, whatever its owner: for a
+	// caller acting for the whole profile (a tenant's web console), never
+	// for an agent session.
+	All bool
 }
 
 // Anonymous is the scope of a caller with no session id: it sees only
@@ -173,7 +177,7 @@ type Scope struct {
 func Anonymous() Scope { return Scope{Owners: []string{""}} }
 
 // Allows reports whether a receipt owned by owner is visible in s.
-func (s Scope) Allows(owner string) bool { return slices.Contains(s.Owners, owner) }
+func (s Scope) Allows(owner string) bool { return s.All || slices.Contains(s.Owners, owner) }
 
 // Filter narrows a listing. Empty fields match everything.
 type Filter struct {

@@ -306,11 +306,13 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, idOrPrefix)
 	}
 	owners := dedupe(scope.Owners)
-	if len(owners) == 0 {
-		return nil, receipts.ErrNotFound
-	}
-	if receipts.IsID(idOrPrefix) {
+	if receipts.IsID(idOrPrefix) && (len(owners) > 0 || scope.All) {
 		return s.getID(ctx, idOrPrefix, scope)
+	}
+	if len(owners) == 0 {
+		// A prefix resolves through the owners' indices; the whole-profile
+		// scope takes full ids only.
+		return nil, receipts.ErrNotFound
 	}
 	spooled, err := s.spooledMatching(idOrPrefix)
 	if err != nil {
@@ -398,7 +400,7 @@ func (s *Store) getID(ctx context.Context, id string, scope receipts.Scope) (*re
 // List implements receipts.Store.
 func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filter) ([]*receipts.Receipt, error) {
 	owners := dedupe(scope.Owners)
-	if len(owners) == 0 {
+	if len(owners) == 0 && !scope.All {
 		return nil, nil
 	}
 	spooled, err := s.spooledMatching("")
@@ -406,9 +408,13 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 		return nil, err
 	}
 	pipe := s.rdb.Pipeline()
-	idx := make([]*redis.StringSliceCmd, len(owners))
-	for i, o := range owners {
-		idx[i] = pipe.ZRevRange(ctx, s.prefix+"s:"+o, 0, -1)
+	var idx []*redis.StringSliceCmd
+	if scope.All {
+		idx = append(idx, pipe.ZRevRange(ctx, s.prefix+"idx", 0, -1)) // the profile's every receipt
+	} else {
+		for _, o := range owners {
+			idx = append(idx, pipe.ZRevRange(ctx, s.prefix+"s:"+o, 0, -1))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("receipt list: redis: %w", err)

@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retention", testRetention},
 		{"MaxRetained", testMaxRetained},
 		{"Profiles", testProfiles},
+		{"WholeProfile", testWholeProfile},
 		{"Reopen", testReopen},
 		{"ConcurrentPuts", testConcurrentPuts},
 		{"Completions", testCompletions},
@@ -538,6 +539,23 @@ func testProfiles(t *testing.T, open opener, _ Harness) {
 	if err := two.Create(context.Background(), fixture(id(2), "", 3)); err != nil {
 		t.Errorf("Create in profile two of an id profile one holds: %v", err)
 	}
+}
+
+// testWholeProfile: Scope.All reads every receipt of its profile, whoever
+// owns it, by full id and in listings, and nothing of another profile.
+func testWholeProfile(t *testing.T, open opener, _ Harness) {
+	one, two := open(t, "one", receipts.Options{}), open(t, "two", receipts.Options{})
+	put(t, one, fixture(id(1), "sess-a", 1), fixture(id(2), "sess-b", 2), fixture(id(3), "", 3))
+	put(t, two, fixture(id(9), "sess-a", 4))
+	all := receipts.Scope{All: true}
+	if got := ids(t, one, all, receipts.Filter{}); !eq(got, []string{id(3), id(2), id(1)}) {
+		t.Errorf("List(All) = %v", got)
+	}
+	if got := ids(t, one, all, receipts.Filter{TaskID: "task-" + id(2)}); !eq(got, []string{id(2)}) {
+		t.Errorf("List(All, task) = %v", got)
+	}
+	same(t, mustGet(t, one, id(2), all), fixture(id(2), "sess-b", 2))
+	wantErr(t, one, id(9), all, receipts.ErrNotFound)
 }
 
 func testReopen(t *testing.T, open opener, _ Harness) {

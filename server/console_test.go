@@ -1,0 +1,223 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hermesrun/hermes/internal/testenv"
+)
+
+// consoleClient is a browser-like client: a cookie jar, no redirects
+// followed automatically past the answer asked for.
+type consoleClient struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+func newConsoleClient(t *testing.T, base string) *consoleClient {
+	jar, _ := cookiejar.New(nil)
+	return &consoleClient{t: t, base: base, hc: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (c *consoleClient) get(path string) (int, http.Header, string) {
+	c.t.Helper()
+	resp, err := c.hc.Get(c.base + path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// post sends a form as the console's own pages do (Origin set), or from
+// origin when given.
+func (c *consoleClient) post(path string, form url.Values, origin string) (int, http.Header) {
+	c.t.Helper()
+	req, _ := http.NewRequest("POST", c.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin == "" {
+		origin = c.base
+	}
+	req.Header.Set("Origin", origin)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`)
+
+func (c *consoleClient) login(token string) string {
+	c.t.Helper()
+	code, h := c.post("/ui/login", url.Values{"token": {token}}, "")
+	if code != http.StatusSeeOther || h.Get("Location") != "/ui/jobs" {
+		c.t.Fatalf("login: %d, Location %q", code, h.Get("Location"))
+	}
+	_, _, body := c.get("/ui/jobs")
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		c.t.Fatalf("no CSRF token on the jobs page:\n%s", body)
+	}
+	return m[1]
+}
+
+// TestConsoleSecurity: the console is the API's tenants behind a login,
+// with a strict CSP, cookies the page's script cannot read, CSRF tokens
+// and same-origin checks on every action, job text escaped, and nothing of
+// another tenant.
+func TestConsoleSecurity(t *testing.T) {
+	const tokA, tokB = "tok-alpha-0123456789abcdef", "tok-beta-0123456789abcdef"
+	ts := startServer(t, serverConfig{tokens: tokA + " alpha\n" + tokB + " beta\n"})
+	evil := ts.startJob(t, tokA, "agent-1", map[string]any{"command": `echo "<script>alert(1)</script>"; printf '\033[31mred\033[0m\n'; sleep 60`, "backend": "local"})
+	t.Cleanup(func() { ts.killJob(t, tokA, "agent-1", evil) })
+	other := ts.startJob(t, tokB, "agent-b", map[string]any{"command": "sleep 60", "backend": "local"})
+	t.Cleanup(func() { ts.killJob(t, tokB, "agent-b", other) })
+
+	c := newConsoleClient(t, ts.URL)
+	// Not logged in: pages send to the login, actions are refused.
+	if code, h, _ := c.get("/ui/jobs"); code != http.StatusSeeOther || h.Get("Location") != "/ui/login" {
+		t.Fatalf("jobs without a login: %d %q", code, h.Get("Location"))
+	}
+	code, h, body := c.get("/ui/login")
+	if code != 200 || !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'none'") || !strings.Contains(h.Get("Content-Security-Policy"), "script-src 'self'") ||
+		h.Get("X-Frame-Options") != "DENY" || strings.Contains(body, "<script>") && !strings.Contains(body, `<script src="/ui/assets/app.js" defer></script>`) {
+		t.Fatalf("login page: %d %v\n%s", code, h, body)
+	}
+	if strings.Contains(body, "style=") || regexp.MustCompile(`<script>[^<]`).MatchString(body) {
+		t.Fatalf("inline script or style on the login page:\n%s", body)
+	}
+	// A wrong token opens nothing.
+	if code, h := c.post("/ui/login", url.Values{"token": {"nope"}}, ""); code != http.StatusSeeOther || !strings.Contains(h.Get("Location"), "failed") {
+		t.Fatalf("wrong token: %d %q", code, h.Get("Location"))
+	}
+	// A login from another origin is refused (login CSRF).
+	if code, _ := c.post("/ui/login", url.Values{"token": {tokA}}, "http://evil.example"); code != http.StatusForbidden {
+		t.Fatalf("cross-origin login: %d", code)
+	}
+	csrf := c.login(tokA)
+	u, _ := url.Parse(ts.URL + "/ui/")
+	for _, ck := range c.hc.Jar.Cookies(u) {
+		if strings.Contains(ck.Value, tokA) {
+			t.Fatal("the token is in a cookie")
+		}
+	}
+	// The jobs page: alpha's job, escaped and without terminal escapes;
+	// not beta's.
+	_, _, jobs := c.get("/ui/jobs")
+	if !strings.Contains(jobs, evil) || strings.Contains(jobs, other) {
+		t.Fatalf("jobs page: alpha's %v, beta's %v", strings.Contains(jobs, evil), strings.Contains(jobs, other))
+	}
+	if strings.Contains(jobs, "<script>alert") || !strings.Contains(jobs, "&lt;script&gt;alert(1)&lt;/script&gt;") || strings.Contains(jobs, "\x1b") {
+		t.Fatal("job text not escaped on the jobs page")
+	}
+	if code, _, _ := c.get("/ui/jobs/" + other); code != http.StatusNotFound {
+		t.Fatalf("another tenant's job page: %d", code)
+	}
+	// Actions: without the CSRF token, or from another origin, nothing.
+	if code, _ := c.post("/ui/jobs/"+evil+"/kill", url.Values{}, ""); code != http.StatusForbidden {
+		t.Fatalf("kill without CSRF: %d", code)
+	}
+	if code, _ := c.post("/ui/jobs/"+evil+"/kill", url.Values{"csrf": {csrf}}, "http://evil.example"); code != http.StatusForbidden {
+		t.Fatalf("kill from another origin: %d", code)
+	}
+	// The live log streams the output, cleaned by the page's script; the
+	// stream itself is JSON.
+	req, _ := http.NewRequest("GET", ts.URL+"/ui/jobs/"+evil+"/events", nil)
+	ctxResp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := io.ReadAtLeast(ctxResp.Body, buf, 20)
+	ctxResp.Body.Close()
+	if ctype := ctxResp.Header.Get("Content-Type"); ctype != "text/event-stream" || !strings.Contains(string(buf[:n]), "event: output") {
+		t.Fatalf("events: %s %q", ctype, buf[:n])
+	}
+	// With both, the kill happens.
+	if code, h := c.post("/ui/jobs/"+evil+"/kill", url.Values{"csrf": {csrf}}, ""); code != http.StatusSeeOther || strings.Contains(h.Get("Location"), "error") {
+		t.Fatalf("kill: %d %q", code, h.Get("Location"))
+	}
+	res := ts.waitJob(t, tokA, "agent-1", evil)
+	if res.Status != "killed" {
+		t.Fatalf("after the console's kill: %+v", res)
+	}
+	// Logged out, the old cookie opens nothing.
+	if code, _ := c.post("/ui/logout", url.Values{"csrf": {csrf}}, ""); code != http.StatusSeeOther {
+		t.Fatalf("logout: %d", code)
+	}
+	if code, _, _ := c.get("/ui/jobs"); code != http.StatusSeeOther {
+		t.Fatalf("jobs after logout: %d", code)
+	}
+}
+
+// TestConsoleInABrowser: headless Chromium logs in, starts a job, watches
+// its live log grow, kills it and sees the status change; another
+// tenant's job is not on the page. Screenshots of each page are kept.
+func TestConsoleInABrowser(t *testing.T) {
+	const tokA, tokB = "tok-alpha-0123456789abcdef", "tok-beta-0123456789abcdef"
+	ts := startServer(t, serverConfig{tokens: tokA + " alpha\n" + tokB + " beta\n"})
+	other := ts.startJob(t, tokB, "agent-b", map[string]any{"command": "sleep 60", "backend": "local"})
+	t.Cleanup(func() { ts.killJob(t, tokB, "agent-b", other) })
+	// Some history for the pages: a session tree and finished jobs.
+	for _, s := range []map[string]any{{"id": "planner", "source": "cli"}, {"id": "planner-2", "parent_session_id": "planner", "source": "compression"}, {"id": "helper", "parent_session_id": "planner", "source": "subagent"}} {
+		b, _ := json.Marshal(s)
+		if a := ts.do(t, call{method: "POST", path: "/v1/sessions", token: tokA, body: b, contentType: "application/json"}); a.status != http.StatusCreated {
+			t.Fatalf("session %v: %d %s", s["id"], a.status, a.body)
+		}
+	}
+	for _, cmd := range []string{"echo build ok", "exit 3"} {
+		id := ts.startJob(t, tokA, "planner-2", map[string]any{"command": cmd, "backend": "local"})
+		ts.waitJob(t, tokA, "planner-2", id)
+	}
+
+	ctx := testenv.Browser(t, 1280, 900)
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	run("open the login page", chromedp.Navigate(ts.URL+"/ui/login"))
+	testenv.Screenshot(t, ctx, "console-login.png")
+	run("log in", chromedp.SendKeys(chromedp.ID("token"), tokA), chromedp.Click(chromedp.ID("login")))
+	testenv.WaitFor(t, ctx, "the jobs page", `location.pathname === '/ui/jobs' && document.body.innerText.includes('build ok')`)
+	testenv.WaitFor(t, ctx, "no trace of beta's job", fmt.Sprintf(`!document.body.innerText.includes(%q)`, other))
+	testenv.Screenshot(t, ctx, "console-jobs.png")
+
+	// A fast writer: 15,000 lines at once (within the 200,000-character
+	// bound the runner keeps), then a slow one, a line every 0.2 s.
+	run("start a job", chromedp.SendKeys(chromedp.ID("command"), `seq -f 'line %g' 1 15000; for i in $(seq 1 300); do echo "tick $i"; sleep 0.2; done`), chromedp.Click(chromedp.ID("start")))
+	testenv.WaitFor(t, ctx, "the job page", `location.pathname.startsWith('/ui/jobs/proc_')`)
+	testenv.WaitFor(t, ctx, "the fast writer's output", `document.getElementById('log').textContent.includes('line 15000')`)
+	testenv.WaitFor(t, ctx, "the live log growing", `document.getElementById('log').textContent.includes('tick 5')`)
+	testenv.WaitFor(t, ctx, "a responsive page", `document.getElementById('status').textContent === 'running'`)
+	testenv.Screenshot(t, ctx, "console-job-live.png")
+	run("kill it", chromedp.Click(chromedp.ID("kill")))
+	testenv.WaitFor(t, ctx, "the status change", `document.getElementById('status') && document.getElementById('status').textContent === 'killed'`)
+	testenv.Screenshot(t, ctx, "console-job-killed.png")
+
+	run("open the sessions", chromedp.Navigate(ts.URL+"/ui/sessions"))
+	testenv.WaitFor(t, ctx, "the session tree", `document.body.innerText.includes('planner-2') && document.body.innerText.includes('compression')`)
+	testenv.Screenshot(t, ctx, "console-sessions.png")
+
+	// A second browser at phone width, with its own login.
+	phone := testenv.Browser(t, 390, 844)
+	if err := chromedp.Do(phone, chromedp.Navigate(ts.URL+"/ui/login"), chromedp.SendKeys(chromedp.ID("token"), tokA), chromedp.Click(chromedp.ID("login"))); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, phone, "the jobs page at phone width", `location.pathname === '/ui/jobs' && document.documentElement.scrollWidth <= window.innerWidth + 1`)
+	testenv.Screenshot(t, phone, "console-jobs-phone.png")
+}

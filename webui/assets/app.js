@@ -1,0 +1,67 @@
+// The console's only script: follows a running job's output over
+// server-sent events. Text goes in as text nodes (never HTML), in batches
+// once per frame, and the oldest output is dropped past a cap, so that a
+// fast writer cannot freeze the page.
+"use strict";
+(function () {
+  const log = document.getElementById("log");
+  if (!log || !log.dataset.events) return;
+  const MAX = 400000; // characters kept on the page
+  const escapes = /\x1b(\[[0-?]*[ -\/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f]/g;
+  let pending = [];
+  let shown = 0;
+  let scheduled = false;
+  function flush() {
+    scheduled = false;
+    if (pending.length === 0) return;
+    const text = pending.join("").replace(escapes, "");
+    pending = [];
+    const follow = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.appendChild(document.createTextNode(text));
+    shown += text.length;
+    while (shown > MAX && log.firstChild) {
+      shown -= log.firstChild.textContent.length;
+      log.removeChild(log.firstChild);
+    }
+    if (follow) log.scrollTop = log.scrollHeight;
+  }
+  function schedule() {
+    if (!scheduled) {
+      scheduled = true;
+      requestAnimationFrame(flush);
+    }
+  }
+  log.textContent = "";
+  const es = new EventSource(log.dataset.events);
+  es.addEventListener("output", (e) => {
+    pending.push(JSON.parse(e.data).output || "");
+    schedule();
+  });
+  es.addEventListener("end", (e) => {
+    es.close();
+    flush();
+    const end = JSON.parse(e.data);
+    const st = document.getElementById("status");
+    if (st) {
+      st.textContent = end.status;
+      st.className = "status st-" + end.status;
+    }
+    const exit = document.getElementById("exit");
+    if (exit && end.exit_code !== undefined && end.exit_code !== null) exit.textContent = String(end.exit_code);
+    document.querySelectorAll(".controls").forEach((c) => c.remove());
+    log.dataset.ended = end.status;
+  });
+  es.onerror = () => {
+    if (log.dataset.ended) es.close();
+  };
+})();
+
+// The login page of `hermes ui`: the one-time secret comes in the URL's
+// fragment, which is never sent to a server; it is posted, then forgotten.
+(function () {
+  const token = document.getElementById("token");
+  if (!token || location.hash.length < 2) return;
+  token.value = decodeURIComponent(location.hash.slice(1));
+  history.replaceState(null, "", location.pathname);
+  token.form.submit();
+})();

@@ -1,0 +1,330 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// maxSessions bounds the sessions the whole-tenant scope and the sessions
+// page take in.
+const maxSessions = 5000
+
+// tenantScope makes ctx see every job of the tenant, whichever agent
+// session owns it.
+func tenantScope(ctx context.Context) context.Context {
+	return runner.WithScope(ctx, receipts.Scope{All: true})
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, s := c.current(r); s != nil {
+		http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
+		return
+	}
+	c.render(w, "login", map[string]any{"Title": "Log in", "NoLogin": c.opts.NoLogin, "Error": r.URL.Query().Get("failed") != ""})
+}
+
+// login exchanges a secret for a console session. The secret comes in the
+// POST body only: never in a URL, never logged.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !sameOrigin(r) {
+		http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
+	secret := strings.TrimSpace(r.PostForm.Get("token"))
+	tenant, ok := "", c.opts.NoLogin
+	if !ok {
+		tenant, ok = c.opts.Tenants.Login(secret)
+	}
+	if !ok {
+		time.Sleep(200 * time.Millisecond) // a guess costs time
+		http.Redirect(w, r, c.opts.Prefix+"/login?failed=1", http.StatusSeeOther)
+		return
+	}
+	c.newSession(w, tenant)
+	http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *view) {
+	if id, _ := c.current(r); id != "" {
+		c.mu.Lock()
+		delete(c.sessions, id)
+		c.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: c.opts.Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, c.opts.Prefix+"/login", http.StatusSeeOther)
+}
+
+// jobRow is one line of the jobs page.
+type jobRow struct {
+	*runner.Info
+	Place string
+}
+
+// jobs lists the tenant's jobs: live and queued ones, and retained
+// receipts, newest first, narrowed by the filters.
+func (c *Console) jobs(w http.ResponseWriter, r *http.Request, v *view) {
+	q := r.URL.Query()
+	status, task, session, backend := q.Get("status"), q.Get("task"), q.Get("session"), q.Get("backend")
+	list, err := v.svc.List(v.ctx, runner.ListOptions{Retained: true, TaskID: task})
+	if err != nil {
+		http.Error(w, "list: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	rows := make([]jobRow, 0, len(list))
+	counts := map[string]int{}
+	for _, in := range list {
+		counts[in.Status]++
+		if (status != "" && in.Status != status) || (session != "" && in.ParentSessionID != session) || (backend != "" && in.Backend != backend) {
+			continue
+		}
+		row := jobRow{Info: in}
+		if in.QueuePosition > 0 {
+			row.Place = fmt.Sprintf("#%d", in.QueuePosition)
+		}
+		rows = append(rows, row)
+	}
+	c.render(w, "jobs", map[string]any{
+		"Title": "Jobs", "CSRF": v.csrf, "Tenant": v.tenant, "Rows": rows, "Total": len(list),
+		"Status": status, "Task": task, "Session": session, "Backend": backend,
+		"Statuses": []string{"queued", "running", "exited", "killed", "failed_to_start", "timeout", "lost"},
+		"Backends": []string{"local", "docker", "kubernetes"}, "Counts": counts,
+		"Error": q.Get("error"),
+	})
+}
+
+// job shows one job: its record, receipt, live log and controls.
+func (c *Console) job(w http.ResponseWriter, r *http.Request, v *view) {
+	id := r.PathValue("id")
+	in, err := v.svc.Get(v.ctx, id)
+	if err != nil {
+		c.notFound(w, err)
+		return
+	}
+	data := map[string]any{"Title": in.ID, "CSRF": v.csrf, "Tenant": v.tenant, "Job": in,
+		"Active": receipts.Active(in.Status), "Error": r.URL.Query().Get("error")}
+	if !receipts.Active(in.Status) {
+		if rec, err := v.svc.Receipt(v.ctx, in.ID); err == nil {
+			data["Receipt"] = rec
+		}
+	}
+	c.render(w, "job", data)
+}
+
+func (c *Console) notFound(w http.ResponseWriter, err error) {
+	if errors.Is(err, runner.ErrNotFound) || errors.Is(err, receipts.ErrNotFound) || errors.Is(err, receipts.ErrInvalidID) {
+		http.Error(w, "no such job", http.StatusNotFound)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusServiceUnavailable)
+}
+
+// events follows a job's output as server-sent events: "output" with
+// {"output"} as lines arrive, then "end" with {"status","exit_code"}.
+func (c *Console) events(w http.ResponseWriter, r *http.Request, v *view) {
+	id := r.PathValue("id")
+	in, err := v.svc.Get(v.ctx, id)
+	if err != nil {
+		c.notFound(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, v any) error {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	ctx, cancel := context.WithTimeout(v.ctx, api.MaxWait)
+	defer cancel()
+	err = runner.Follow(ctx, v.svc, in.ID, 0, func(ev runner.FollowEvent) error {
+		if ev.Final() {
+			return send("end", map[string]any{"status": ev.Status, "exit_code": ev.ExitCode})
+		}
+		return send("output", map[string]any{"output": ev.Output})
+	})
+	if err != nil && ctx.Err() == nil && r.Context().Err() == nil {
+		_ = send("end", map[string]any{"status": "unknown", "error": err.Error()})
+	}
+}
+
+// start runs a command for the tenant (with no agent session).
+func (c *Console) start(w http.ResponseWriter, r *http.Request, v *view) {
+	cmd := r.PostForm.Get("command")
+	req := runner.StartRequest{Command: cmd, Backend: r.PostForm.Get("backend"), Stdin: true}
+	if strings.ContainsRune(cmd, 0) || len(cmd) > 64<<10 {
+		http.Redirect(w, r, c.opts.Prefix+"/jobs?error="+urlText("the command is not usable"), http.StatusSeeOther)
+		return
+	}
+	in, err := v.svc.Start(v.ctx, req)
+	if err != nil && in == nil {
+		http.Redirect(w, r, c.opts.Prefix+"/jobs?error="+urlText(err.Error()), http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, c.opts.Prefix+"/jobs/"+in.ID, http.StatusSeeOther)
+}
+
+func (c *Console) kill(w http.ResponseWriter, r *http.Request, v *view) {
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(v.ctx, runner.KillBudget)
+	defer cancel()
+	back := c.opts.Prefix + "/jobs/" + id
+	if _, err := v.svc.Kill(ctx, id); err != nil {
+		back += "?error=" + urlText("kill: "+err.Error())
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+func (c *Console) stdin(w http.ResponseWriter, r *http.Request, v *view) {
+	id := r.PathValue("id")
+	back := c.opts.Prefix + "/jobs/" + id
+	data := r.PostForm.Get("data")
+	if r.PostForm.Get("newline") != "" {
+		data += "\n"
+	}
+	err := v.svc.Write(v.ctx, id, []byte(data))
+	if err == nil && r.PostForm.Get("eof") != "" {
+		err = v.svc.CloseStdin(v.ctx, id)
+	}
+	if err != nil {
+		back += "?error=" + urlText("stdin: "+err.Error())
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// sessionNode is one session of the tree, with its jobs counted.
+type sessionNode struct {
+	*sessions.Session
+	Depth             int
+	Running, Finished int
+}
+
+// sessionsPage shows the tenant's sessions as a tree by lineage.
+func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, v *view) {
+	list, err := v.svc.Sessions(v.ctx, maxSessions)
+	if err != nil {
+		http.Error(w, "sessions: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	jobs, err := v.svc.List(v.ctx, runner.ListOptions{Retained: true})
+	if err != nil {
+		http.Error(w, "list: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	running, finished := map[string]int{}, map[string]int{}
+	for _, j := range jobs {
+		if receipts.Active(j.Status) {
+			running[j.ParentSessionID]++
+		} else {
+			finished[j.ParentSessionID]++
+		}
+	}
+	known := map[string]bool{}
+	children := map[string][]*sessions.Session{}
+	for _, s := range list {
+		known[s.ID] = true
+	}
+	for _, s := range list {
+		parent := s.ParentID
+		if !known[parent] {
+			parent = "" // a root, or an orphan whose parent is gone
+		}
+		children[parent] = append(children[parent], s)
+	}
+	var nodes []sessionNode
+	var walk func(parent string, depth int)
+	walk = func(parent string, depth int) {
+		kids := children[parent]
+		slices.SortFunc(kids, func(a, b *sessions.Session) int { return b.StartedAt.Compare(a.StartedAt) })
+		for _, s := range kids {
+			nodes = append(nodes, sessionNode{Session: s, Depth: depth, Running: running[s.ID], Finished: finished[s.ID]})
+			if depth < 64 {
+				walk(s.ID, depth+1)
+			}
+		}
+	}
+	walk("", 0)
+	c.render(w, "sessions", map[string]any{"Title": "Sessions", "CSRF": v.csrf, "Tenant": v.tenant, "Nodes": nodes,
+		"Unowned": [2]int{running[""], finished[""]}})
+}
+
+// ansi matches terminal escape sequences: CSI, OSC and two-byte escapes.
+var ansi = regexp.MustCompile(`\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])`)
+
+// cleanText makes job text safe to show as text: terminal escapes and
+// other control characters go (newlines and tabs stay), invalid UTF-8 is
+// replaced. html/template escapes what remains.
+func cleanText(s string) string {
+	s = ansi.ReplaceAllString(s, "")
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || (r >= 0x20 && r != 0x7f && (r < 0x80 || r > 0x9f)) {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return durationOf(time.Since(t)) + " ago"
+}
+
+// durationOf is a short human duration: 850ms, 12s, 3m4s, 2h5m, 3d4h.
+func durationOf(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.0fs", d.Seconds())
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+func traceLink(base, traceID string) string {
+	if base == "" || traceID == "" {
+		return ""
+	}
+	return strings.TrimRight(base, "/") + "/trace/" + traceID
+}
+
+func urlText(s string) string { return url.QueryEscape(clip(s, 300)) }

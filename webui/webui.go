@@ -1,0 +1,294 @@
+// Package webui is the runner's web console, served at /ui by `hermes
+// serve` and by `hermes ui` for a local profile: sessions by lineage, jobs
+// (running, queued, finished) with filters, and a job page with its
+// receipt, a live log followed over server-sent events, kill and stdin.
+//
+// It is server-rendered HTML (html/template, which escapes everything) with
+// one small script and one stylesheet embedded in the binary, served under
+// a strict Content Security Policy: no inline script or style, no
+// third-party origin. Access is the API's: a login exchanges a bearer token
+// (or `hermes ui`'s one-time secret) for a server-side console session
+// named by an HttpOnly, SameSite=Strict cookie, so the token never appears
+// in a URL or a log. Every action is a POST that carries the console
+// session's CSRF token and comes from the console's own origin.
+//
+// A console session acts for its whole tenant: a token holder may name any
+// of the tenant's agent sessions through the API anyway, so the console
+// shows every session's jobs (runner.WithScope), and nothing of another
+// tenant's.
+package webui
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hermesrun/hermes/runner"
+)
+
+//go:embed assets templates
+var files embed.FS
+
+// Tenants is what the console needs of the runner behind it.
+type Tenants interface {
+	// Login returns the tenant that secret (a bearer token, or `hermes
+	// ui`'s one-time secret) opens, if any.
+	Login(secret string) (tenant string, ok bool)
+	// Service returns the tenant's runner, in-process: the console acts
+	// for the whole tenant through runner.WithScope.
+	Service(ctx context.Context, tenant string) (runner.Service, error)
+}
+
+// Options configure the console.
+type Options struct {
+	Tenants Tenants
+	// Prefix is where the console is mounted; default "/ui".
+	Prefix string
+	// JaegerURL, when set, links each job to its trace there
+	// (<JaegerURL>/trace/<trace_id>).
+	JaegerURL string
+	// SessionTTL bounds a console session; default 12 hours.
+	SessionTTL time.Duration
+	// Secure marks the cookie Secure (the server speaks TLS).
+	Secure bool
+	// NoLogin lets anyone who reaches the console in without a secret: a
+	// single-tenant runner without tokens, on loopback only. Actions still
+	// need a console session and its CSRF token.
+	NoLogin bool
+	Logger  *slog.Logger
+}
+
+// Console serves the web console.
+type Console struct {
+	opts  Options
+	pages map[string]*template.Template
+	mux   *http.ServeMux
+
+	mu       sync.Mutex
+	sessions map[string]*consoleSession
+}
+
+// consoleSession is one login.
+type consoleSession struct {
+	tenant  string
+	csrf    string
+	expires time.Time
+}
+
+const cookieName = "hermes_console"
+
+// New builds the console.
+func New(opts Options) (*Console, error) {
+	if opts.Tenants == nil {
+		return nil, errors.New("webui: Tenants is required")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = "/ui"
+	}
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 12 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Console{opts: opts, sessions: map[string]*consoleSession{}, pages: map[string]*template.Template{}}
+	funcs := template.FuncMap{
+		"ago":      ago,
+		"duration": durationOf,
+		"clean":    cleanText,
+		"prefix":   func() string { return opts.Prefix },
+		"jaeger":   func(traceID string) string { return traceLink(opts.JaegerURL, traceID) },
+		"short":    func(s string, n int) string { return clip(cleanText(s), n) },
+	}
+	for _, name := range []string{"login", "jobs", "job", "sessions"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[name] = t
+	}
+	assets, err := fs.Sub(files, "assets")
+	if err != nil {
+		return nil, err
+	}
+	p := opts.Prefix
+	mux := http.NewServeMux()
+	mux.Handle("GET "+p+"/assets/", http.StripPrefix(p+"/assets/", http.FileServerFS(assets)))
+	mux.HandleFunc("GET "+p+"/login", c.loginPage)
+	mux.HandleFunc("POST "+p+"/login", c.login)
+	mux.HandleFunc("POST "+p+"/logout", c.action(c.logout))
+	mux.HandleFunc("GET "+p+"/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, p+"/jobs", http.StatusSeeOther) })
+	mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, p+"/jobs", http.StatusSeeOther) })
+	mux.HandleFunc("GET "+p+"/jobs", c.page(c.jobs))
+	mux.HandleFunc("POST "+p+"/jobs", c.action(c.start))
+	mux.HandleFunc("GET "+p+"/jobs/{id}", c.page(c.job))
+	mux.HandleFunc("GET "+p+"/jobs/{id}/events", c.page(c.events))
+	mux.HandleFunc("POST "+p+"/jobs/{id}/kill", c.action(c.kill))
+	mux.HandleFunc("POST "+p+"/jobs/{id}/stdin", c.action(c.stdin))
+	mux.HandleFunc("GET "+p+"/sessions", c.page(c.sessionsPage))
+	c.mux = mux
+	return c, nil
+}
+
+// ServeHTTP serves the console with its security headers.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	// same-origin, not no-referrer: under no-referrer a browser's form
+	// POST says "Origin: null", and the origin check needs the origin.
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+// view is what a page handler has: the caller's tenant, its runner acting
+// for the whole tenant, and its CSRF token for the page's forms.
+type view struct {
+	tenant string
+	csrf   string
+	svc    runner.Service
+	ctx    context.Context
+}
+
+// current returns the console session of r's cookie, if valid.
+func (c *Console) current(r *http.Request) (string, *consoleSession) {
+	ck, err := r.Cookie(cookieName)
+	if err != nil || len(ck.Value) != 64 {
+		return "", nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.sessions[ck.Value]
+	if s == nil {
+		return "", nil
+	}
+	if time.Now().After(s.expires) {
+		delete(c.sessions, ck.Value)
+		return "", nil
+	}
+	return ck.Value, s
+}
+
+// open builds the view of an authenticated request, or answers it.
+func (c *Console) open(w http.ResponseWriter, r *http.Request) (*view, bool) {
+	_, s := c.current(r)
+	if s == nil {
+		if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events") {
+			http.Redirect(w, r, c.opts.Prefix+"/login", http.StatusSeeOther)
+		} else {
+			http.Error(w, "log in first", http.StatusUnauthorized)
+		}
+		return nil, false
+	}
+	svc, err := c.opts.Tenants.Service(r.Context(), s.tenant)
+	if err != nil {
+		c.opts.Logger.Error("console: tenant unavailable", "tenant", s.tenant, "err", err)
+		http.Error(w, "tenant unavailable", http.StatusServiceUnavailable)
+		return nil, false
+	}
+	return &view{tenant: s.tenant, csrf: s.csrf, svc: svc, ctx: tenantScope(r.Context())}, true
+}
+
+// page wraps a GET handler.
+func (c *Console) page(h func(http.ResponseWriter, *http.Request, *view)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if v, ok := c.open(w, r); ok {
+			h(w, r, v)
+		}
+	}
+}
+
+// action wraps a POST handler: same origin, a valid console session and
+// its CSRF token, or nothing happens.
+func (c *Console) action(h func(http.ResponseWriter, *http.Request, *view)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !sameOrigin(r) {
+			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, "bad form", http.StatusBadRequest)
+			return
+		}
+		_, s := c.current(r)
+		if s == nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.csrf)) != 1 {
+			http.Error(w, "missing or stale form token: reload the page", http.StatusForbidden)
+			return
+		}
+		if v, ok := c.open(w, r); ok {
+			h(w, r, v)
+		}
+	}
+}
+
+// sameOrigin accepts a request that the browser marks same-origin
+// (Sec-Fetch-Site), or, from a browser that does not send that header,
+// whose Origin (or else Referer) is the console's own scheme and host.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "same-origin":
+		// Set by the browser itself; no page can forge it.
+		return true
+	case "":
+	default:
+		return false
+	}
+	src := r.Header.Get("Origin")
+	if src == "" || src == "null" {
+		src = r.Header.Get("Referer")
+	}
+	u, err := url.Parse(src)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return u.Scheme == scheme && strings.EqualFold(u.Host, r.Host)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// newSession records a login and sets its cookie.
+func (c *Console) newSession(w http.ResponseWriter, tenant string) {
+	id := randomHex(32)
+	c.mu.Lock()
+	now := time.Now()
+	for k, s := range c.sessions { // expired logins go as new ones come
+		if now.After(s.expires) {
+			delete(c.sessions, k)
+		}
+	}
+	c.sessions[id] = &consoleSession{tenant: tenant, csrf: randomHex(32), expires: now.Add(c.opts.SessionTTL)}
+	c.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: c.opts.Prefix, HttpOnly: true,
+		Secure: c.opts.Secure, SameSite: http.SameSiteStrictMode, MaxAge: int(c.opts.SessionTTL.Seconds())})
+}
+
+func (c *Console) render(w http.ResponseWriter, name string, data map[string]any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := c.pages[name].ExecuteTemplate(w, "layout", data); err != nil {
+		c.opts.Logger.Error("console: render", "page", name, "err", err)
+	}
+}
