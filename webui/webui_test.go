@@ -1,0 +1,114 @@
+package webui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/webui"
+)
+
+// oneTenant is a runner of one tenant opened by one secret.
+type oneTenant struct {
+	secret string
+	svc    runner.Service
+}
+
+func (o oneTenant) Login(secret string) (string, bool) { return "t", secret == o.secret }
+func (o oneTenant) Service(context.Context, string) (runner.Service, error) {
+	return o.svc, nil
+}
+
+// profileWith builds a registry on a file store holding n finished jobs,
+// owned by a handful of sessions.
+func profileWith(tb testing.TB, n int) runner.Service {
+	tb.Helper()
+	dir := tb.TempDir()
+	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{MaxRetained: n + 10})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ss, err := sessions.NewFileStore(filepath.Join(dir, "sessions"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	now := time.Now()
+	for i := 0; i < n; i++ {
+		rec := &receipts.Receipt{ID: fmt.Sprintf("proc_%012x", i+1), Command: fmt.Sprintf("make test-%d", i), Backend: "local",
+			Status: receipts.StatusExited, ExitCode: i % 3, StartedAt: now.Add(-time.Duration(i+5) * time.Second),
+			FinishedAt: now.Add(-time.Duration(i) * time.Second), Output: strings.Repeat("ok\n", 200),
+			Owner: receipts.Owner{ParentSessionID: fmt.Sprintf("agent-%d", i%7), TaskID: "t"}}
+		if err := st.Put(context.Background(), rec); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reg
+}
+
+// loggedIn returns a console and the cookie of a login to it.
+func loggedIn(tb testing.TB, svc runner.Service) (*webui.Console, *http.Cookie) {
+	tb.Helper()
+	c, err := webui.New(webui.Options{Tenants: oneTenant{secret: "s3cret", svc: svc}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "http://console.test/ui/login", strings.NewReader(url.Values{"token": {"s3cret"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://console.test")
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, req)
+	if w.Code != http.StatusSeeOther || len(w.Result().Cookies()) != 1 {
+		tb.Fatalf("login: %d %v", w.Code, w.Result().Cookies())
+	}
+	ck := w.Result().Cookies()[0]
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/ui" {
+		tb.Fatalf("cookie %+v", ck)
+	}
+	return c, ck
+}
+
+func TestJobsPageLists(t *testing.T) {
+	c, ck := loggedIn(t, profileWith(t, 30))
+	for _, tt := range []struct {
+		query string
+		rows  int
+	}{{"", 30}, {"?status=exited", 30}, {"?status=running", 0}, {"?session=agent-3", 4}, {"?backend=docker", 0}} {
+		req := httptest.NewRequest("GET", "http://console.test/ui/jobs"+tt.query, nil)
+		req.AddCookie(ck)
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		if got := strings.Count(w.Body.String(), `<tr class="st-`); w.Code != 200 || got != tt.rows {
+			t.Errorf("jobs%s: %d, %d rows; want %d", tt.query, w.Code, got, tt.rows)
+		}
+	}
+}
+
+// BenchmarkJobsPage: the jobs page of a tenant with 1,000 retained
+// receipts, server time (issue 20: under 200 ms).
+func BenchmarkJobsPage(b *testing.B) {
+	c, ck := loggedIn(b, profileWith(b, 1000))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req := httptest.NewRequest("GET", "http://console.test/ui/jobs", nil)
+		req.AddCookie(ck)
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		if w.Code != 200 || strings.Count(w.Body.String(), `<tr class="st-`) != 1000 {
+			b.Fatalf("jobs page: %d", w.Code)
+		}
+	}
+}
