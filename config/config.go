@@ -1,6 +1,7 @@
 // Package config locates a hermes profile ($HERMES_HOME) and reads its
-// config.yaml. Unknown keys are ignored so that profiles shared with other
-// tools keep working; known keys with the wrong type are errors.
+// config.yaml. Unknown keys are not errors, so that profiles shared with
+// other tools keep working, but they are reported (Profile.Warnings) for
+// the commands to say; known keys with the wrong type are errors.
 package config
 
 import (
@@ -139,6 +140,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 type Profile struct {
 	Home   string
 	Config Config
+	// Warnings are what the commands say on stderr about config.yaml:
+	// the keys hermes does not know (a typo would otherwise do nothing).
+	Warnings []string
 }
 
 // Home returns HERMES_HOME, or ~/.hermes.
@@ -182,6 +186,7 @@ func Load(getenv func(string) string) (*Profile, error) {
 		if p.Config, err = Parse(b); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		p.Warnings = unknownKeys(b)
 	}
 	if u := getenv("HERMES_REDIS_URL"); u != "" {
 		p.Config.Store.RedisURL = u

@@ -1,6 +1,8 @@
 package config_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +91,35 @@ tenants:
 		if _, err := config.Parse([]byte(bad)); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
+	}
+}
+
+func TestUnknownKeysWarn(t *testing.T) {
+	dir := t.TempDir()
+	yml := "terminl:\n  env: local\nterminal:\n  timout: 5s\n  docker:\n    memroy: 1g\nresult_retension: 1h\ntenants:\n  bots:\n    limits: {concurent_jobs: 2}\nlimits:\n  concurrent_jobs: 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(func(k string) string {
+		if k == "HERMES_HOME" {
+			return dir
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"config.yaml: unknown key terminl (line 1)",
+		"config.yaml: unknown key terminal.timout (line 4)",
+		"config.yaml: unknown key terminal.docker.memroy (line 6)",
+		"config.yaml: unknown key result_retension (line 7)",
+		"config.yaml: unknown key tenants.bots.limits.concurent_jobs (line 10)",
+	}
+	if strings.Join(p.Warnings, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(p.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+	if p.Config.Limits.ConcurrentJobs == nil || *p.Config.Limits.ConcurrentJobs != 2 {
+		t.Fatal("the known keys were not read")
 	}
 }

@@ -182,6 +182,9 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, w := range own.Warnings {
+		opts.Logger.Warn(w)
+	}
 	t := &tenants{getenv: opts.Getenv, exe: opts.Exe, log: opts.Logger, registry: opts.Registry, slots: map[string]*slot{}, runnerConfig: own.Config}
 	if opts.Tokens != nil {
 		if opts.TenantsDir == "" {

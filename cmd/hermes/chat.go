@@ -83,6 +83,7 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 		return err
 	}
 	defer e.Close()
+	warn(g, e)
 	svc, err := c.service(g, e)
 	if err != nil {
 		return err

@@ -89,3 +89,18 @@ func TestLimitsThroughARunner(t *testing.T) {
 		t.Fatalf("third start: %+v", third)
 	}
 }
+
+// TestConfigTyposWarn (issue 17): a key hermes does not know is said on
+// stderr with its path, and the command still runs.
+func TestConfigTyposWarn(t *testing.T) {
+	p := newProfile(t)
+	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte("terminl:\n  env: local\nresult_retension: 1h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := p.ok("ps")
+	for _, want := range []string{"warning: config.yaml: unknown key terminl (line 1)", "unknown key result_retension (line 3)"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r)
+		}
+	}
+}

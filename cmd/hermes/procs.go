@@ -31,6 +31,7 @@ func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (cont
 	if err != nil {
 		return ctx, nil, nil, err
 	}
+	warn(g, e)
 	reg, err := e.Registry(mode)
 	if err != nil {
 		e.Close()
@@ -40,6 +41,14 @@ func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (cont
 	ctx, span := e.Tracing.Tracer("hermes/cli").Start(ctx, "hermes "+name)
 	e.Defer(func() { span.End() })
 	return sessions.WithCurrent(ctx, g.Getenv("HERMES_SESSION_ID")), e, reg, nil
+}
+
+// warn says on stderr what is wrong with the profile's config.yaml but
+// does not stop the command (unknown keys).
+func warn(g *Globals, e *profile.Profile) {
+	for _, w := range e.Warnings {
+		fmt.Fprintln(g.Stderr, "hermes: warning: "+w)
+	}
 }
 
 func checkID(id string) error {
