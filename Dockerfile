@@ -30,8 +30,10 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
+ARG COMMIT=""
+ARG BUILD_DATE=""
 RUN go build -trimpath -buildvcs=false \
-        -ldflags "-s -w -X main.version=${VERSION}" \
+        -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT} -X main.buildDate=${BUILD_DATE}" \
         -o /out/hermes ./cmd/hermes \
     && /out/hermes --version
 # The final stage may be scratch, which has no mkdir: lay out its directories

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,28 @@ func TestConfigTyposWarn(t *testing.T) {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r)
 		}
+	}
+}
+
+// TestVersionCommand (issue 17): `hermes version` names version, commit,
+// build date, Go version and platform; --json gives the record.
+func TestVersionCommand(t *testing.T) {
+	p := newProfile(t)
+	human := p.ok("version")
+	for _, field := range []string{"version:", "commit:", "built:", "go:", "platform:"} {
+		if !strings.Contains(human.stdout, field) {
+			t.Errorf("version lacks %s:\n%s", field, human)
+		}
+	}
+	var b struct {
+		Version   string `json:"version"`
+		GoVersion string `json:"go_version"`
+		Platform  string `json:"platform"`
+	}
+	if err := json.Unmarshal([]byte(p.ok("--json", "version").stdout), &b); err != nil || b.Version == "" || !strings.HasPrefix(b.GoVersion, "go") || b.Platform == "" {
+		t.Fatalf("version --json = %+v, %v", b, err)
+	}
+	if v := p.ok("--version"); !strings.HasPrefix(v.stdout, "hermes ") {
+		t.Fatalf("--version:\n%s", v)
 	}
 }

@@ -58,8 +58,9 @@ type CLI struct {
 	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
 	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
-	UI  UICmd  `cmd:"" name:"ui" help:"Serve this profile's web console on loopback: sessions, jobs, live logs."`
-	MCP MCPCmd `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
+	VersionCommand VersionCmd `cmd:"" name:"version" help:"Print the version, commit, build date and Go version (--json for a record)."`
+	UI             UICmd      `cmd:"" name:"ui" help:"Serve this profile's web console on loopback: sessions, jobs, live logs."`
+	MCP            MCPCmd     `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
 }
 
 // exitTempFail is the exit status of a start the profile's limits turned
@@ -242,34 +243,63 @@ func oneLine(s string) string {
 	return runner.ClipTo(strings.Join(strings.Fields(s), " "), maxErrorLine)
 }
 
-func versionString() string {
-	v := version
-	if v == "" {
-		v = "dev"
-		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v = bi.Main.Version
+// buildInfo is what `hermes version` reports.
+type buildInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"build_date"`
+	GoVersion string `json:"go_version"`
+	Platform  string `json:"platform"`
+}
+
+// build reads the stamped values, else what Go recorded in the binary.
+func build() buildInfo {
+	b := buildInfo{Version: version, Commit: commit, BuildDate: buildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	bi, ok := debug.ReadBuildInfo()
+	if b.Version == "" {
+		b.Version = "dev"
+		if ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			b.Version = bi.Main.Version
 		}
 	}
-	c, d := commit, buildDate
-	if bi, ok := debug.ReadBuildInfo(); ok && c == "" {
+	if ok && b.Commit == "" {
 		for _, kv := range bi.Settings {
 			switch kv.Key {
 			case "vcs.revision":
-				c = kv.Value
+				b.Commit = kv.Value
 			case "vcs.time":
-				if d == "" {
-					d = kv.Value
+				if b.BuildDate == "" {
+					b.BuildDate = kv.Value
 				}
 			}
 		}
 	}
-	out := "hermes " + v
-	if c != "" {
-		out += " (commit " + c
-		if d != "" {
-			out += ", built " + d
+	return b
+}
+
+func versionString() string {
+	b := build()
+	out := "hermes " + b.Version
+	if b.Commit != "" {
+		out += " (commit " + b.Commit
+		if b.BuildDate != "" {
+			out += ", built " + b.BuildDate
 		}
 		out += ")"
 	}
-	return out + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+	return out + " " + b.GoVersion + " " + b.Platform
+}
+
+// VersionCmd prints what this binary is.
+type VersionCmd struct{}
+
+// Run implements the command.
+func (VersionCmd) Run(g *Globals) error {
+	if g.JSON {
+		return printJSON(g, build())
+	}
+	b := build()
+	_, err := fmt.Fprintf(g.Stdout, "version:    %s\ncommit:     %s\nbuilt:      %s\ngo:         %s\nplatform:   %s\n",
+		b.Version, orDash(b.Commit), orDash(b.BuildDate), b.GoVersion, b.Platform)
+	return err
 }
