@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -126,5 +127,33 @@ func TestVersionCommand(t *testing.T) {
 	}
 	if v := p.ok("--version"); !strings.HasPrefix(v.stdout, "hermes ") {
 		t.Fatalf("--version:\n%s", v)
+	}
+}
+
+// TestPsFilters (issue 17): ps -q, --status and --format, and durations in
+// the table.
+func TestPsFilters(t *testing.T) {
+	p := newProfile(t)
+	ok := jsonOf[cliStart](t, p.ok("run", "-b", "--", "true"))
+	p.ok("wait", ok.SessionID)
+	bad := jsonOf[cliStart](t, p.ok("run", "-b", "--", "exit 3"))
+	p.hermes("wait", bad.SessionID)
+	live := p.background(nil, "sleep 30")
+	if q := p.ok("ps", "-q"); strings.TrimSpace(q.stdout) != live.SessionID {
+		t.Fatalf("ps -q:\n%s", q)
+	}
+	if q := p.ok("ps", "-q", "--status", "exited"); !strings.Contains(q.stdout, ok.SessionID) || !strings.Contains(q.stdout, bad.SessionID) || strings.Contains(q.stdout, live.SessionID) {
+		t.Fatalf("ps --status exited (implies --retained):\n%s", q)
+	}
+	f := p.ok("ps", "--retained", "--status", "exited,running", "--format", "{{.ID}} {{.Status}} {{.ExitCode}} {{.Duration}}")
+	lines := strings.Split(strings.TrimSpace(f.stdout), "\n")
+	if len(lines) != 3 || !strings.Contains(f.stdout, bad.SessionID+" exited 3 ") || !strings.Contains(f.stdout, live.SessionID+" running - -") {
+		t.Fatalf("ps --format:\n%s", f)
+	}
+	if r := p.hermes("ps", "--format", "{{.Nope}}"); r.code != 2 {
+		t.Fatalf("a template naming no field:\n%s", r)
+	}
+	if tbl := p.ok("ps", "--retained"); !strings.Contains(tbl.stdout, "DURATION") || !regexp.MustCompile(`exited +3 +local +\S+ \S+ +\d+(ms|\.\ds)`).MatchString(tbl.stdout) {
+		t.Fatalf("ps table:\n%s", tbl)
 	}
 }

@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"text/template"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -152,9 +155,60 @@ func code(p *int) string {
 
 // PsCmd lists processes.
 type PsCmd struct {
-	Retained   bool   `help:"Include retained receipts of finished processes."`
-	Task       string `help:"Only processes of this task id."`
-	SessionKey string `help:"Only processes with this session key."`
+	Retained   bool     `help:"Include retained receipts of finished processes."`
+	Task       string   `help:"Only processes of this task id."`
+	SessionKey string   `help:"Only processes with this session key."`
+	Status     []string `help:"Only processes in these states (repeatable or comma-separated; a finished state implies --retained)." enum:"queued,running,exited,killed,failed_to_start,timeout,lost" placeholder:"STATE"`
+	Quiet      bool     `short:"q" help:"Print the process ids only."`
+	Format     string   `help:"Print each process with a Go template, e.g. '{{.ID}} {{.Status}}'. Fields: ID, Status, ExitCode, Signal, Command, Backend, Image, Session, Task, Started, Finished, Duration, Place, PID, ContainerID, Cwd, TraceID." placeholder:"TEMPLATE"`
+}
+
+// psRow is what --format templates see: plain values, no pointers.
+type psRow struct {
+	ID, Status, ExitCode, Signal, Command, Backend, Image string
+	Session, Task, Duration, Place, ContainerID, Cwd      string
+	TraceID                                               string
+	Started, Finished                                     time.Time
+	PID                                                   int
+}
+
+func rowOf(in *runner.Info) psRow {
+	r := psRow{ID: in.ID, Status: in.Status, ExitCode: code(in.ExitCode), Signal: in.Signal, Command: in.Command,
+		Backend: in.Backend, Image: in.Image, Session: in.ParentSessionID, Task: in.TaskID, ContainerID: in.ContainerID,
+		Cwd: in.Cwd, TraceID: in.TraceID, Started: in.StartedAt, PID: in.PID, Duration: ranFor(in)}
+	if in.FinishedAt != nil {
+		r.Finished = *in.FinishedAt
+	}
+	if in.QueuePosition > 0 {
+		r.Place = strconv.Itoa(in.QueuePosition)
+	}
+	return r
+}
+
+// ranFor is how long a finished process ran, "-" for one that did not
+// end.
+func ranFor(in *runner.Info) string {
+	if in.FinishedAt == nil {
+		return "-"
+	}
+	return humanDuration(in.FinishedAt.Sub(in.StartedAt))
+}
+
+// humanDuration is a short duration: 850ms, 12.3s, 3m4s, 2h5m, 3d4h.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
 // Run implements the command.
@@ -162,29 +216,67 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkLabels(c.Task, c.SessionKey); err != nil {
 		return err
 	}
+	var tmpl *template.Template
+	if c.Format != "" {
+		var err error
+		tmpl, err = template.New("format").Option("missingkey=error").Parse(c.Format)
+		if err == nil {
+			err = tmpl.Execute(io.Discard, psRow{}) // a field that does not exist fails here, not mid-list
+		}
+		if err != nil {
+			return badInput("--format: %v", err)
+		}
+	}
+	retained := c.Retained
+	for _, st := range c.Status {
+		retained = retained || !receipts.Active(st)
+	}
 	ctx, svc, done, err := service(ctx, g, "ps")
 	if err != nil {
 		return err
 	}
 	defer done()
-	list, err := svc.List(ctx, runner.ListOptions{Retained: c.Retained, TaskID: c.Task, SessionKey: c.SessionKey})
+	list, err := svc.List(ctx, runner.ListOptions{Retained: retained, TaskID: c.Task, SessionKey: c.SessionKey})
 	if err != nil {
 		return err
 	}
-	if g.JSON {
+	if len(c.Status) > 0 {
+		list = slices.DeleteFunc(list, func(in *runner.Info) bool { return !slices.Contains(c.Status, in.Status) })
+	}
+	bw := bufio.NewWriterSize(g.Stdout, 64<<10)
+	switch {
+	case g.JSON:
 		if list == nil {
 			list = []*runner.Info{}
 		}
 		return printJSON(g, list)
+	case c.Quiet:
+		for _, in := range list {
+			bw.WriteString(in.ID + "\n")
+		}
+		return bw.Flush()
+	case tmpl != nil:
+		for _, in := range list {
+			if err := tmpl.Execute(bw, rowOf(in)); err != nil {
+				return badInput("--format: %v", err)
+			}
+			bw.WriteByte('\n')
+		}
+		return bw.Flush()
+	}
+	// A person reading a terminal gets relative times; a pipe gets
+	// timestamps that mean the same a minute later.
+	started := func(t time.Time) string { return t.Local().Format(time.DateTime) }
+	if f, ok := g.Stdout.(*os.File); ok && tty.IsTerminal(f.Fd()) {
+		started = func(t time.Time) string { return humanDuration(time.Since(t).Round(time.Second)) + " ago" }
 	}
 	// tabwriter writes each cell on its own; a thousand rows were
 	// thousands of write calls to the terminal.
-	bw := bufio.NewWriterSize(g.Stdout, 64<<10)
 	tw := tabwriter.NewWriter(bw, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tCOMMAND")
+	fmt.Fprintln(tw, "ID\tSTATUS\tEXIT\tBACKEND\tSTARTED\tDURATION\tCOMMAND")
 	for _, in := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, statusCell(in), code(in.ExitCode), in.Backend,
-			in.StartedAt.Local().Format(time.DateTime), cell(in.Command, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, statusCell(in), code(in.ExitCode), in.Backend,
+			started(in.StartedAt), ranFor(in), cell(in.Command, 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
