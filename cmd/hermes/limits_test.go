@@ -157,3 +157,21 @@ func TestPsFilters(t *testing.T) {
 		t.Fatalf("ps table:\n%s", tbl)
 	}
 }
+
+// TestInspect (issue 17): the whole record, live or retained.
+func TestInspect(t *testing.T) {
+	p := newProfile(t)
+	live := p.background(nil, "echo hi; sleep 30")
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(p.ok("inspect", live.SessionID[:10]).stdout), &rec); err != nil || rec["status"] != "running" || rec["session_id"] != live.SessionID {
+		t.Fatalf("inspect of a running job = %v, %v", rec, err)
+	}
+	p.ok("kill", live.SessionID)
+	rec = nil
+	if err := json.Unmarshal([]byte(p.ok("inspect", live.SessionID).stdout), &rec); err != nil || rec["status"] != "killed" || rec["output"] != "hi\n" || rec["finished_at"] == nil {
+		t.Fatalf("inspect of a finished job = %v, %v", rec, err)
+	}
+	if r := p.hermes("inspect", "proc_ffffffffffff"); r.code == 0 {
+		t.Fatalf("inspect of nothing:\n%s", r)
+	}
+}

@@ -43,15 +43,16 @@ type CLI struct {
 	// RunnerTokenFile reads the token from a file: a mounted Secret.
 	RunnerTokenFile string `help:"File holding the bearer token for --runner: the token alone, or a runner tokens file (its first token is used)." env:"HERMES_RUNNER_TOKEN_FILE" placeholder:"FILE" type:"existingfile"`
 
-	Run   RunCmd   `cmd:"" help:"Run a command in the foreground, or start it in the background."`
-	Ps    PsCmd    `cmd:"" help:"List processes: live ones, and retained receipts with --retained."`
-	Log   LogCmd   `cmd:"" help:"Show a process's output and status."`
-	Poll  PollCmd  `cmd:"" help:"Show a process's status and output tail without consuming its completion."`
-	Wait  WaitCmd  `cmd:"" help:"Wait for a process to finish; exit with its exit code."`
-	Kill  KillCmd  `cmd:"" help:"End a process and its whole process group (SIGTERM, then SIGKILL)."`
-	Write WriteCmd `cmd:"" help:"Write data to a running process's stdin."`
-	Chat  ChatCmd  `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
-	Trace TraceCmd `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
+	Run     RunCmd     `cmd:"" help:"Run a command in the foreground, or start it in the background."`
+	Ps      PsCmd      `cmd:"" help:"List processes: live ones, and retained receipts with --retained."`
+	Log     LogCmd     `cmd:"" help:"Show a process's output and status."`
+	Poll    PollCmd    `cmd:"" help:"Show a process's status and output tail without consuming its completion."`
+	Inspect InspectCmd `cmd:"" help:"Print a process's whole record as JSON: its receipt once it has ended, its live record before."`
+	Wait    WaitCmd    `cmd:"" help:"Wait for a process to finish; exit with its exit code."`
+	Kill    KillCmd    `cmd:"" help:"End a process and its whole process group (SIGTERM, then SIGKILL)."`
+	Write   WriteCmd   `cmd:"" help:"Write data to a running process's stdin."`
+	Chat    ChatCmd    `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
+	Trace   TraceCmd   `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
 	// Session is the session tree and the completions of notify jobs.
 	Session SessionCmd `cmd:"" help:"Agent sessions: start, end, show, ls, and take the completions of notify jobs."`
 	Shim    ShimCmd    `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
