@@ -165,8 +165,10 @@ func TestAPIEndpoints(t *testing.T) {
 		`hermes_receipts_written_total{backend="local",status="exited"} 2`,
 		`hermes_receipts_written_total{backend="local",status="killed"} 1`,
 		`hermes_process_start_duration_seconds_count{backend="local"} 3`,
-		`hermes_http_requests_total{code="201",method="POST",route="POST /v1/processes"} 3`,
-		"hermes_http_request_duration_seconds_bucket",
+		`hermes_http_requests_total{code="201",method="POST",route="/v1/processes"} 3`,
+		`hermes_http_request_duration_seconds_bucket{method="POST",route="/v1/processes",le="0.005"}`,
+		`hermes_job_duration_seconds_count{backend="local",status="exited"} 2`,
+		`hermes_build_info{goversion="go`,
 	}
 	var missing []string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -183,6 +185,11 @@ func TestAPIEndpoints(t *testing.T) {
 	}
 	for _, want := range missing {
 		t.Errorf("metrics lack %q", want)
+	}
+	// Waits last as long as their caller asks: counted, never timed.
+	if !bytes.Contains(a.body, []byte(`route="/v1/processes/{id}/wait"`)) || bytes.Contains(a.body, []byte(`hermes_http_request_duration_seconds_bucket{method="POST",route="/v1/processes/{id}/wait"`)) {
+		t.Errorf("waits: counted %v, timed %v", bytes.Contains(a.body, []byte(`route="/v1/processes/{id}/wait"`)),
+			bytes.Contains(a.body, []byte(`hermes_http_request_duration_seconds_bucket{method="POST",route="/v1/processes/{id}/wait"`)))
 	}
 	if a := ts.do(t, call{method: "GET", path: "/healthz"}); a.status != 200 {
 		t.Errorf("healthz: %d", a.status)

@@ -64,7 +64,11 @@ func (s *Server) routes() *router {
 }
 
 // reqInfo is what handlers tell the request log.
-type reqInfo struct{ tenant string }
+type reqInfo struct {
+	tenant string
+	// traceID is the request span's trace, for the access log line.
+	traceID string
+}
 
 type reqInfoKey struct{}
 
@@ -104,26 +108,47 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, info))
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
-			route := r.Pattern
+			route := strings.TrimPrefix(r.Pattern, r.Method+" ")
 			if route == "" {
 				route = "unmatched"
 			}
 			elapsed := time.Since(start)
 			s.metrics.httpRequests.With(r.Method, route, strconv.Itoa(rec.status)).Inc()
-			s.metrics.httpLatency.With(r.Method, route).Observe(elapsed.Seconds())
+			if !longLived(r, route) {
+				s.metrics.httpLatency.With(r.Method, route).Observe(elapsed.Seconds())
+			}
 			level := accessLevel(r.Method, rec.status)
 			if !s.log.Enabled(context.Background(), level) {
 				return // masking the path is the costliest part of a line
 			}
-			s.log.LogAttrs(context.Background(), level, "http request",
-				slog.String("method", r.Method), slog.String("route", route), slog.String("path", logPath(r.URL.Path)),
+			attrs := []slog.Attr{slog.String("method", r.Method), slog.String("route", route), slog.String("path", logPath(r.URL.Path)),
 				slog.Int("status", rec.status), slog.Int64("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-				slog.String("tenant", info.tenant), slog.String("remote", r.RemoteAddr))
+				slog.String("tenant", info.tenant), slog.String("remote", r.RemoteAddr)}
+			if info.traceID != "" {
+				attrs = append(attrs, slog.String("trace_id", info.traceID))
+			}
+			s.log.LogAttrs(context.Background(), level, "http request", attrs...)
 		}()
 		defer s.recovered(rec, r)
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// longLived reports whether a request may last as long as its caller
+// asks (a wait, a follow, a long-poll, an MCP or console stream): those stay
+// out of the latency histogram, whose buckets stop at 10 s, and are counted
+// in the requests total only.
+func longLived(r *http.Request, route string) bool {
+	switch route {
+	case "/v1/processes/{id}/wait", "/mcp":
+		return true
+	case "/v1/processes/{id}/log":
+		return r.URL.Query().Get("follow") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	case "/v1/sessions/{id}/completions":
+		return r.URL.Query().Get("wait") != ""
+	}
+	return strings.HasPrefix(r.URL.Path, "/ui/") && strings.HasSuffix(r.URL.Path, "/events")
 }
 
 // accessLevel is the level of a request's access log line. A successful
@@ -204,6 +229,9 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 			trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
 		defer span.End()
+		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok && span.SpanContext().HasTraceID() {
+			info.traceID = span.SpanContext().TraceID().String()
+		}
 		ctx = sessions.WithCurrent(ctx, session)
 		h(w, r.WithContext(ctx), t)
 	}

@@ -15,6 +15,8 @@ type metrics struct {
 	startLatency *promtext.HistogramVec
 	httpRequests *promtext.CounterVec
 	httpLatency  *promtext.HistogramVec
+	jobDuration  *promtext.HistogramVec
+	buildInfo    *promtext.GaugeVec
 }
 
 // httpBuckets are the reference client's default latency buckets.
@@ -34,7 +36,12 @@ func newMetrics() *metrics {
 		httpRequests: reg.NewCounterVec("hermes_http_requests_total",
 			"HTTP requests served, by method, route pattern and status code.", "method", "route", "code"),
 		httpLatency: reg.NewHistogramVec("hermes_http_request_duration_seconds",
-			"HTTP request latency by method and route pattern (waits and follows included).", httpBuckets, "method", "route"),
+			"HTTP request latency by method and route pattern; waits, follows, long-polls and streams are counted in hermes_http_requests_total only.", httpBuckets, "method", "route"),
+		jobDuration: reg.NewHistogramVec("hermes_job_duration_seconds",
+			"How long the jobs this server saw end ran, from start to end, by backend and status.",
+			[]float64{.1, .5, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400}, "backend", "status"),
+		buildInfo: reg.NewGaugeVec("hermes_build_info",
+			"Always 1: the version, commit and Go version of this hermes.", "version", "revision", "goversion"),
 	}
 	reg.RegisterProcess()
 	return m

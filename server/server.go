@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -94,6 +95,8 @@ type Options struct {
 	// JaegerURL links the console's jobs to their traces; default
 	// $HERMES_JAEGER_URL.
 	JaegerURL string
+	// Version and Revision label hermes_build_info.
+	Version, Revision string
 }
 
 // Server is a running hermes runner.
@@ -203,6 +206,7 @@ func New(opts Options) (*Server, error) {
 		drain: make(chan struct{}),
 	}
 	s.queue = newQueueMetrics(s.metrics.reg)
+	s.metrics.buildInfo.With(firstNonEmpty(opts.Version, "dev"), firstNonEmpty(opts.Revision, "unknown"), runtime.Version()).Set(1)
 	if opts.Advertise != "" {
 		dir, err := openReplicas(home, opts)
 		if err != nil {
@@ -298,6 +302,7 @@ func (s *Server) observe(t *Tenant) {
 		case ev.Kind == runner.EventEnded && ev.Started:
 			s.metrics.running.Dec()
 			s.metrics.receipts.With(ev.Receipt.Backend, ev.Receipt.Status).Inc()
+			s.metrics.jobDuration.With(ev.Receipt.Backend, ev.Receipt.Status).Observe(max(ev.Receipt.FinishedAt.Sub(ev.Receipt.StartedAt), 0).Seconds())
 		}
 		if ev.Kind == runner.EventEnded && s.peers != nil && !t.Registry.Shared(ev.Backend) {
 			// Off the registry's event path: a slow Redis must not hold
@@ -435,4 +440,13 @@ func (s *Server) recovered(w *recorder, r *http.Request) {
 	if !w.wrote {
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, "internal error")
 	}
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

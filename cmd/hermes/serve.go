@@ -46,7 +46,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	opts := server.Options{
 		Listen: c.Listen, TenantsDir: c.TenantsDir, Getenv: g.Getenv, Logger: log,
 		Backends: c.Backends, WorkDir: c.Workdir, ShutdownTimeout: c.ShutdownTimeout,
-		TLSCert: c.TLSCert, TLSKey: c.TLSKey,
+		TLSCert: c.TLSCert, TLSKey: c.TLSKey, Version: build().Version, Revision: build().Commit,
 		Advertise: firstNonEmpty(c.Advertise, g.Getenv("HERMES_ADVERTISE_URL")), ReplicaName: firstNonEmpty(c.ReplicaName, g.Getenv("HERMES_REPLICA_NAME")),
 	}
 	path := c.Tokens
