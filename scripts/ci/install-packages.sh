@@ -2,7 +2,8 @@
 # Installs the Debian packages the test suite needs, only those missing:
 # docker.io (dockerd), redis-server (+ redis-cli), busybox-static (the test
 # image's only binary), curl and util-linux's flock (used by these scripts),
-# and chromium (the headless browser of the Jaeger UI test).
+# chromium (the headless browser of the Jaeger UI and console tests) and
+# prometheus (for promtool, which checks what /metrics serves).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -15,6 +16,7 @@ wanted=(
 	curl:curl
 	util-linux:flock
 	chromium:chromium
+	prometheus:promtool
 )
 
 installed() {
