@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"path"
 	"strconv"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -51,6 +53,12 @@ func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
 	if rec.ContainerID != "" {
 		attrs = append(attrs, tracing.AttrContainerID.String(rec.ContainerID))
 	}
+	if rec.Image != "" {
+		attrs = append(attrs, attribute.String("container.image.name", rec.Image))
+	}
+	if exe := executableName(rec.Command); exe != "" {
+		attrs = append(attrs, attribute.String("process.executable.name", exe))
+	}
 	if rec.ParentSessionID != "" {
 		attrs = append(attrs, tracing.AttrSessionID.String(rec.ParentSessionID))
 	}
@@ -70,4 +78,36 @@ func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
 	}
 	// No flush here: the batch processor exports within its delay, and
 	// every short-lived hermes process shuts its provider down on exit.
+}
+
+// executableName is the program a command line runs first: the base name
+// of its first word after any VAR=value assignments ("make" for "CI=1
+// make test"), or "" when that is not a plain word (a subshell, a quote).
+func executableName(command string) string {
+	for _, f := range strings.Fields(command) {
+		if strings.Contains(f, "=") && !strings.HasPrefix(f, "=") {
+			continue
+		}
+		if strings.ContainsAny(f, "'\"$(){};|&<>`\\") || shellKeyword(f) {
+			return ""
+		}
+		return clipName(redact.String(path.Base(f)))
+	}
+	return ""
+}
+
+// shellKeyword reports whether w starts a compound command, not a program.
+func shellKeyword(w string) bool {
+	switch w {
+	case "if", "for", "while", "until", "case", "function", "select", "!", "[[", "time":
+		return true
+	}
+	return false
+}
+
+func clipName(s string) string {
+	if len(s) > 128 {
+		return s[:128]
+	}
+	return s
 }

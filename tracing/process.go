@@ -34,7 +34,7 @@ type ProcessIDs struct {
 }
 
 // NewProcessSpan allocates the ids of a process span whose parent is the
-// current span in ctx (typically tool.terminal), or of a new root span when
+// current span in ctx (typically execute_tool terminal), or of a new root span when
 // ctx carries none. Sampled follows the parent; a new root is marked sampled
 // and the recording Provider's sampler has the final word.
 //

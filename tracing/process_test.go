@@ -181,6 +181,9 @@ func TestProcessSpanAcrossProcesses(t *testing.T) {
 	if name, _ := proc.Resource().Set().Value("service.name"); name.AsString() != "hermes" {
 		t.Errorf("service.name = %q, want hermes", name.AsString())
 	}
+	if v, _ := proc.Resource().Set().Value("service.version"); v.AsString() == "" {
+		t.Error("no service.version")
+	}
 
 	innerSpan := endedByName(t, childRec)["program.work"]
 	if innerSpan.Parent().SpanID().String() != ids.SpanID || innerSpan.SpanContext().TraceID().String() != ids.TraceID {

@@ -15,6 +15,7 @@ package tracing
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -142,12 +143,12 @@ func NewWithProcessor(sp sdktrace.SpanProcessor, opts Options) (*Provider, error
 // newSDKProvider wires the SDK with the id generator that makes
 // RecordProcessSpan possible.
 func newSDKProvider(sp sdktrace.SpanProcessor, st settings) *Provider {
-	res, err := resource.Merge(resource.Default(),
-		resource.NewSchemaless(attribute.String("service.name", st.serviceName)))
+	own := []attribute.KeyValue{attribute.String("service.name", st.serviceName), attribute.String("service.version", serviceVersion())}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(own...))
 	if err != nil {
 		// Only a schema URL clash can fail the merge; the schemaless
-		// service name alone is still right.
-		res = resource.NewSchemaless(attribute.String("service.name", st.serviceName))
+		// service name and version alone are still right.
+		res = resource.NewSchemaless(own...)
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(sp),
@@ -221,4 +222,13 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 func (p *Provider) InstallGlobal() {
 	otel.SetTracerProvider(p.TracerProvider())
 	otel.SetTextMapPropagator(p.Propagator())
+}
+
+// serviceVersion is the module version the binary was built from (a
+// release, or go install's), "dev" for a build from a checkout.
+func serviceVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
 }

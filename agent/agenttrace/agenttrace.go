@@ -4,12 +4,17 @@
 //
 //	agent.session                  (StartSession; one per conversation)
 //	├── agent.turn                 (each user query and each follow-up)
-//	│   ├── llm.chat               (each chat-completions call)
-//	│   └── tool.terminal          (each tool call; also tool.process_manage)
+//	│   ├── chat {model}           (each chat-completions call)
+//	│   └── execute_tool terminal  (each tool call; also execute_tool process_manage)
 //	│       └── process            (recorded by the registry or shim that
 //	│                               writes the receipt, see runner/spans.go)
 //	└── agent.turn                 (a notify follow-up, linked to the
 //	                                process spans it reports)
+//
+// Model calls and tool calls follow OpenTelemetry's GenAI conventions:
+// span names "chat {model}" and "execute_tool {tool}", gen_ai.operation.name,
+// gen_ai.provider.name and gen_ai.conversation.id (the agent session, also
+// kept as hermes.session.id).
 //
 // The tool span's context is the one the tool hands to the registry, so
 // the process span's ids are allocated under it and the child's TRACEPARENT
@@ -37,15 +42,27 @@ import (
 // ScopeName is the instrumentation scope of the agent's spans.
 const ScopeName = "github.com/hermesrun/hermes/agent"
 
-// Span names.
+// Span names. Model and tool spans are named by ChatSpan and ToolSpan.
 const (
 	SpanSession = "agent.session"
 	SpanTurn    = "agent.turn"
-	SpanLLMChat = "llm.chat"
-	// SpanToolPrefix is followed by the tool name: tool.terminal,
-	// tool.process_manage.
-	SpanToolPrefix = "tool."
 )
+
+// ChatSpan names the span of a chat-completions call to model: "chat
+// {model}", or "chat" for a model name that is no fit for a span name.
+func ChatSpan(model string) string {
+	if m := spanSafe(model); m != "" {
+		return "chat " + m
+	}
+	return "chat"
+}
+
+// ToolSpan names the span of a call of tool: "execute_tool {tool}".
+func ToolSpan(tool string) string { return "execute_tool " + toolName(tool) }
+
+// ProviderName is gen_ai.provider.name: the API hermes speaks to every
+// model endpoint is OpenAI's chat completions.
+const ProviderName = "openai"
 
 // Attribute keys beyond those in package tracing. The model and token
 // counts use the OpenTelemetry GenAI names.
@@ -54,6 +71,8 @@ const (
 	AttrResponseModel  = attribute.Key("gen_ai.response.model")
 	AttrResponseID     = attribute.Key("gen_ai.response.id")
 	AttrOperation      = attribute.Key("gen_ai.operation.name")
+	AttrProvider       = attribute.Key("gen_ai.provider.name")
+	AttrConversation   = attribute.Key("gen_ai.conversation.id")
 	AttrFinishReasons  = attribute.Key("gen_ai.response.finish_reasons")
 	AttrPromptTokens   = attribute.Key("gen_ai.usage.input_tokens")
 	AttrCompletionToks = attribute.Key("gen_ai.usage.output_tokens")
@@ -102,6 +121,7 @@ func New(p *tracing.Provider, model string) *Tracer {
 func (t *Tracer) StartSession(ctx context.Context, sessionID string) (context.Context, func(err error)) {
 	ctx, span := t.tr.Start(ctx, SpanSession, trace.WithAttributes(
 		tracing.AttrSessionID.String(sessionID),
+		AttrConversation.String(sessionID),
 		AttrModel.String(t.model),
 	))
 	return ctx, func(err error) {
@@ -114,8 +134,9 @@ func (t *Tracer) StartSession(ctx context.Context, sessionID string) (context.Co
 type turnKey struct{}
 
 type turnState struct {
-	usage openai.Usage
-	calls int
+	usage   openai.Usage
+	calls   int
+	session string
 }
 
 // StartTurn implements agent.Tracer. A follow-up turn links to the process
@@ -126,6 +147,7 @@ func (t *Tracer) StartTurn(ctx context.Context, turn agent.Turn) (context.Contex
 	}
 	attrs := []attribute.KeyValue{
 		tracing.AttrSessionID.String(turn.Session),
+		AttrConversation.String(turn.Session),
 		tracing.AttrTurnIndex.Int(turn.Index),
 		AttrModel.String(t.model),
 		AttrFollowUp.Bool(len(turn.FollowUp) > 0),
@@ -140,7 +162,7 @@ func (t *Tracer) StartTurn(ctx context.Context, turn agent.Turn) (context.Contex
 			}
 		}
 	}
-	st := &turnState{}
+	st := &turnState{session: turn.Session}
 	ctx, span := t.tr.Start(context.WithValue(ctx, turnKey{}, st), SpanTurn,
 		trace.WithAttributes(attrs...), trace.WithLinks(links...))
 	return ctx, func(_ string, err error) {
@@ -180,13 +202,18 @@ func (t *Tracer) StartModelCall(ctx context.Context, req *openai.Request) (conte
 	if !t.p.Enabled() {
 		return ctx, func(*openai.Response, error) {}
 	}
-	ctx, span := t.tr.Start(ctx, SpanLLMChat, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+	attrs := []attribute.KeyValue{
 		AttrOperation.String("chat"),
+		AttrProvider.String(ProviderName),
 		AttrModel.String(req.Model),
 		AttrStream.Bool(req.Stream),
 		AttrMessages.Int(len(req.Messages)),
-	))
+	}
 	st, _ := ctx.Value(turnKey{}).(*turnState)
+	if st != nil && st.session != "" {
+		attrs = append(attrs, AttrConversation.String(st.session))
+	}
+	ctx, span := t.tr.Start(ctx, ChatSpan(req.Model), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx, func(resp *openai.Response, err error) {
 		if st != nil {
 			st.calls++
@@ -220,18 +247,36 @@ func (t *Tracer) StartTool(ctx context.Context, call openai.ToolCall) (context.C
 	}
 	name := toolName(call.Function.Name)
 	attrs := []attribute.KeyValue{
+		AttrOperation.String("execute_tool"),
 		AttrToolName.String(name),
 		AttrToolCallID.String(clip(call.ID)),
 		AttrToolArguments.String(clip(redact.String(call.Function.Arguments))),
 	}
 	attrs = append(attrs, argAttrs(name, call.Function.Arguments)...)
-	ctx, span := t.tr.Start(ctx, SpanToolPrefix+name, trace.WithAttributes(attrs...))
+	if st, _ := ctx.Value(turnKey{}).(*turnState); st != nil && st.session != "" {
+		attrs = append(attrs, AttrConversation.String(st.session))
+	}
+	ctx, span := t.tr.Start(ctx, ToolSpan(name), trace.WithAttributes(attrs...))
 	return ctx, func(content string, err error) {
 		if id := startedProcess(content); id != "" {
 			span.SetAttributes(tracing.AttrProcessID.String(id))
 		}
 		endWith(span, err)
 	}
+}
+
+// spanSafe is name when it fits in a span name (bounded, printable, no
+// spaces), else "".
+func spanSafe(name string) string {
+	if name == "" || len(name) > 64 {
+		return ""
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || r > '~' {
+			return ""
+		}
+	}
+	return name
 }
 
 // toolName keeps span names to a bounded, printable set: the model may

@@ -277,10 +277,10 @@ func TestAgentFlowSpanTree(t *testing.T) {
 			wantAttr(t, first, agenttrace.AttrCompletionToks, int64(10))
 			wantAttr(t, first, agenttrace.AttrTotalTokens, int64(30))
 			wantAttr(t, first, agenttrace.AttrFollowUp, false)
-			if got := len(s.children(first, agenttrace.SpanLLMChat)); got != 2 {
-				t.Errorf("%d llm.chat under turn 1, want 2", got)
+			if got := len(s.children(first, agenttrace.ChatSpan("test-model"))); got != 2 {
+				t.Errorf("%d chat spans under turn 1, want 2", got)
 			}
-			tools := s.children(first, "tool.terminal")
+			tools := s.children(first, "execute_tool terminal")
 			if len(tools) != 1 {
 				t.Fatalf("%d tool.terminal under turn 1, want 1; spans %v", len(tools), s.names())
 			}
@@ -361,7 +361,7 @@ func TestToolContextReachesRegistry(t *testing.T) {
 	end("", nil)
 	tool := rec.Ended()[0]
 	for _, sp := range rec.Ended() {
-		if sp.Name() == "tool.terminal" {
+		if sp.Name() == "execute_tool terminal" {
 			tool = sp
 		}
 	}
@@ -394,19 +394,19 @@ func TestToolSpanAttributes(t *testing.T) {
 	}{
 		{name: "terminal background", tool: "terminal",
 			args:    `{"command":"curl -H 'Authorization: Bearer ` + secret + `' http://127.0.0.1/","background":true,"notify":false}`,
-			content: `{"session_id":"proc_0123456789ab","status":"running"}`, spanName: "tool.terminal",
+			content: `{"session_id":"proc_0123456789ab","status":"running"}`, spanName: "execute_tool terminal",
 			want: map[attribute.Key]any{
 				agenttrace.AttrToolBackground: true, agenttrace.AttrToolNotify: false,
 				tracing.AttrProcessID: "proc_0123456789ab", agenttrace.AttrToolCallID: "call_x",
 			}},
 		{name: "process_manage", tool: "process_manage", args: `{"action":"wait","session_id":"proc_0123456789ab","password":"` + secret + `"}`,
-			content: `{"status":"exited"}`, spanName: "tool.process_manage",
+			content: `{"status":"exited"}`, spanName: "execute_tool process_manage",
 			want: map[attribute.Key]any{agenttrace.AttrToolAction: "wait", tracing.AttrProcessID: "proc_0123456789ab"}},
 		{name: "failing tool", tool: "terminal", args: `{"command": 1}`, err: errors.New(`argument "command" must be a string`),
-			spanName: "tool.terminal", wantStatus: codes.Error, want: map[attribute.Key]any{}},
-		{name: "hostile name", tool: "a b\x00c", args: `{}`, spanName: "tool.invalid", want: map[attribute.Key]any{}},
-		{name: "long name", tool: strings.Repeat("x", 65), args: `{}`, spanName: "tool.invalid", want: map[attribute.Key]any{}},
-		{name: "arguments not JSON", tool: "terminal", args: `{"command": "TOKEN=` + secret, spanName: "tool.terminal", want: map[attribute.Key]any{}},
+			spanName: "execute_tool terminal", wantStatus: codes.Error, want: map[attribute.Key]any{}},
+		{name: "hostile name", tool: "a b\x00c", args: `{}`, spanName: "execute_tool invalid", want: map[attribute.Key]any{}},
+		{name: "long name", tool: strings.Repeat("x", 65), args: `{}`, spanName: "execute_tool invalid", want: map[attribute.Key]any{}},
+		{name: "arguments not JSON", tool: "terminal", args: `{"command": "TOKEN=` + secret, spanName: "execute_tool terminal", want: map[attribute.Key]any{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -452,9 +452,9 @@ func TestModelCallError(t *testing.T) {
 	endCall(nil, errors.New("provider said no to Bearer "+secret))
 	endTurn("", errors.New("model call failed"))
 	s := spanTree{t: t, spans: rec.Ended()}
-	call, turn := s.one(agenttrace.SpanLLMChat), s.one(agenttrace.SpanTurn)
+	call, turn := s.one(agenttrace.ChatSpan("m")), s.one(agenttrace.SpanTurn)
 	if call.Parent().SpanID() != turn.SpanContext().SpanID() {
-		t.Errorf("llm.chat is not the turn's child")
+		t.Errorf("the chat span is not the turn's child")
 	}
 	for _, sp := range []sdktrace.ReadOnlySpan{call, turn} {
 		if sp.Status().Code != codes.Error {
@@ -507,5 +507,16 @@ func BenchmarkDisabledTurn(b *testing.B) {
 		_, endTool := tr.StartTool(cctx, call)
 		endTool("", nil)
 		endTurn("", nil)
+	}
+}
+
+func TestGenAISpanNames(t *testing.T) {
+	for model, want := range map[string]string{"gpt-4o": "chat gpt-4o", "": "chat", "a model": "chat", strings.Repeat("m", 65): "chat"} {
+		if got := agenttrace.ChatSpan(model); got != want {
+			t.Errorf("ChatSpan(%q) = %q, want %q", model, got, want)
+		}
+	}
+	if got := agenttrace.ToolSpan("terminal"); got != "execute_tool terminal" {
+		t.Errorf("ToolSpan = %q", got)
 	}
 }

@@ -3,7 +3,7 @@ package main
 // The tracing end-to-end test: the seed agent scenario (`hermes chat`
 // starting a background notify job that exits 7) with OTLP pointed at a
 // real Jaeger, then Jaeger's HTTP query API must hold one trace with
-// agent.turn → tool.terminal → process (exit code 7, recorded by the
+// agent.turn → execute_tool terminal → process (exit code 7, recorded by the
 // detached shim after the agent's turn) and the follow-up agent.turn
 // linked to that process span.
 
@@ -347,19 +347,19 @@ func checkAgentTrace(tr *jaegerTrace, service, procID string) error {
 	if first.SpanID == "" || follow.SpanID == "" {
 		return fmt.Errorf("agent.turn spans lack turn indexes 1 and 2: %+v", turns)
 	}
-	tool, err := one("tool.terminal")
+	tool, err := one("execute_tool terminal")
 	if err != nil {
 		return err
 	}
 	if parentOf(tool) != first.SpanID {
-		return fmt.Errorf("tool.terminal's parent is %q, want the first agent.turn %s", parentOf(tool), first.SpanID)
+		return fmt.Errorf("execute_tool terminal's parent is %q, want the first agent.turn %s", parentOf(tool), first.SpanID)
 	}
 	proc, err := one("process")
 	if err != nil {
 		return err
 	}
 	if parentOf(proc) != tool.SpanID {
-		return fmt.Errorf("process's parent is %q, want tool.terminal %s", parentOf(proc), tool.SpanID)
+		return fmt.Errorf("process's parent is %q, want execute_tool terminal %s", parentOf(proc), tool.SpanID)
 	}
 	if code, ok := tagInt(proc, "process.exit.code"); !ok || code != 7 {
 		v, _ := tag(proc, "process.exit.code")
@@ -368,8 +368,11 @@ func checkAgentTrace(tr *jaegerTrace, service, procID string) error {
 	if v, _ := tag(proc, "hermes.process.id"); v != procID {
 		return fmt.Errorf("process span hermes.process.id = %v, want %s", v, procID)
 	}
-	if got := len(byName["llm.chat"]); got != 3 {
-		return fmt.Errorf("%d llm.chat spans, want 3", got)
+	if v, _ := tag(proc, "error.type"); fmt.Sprint(v) != "exit_code" {
+		return fmt.Errorf("process span error.type = %v, want exit_code", v)
+	}
+	if got := len(byName["chat test-model"]); got != 3 {
+		return fmt.Errorf("%d chat test-model spans, want 3", got)
 	}
 	linked := false
 	for _, r := range follow.References {

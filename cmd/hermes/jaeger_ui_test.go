@@ -77,7 +77,7 @@ const rowsJS = `Array.from(document.querySelectorAll('.span-row')).map(r => ({
 
 // TestJaegerUIShowsTheAgentTrace: the seed agent scenario's trace, found
 // through the real UI's search page and read on its trace page: agent.turn
-// over tool.terminal over process, the failed job's span marked as an
+// over execute_tool terminal over process, the failed job's span marked as an
 // error and carrying its command and exit code, and the follow-up turn's
 // reference to the process span.
 func TestJaegerUIShowsTheAgentTrace(t *testing.T) {
@@ -157,7 +157,7 @@ func TestJaegerUIShowsTheAgentTrace(t *testing.T) {
 			if turn < 0 {
 				turn = i
 			}
-		case "tool.terminal":
+		case "terminal": // "execute_tool terminal": the row's last word
 			if turn >= 0 && tool < 0 && r.Depth == rows[turn].Depth+1 {
 				tool = i
 			}
@@ -168,7 +168,7 @@ func TestJaegerUIShowsTheAgentTrace(t *testing.T) {
 		}
 	}
 	if turn < 0 || tool < 0 || proc < 0 {
-		t.Fatalf("the trace page does not nest agent.turn > tool.terminal > process; rows: %+v", rows)
+		t.Fatalf("the trace page does not nest agent.turn > execute_tool terminal > process; rows: %+v", rows)
 	}
 	if !rows[proc].Error {
 		t.Errorf("the failed job's process span (exit code 7) is not marked as an error: %+v", rows[proc])
