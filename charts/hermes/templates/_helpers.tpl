@@ -126,6 +126,12 @@ Deployment so that a bad combination fails `helm template` and `helm install`.
 {{- if and (gt (int .Values.replicaCount) 1) .Values.persistence.enabled }}
 {{- fail "persistence (a ReadWriteOnce home volume) is for a single replica: use Redis to share receipts between replicas" }}
 {{- end }}
+{{- if and .Values.autoscaling.enabled (eq $store "file") }}
+{{- fail "autoscaling needs a shared receipt store (replicas share Redis): set redis.url, redis.existingSecret or redis.bundled.enabled" }}
+{{- end }}
+{{- if and .Values.autoscaling.enabled .Values.persistence.enabled }}
+{{- fail "autoscaling runs several replicas: persistence (a ReadWriteOnce home volume) is for a single one" }}
+{{- end }}
 {{- if and .Values.auth.tokens .Values.auth.existingSecret }}
 {{- fail "auth: set auth.tokens or auth.existingSecret, not both" }}
 {{- end }}
