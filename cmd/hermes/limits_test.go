@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -173,5 +174,52 @@ func TestInspect(t *testing.T) {
 	}
 	if r := p.hermes("inspect", "proc_ffffffffffff"); r.code == 0 {
 		t.Fatalf("inspect of nothing:\n%s", r)
+	}
+}
+
+// TestCompletion (issue 17): the bash script is valid bash and completes
+// commands, subcommands, flags and enumerated values; the zsh and fish
+// scripts name every command.
+func TestCompletion(t *testing.T) {
+	p := newProfile(t)
+	script := filepath.Join(t.TempDir(), "hermes.bash")
+	if err := os.WriteFile(script, []byte(p.ok("completion", "bash").stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) string {
+		t.Helper()
+		w := strings.Join(words, " ")
+		cmd := exec.Command("bash", "-c", `source "$0"; COMP_WORDS=(`+w+`); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _hermes; echo "${COMPREPLY[*]}"`, script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("bash completion of %q: %v\n%s", w, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for _, tt := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"hermes", "ses"}, "session"},
+		{[]string{"hermes", "session", "st"}, "start"},
+		{[]string{"hermes", "run", "--backg"}, "--background"},
+		{[]string{"hermes", "ps", "--js"}, "--json"},
+		{[]string{"hermes", "ps", "--status", "qu"}, "queued"},
+		{[]string{"hermes", "completion", "--he"}, "--help"},
+	} {
+		if got := complete(tt.words...); got != tt.want {
+			t.Errorf("completing %q = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+	for _, shell := range []string{"zsh", "fish"} {
+		out := p.ok("completion", shell).stdout
+		for _, cmd := range []string{"run", "ps", "log", "poll", "inspect", "wait", "kill", "write", "chat", "trace", "session", "serve", "mcp", "ui", "version", "completion"} {
+			if !strings.Contains(out, cmd) {
+				t.Errorf("the %s script does not name %s", shell, cmd)
+			}
+		}
+	}
+	if r := p.hermes("completion", "tcsh"); r.code != 2 {
+		t.Fatalf("completion for an unknown shell:\n%s", r)
 	}
 }

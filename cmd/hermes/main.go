@@ -59,9 +59,10 @@ type CLI struct {
 	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
 	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
-	VersionCommand VersionCmd `cmd:"" name:"version" help:"Print the version, commit, build date and Go version (--json for a record)."`
-	UI             UICmd      `cmd:"" name:"ui" help:"Serve this profile's web console on loopback: sessions, jobs, live logs."`
-	MCP            MCPCmd     `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
+	VersionCommand VersionCmd    `cmd:"" name:"version" help:"Print the version, commit, build date and Go version (--json for a record)."`
+	Completion     CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	UI             UICmd         `cmd:"" name:"ui" help:"Serve this profile's web console on loopback: sessions, jobs, live logs."`
+	MCP            MCPCmd        `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
 }
 
 // exitTempFail is the exit status of a start the profile's limits turned
