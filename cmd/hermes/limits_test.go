@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // queuedStart is the start receipt of a job that waits for a slot.
@@ -221,5 +222,52 @@ func TestCompletion(t *testing.T) {
 	}
 	if r := p.hermes("completion", "tcsh"); r.code != 2 {
 		t.Fatalf("completion for an unknown shell:\n%s", r)
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	for _, tt := range []struct {
+		tail  string
+		width int
+		want  string
+	}{
+		{"", 100, "waiting for proc_0123456789ab (running, 12.0s)"},
+		{"one\ntwo\n", 100, "waiting for proc_0123456789ab (running, 12.0s): two"},
+		{"\x1b[31mred\x1b[0m\r\n", 100, "waiting for proc_0123456789ab (running, 12.0s): red"},
+		{"a long last line of output", 50, "waiting for proc_0123456789ab (running, 12.0s): a…"},
+	} {
+		if got := progressLine("proc_0123456789ab", "running", 12*time.Second, tt.tail, tt.width); got != tt.want {
+			t.Errorf("progressLine(%q) = %q, want %q", tt.tail, got, tt.want)
+		}
+	}
+}
+
+// TestWaitSilentOffTerminal: a wait whose stderr is not a terminal draws
+// nothing there.
+func TestWaitSilentOffTerminal(t *testing.T) {
+	p := newProfile(t)
+	id := p.background(nil, "sleep 1; echo done").SessionID
+	if r := p.ok("wait", id); r.stderr != "" {
+		t.Fatalf("wait wrote on a non-terminal stderr:\n%s", r)
+	}
+}
+
+// TestWaitShowsProgressOnATerminal: on a terminal (a pty from script(1)),
+// wait shows what it waits for and the job's last line, then erases it.
+func TestWaitShowsProgressOnATerminal(t *testing.T) {
+	script, err := exec.LookPath("script")
+	if err != nil {
+		t.Skip("no script(1) to give hermes a terminal")
+	}
+	p := newProfile(t)
+	id := p.background(nil, "echo step-one; sleep 1.5; echo done").SessionID
+	cmd := exec.Command(script, "-q", "-e", "-c", hermesBin+" wait "+id, "/dev/null")
+	cmd.Env = p.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("wait on a pty: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "waiting for "+id+" (running") || !strings.Contains(string(out), "step-one") || !strings.Contains(string(out), "\x1b[K") {
+		t.Fatalf("no progress line on the terminal:\n%q", out)
 	}
 }

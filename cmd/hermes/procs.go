@@ -425,7 +425,9 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 			wctx, cancel = context.WithTimeout(ctx, *c.Timeout)
 			defer cancel()
 		}
+		stop := showWaiting(wctx, g, svc, c.ID)
 		res, err := svc.Wait(wctx, c.ID)
+		stop()
 		if errors.Is(err, context.DeadlineExceeded) {
 			return c.stillRunning(g, c.ID, *c.Timeout)
 		}
