@@ -170,3 +170,16 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return v, nil
 }
+
+// PruneRequest is the body of POST /v1/prune: remove the receipts
+// of processes that ended more than older_than ago (absent: any), in one
+// of status (absent: any).
+type PruneRequest struct {
+	OlderThan Duration `json:"older_than,omitempty"`
+	Status    []string `json:"status,omitempty"`
+}
+
+// PruneResult lists the processes whose receipts were removed.
+type PruneResult struct {
+	Removed []string `json:"removed"`
+}

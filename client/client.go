@@ -135,6 +135,8 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusTooManyRequests
 	case runner.ErrQueued:
 		return e.Code == api.CodeQueued
+	case runner.ErrRunning:
+		return e.Code == api.CodeRunning
 	}
 	return false
 }
@@ -287,6 +289,28 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 		return nil, err
 	}
 	return &info, nil
+}
+
+// Remove implements runner.Service: DELETE /v1/receipts/{id}.
+func (c *Client) Remove(ctx context.Context, id string, force bool) (*runner.Info, error) {
+	q := url.Values{}
+	if force {
+		q.Set("force", "true")
+	}
+	var in runner.Info
+	if err := c.call(ctx, http.MethodDelete, "/v1/receipts/"+url.PathEscape(id), q, nil, &in); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// Prune implements runner.Service: POST /v1/prune.
+func (c *Client) Prune(ctx context.Context, o runner.PruneOptions) ([]string, error) {
+	var res api.PruneResult
+	if err := c.call(ctx, http.MethodPost, "/v1/prune", nil, api.PruneRequest{OlderThan: api.Duration(o.OlderThan), Status: o.Statuses}, &res); err != nil {
+		return nil, err
+	}
+	return res.Removed, nil
 }
 
 // List implements runner.Service.

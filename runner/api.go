@@ -42,6 +42,10 @@ type Service interface {
 	CloseStdin(ctx context.Context, id string) error
 	// Receipt returns the receipt of a finished process.
 	Receipt(ctx context.Context, id string) (*receipts.Receipt, error)
+	// Remove deletes a finished process's receipt and logs now (force
+	// kills one still running first); Prune deletes those o chooses.
+	Remove(ctx context.Context, id string, force bool) (*Info, error)
+	Prune(ctx context.Context, o PruneOptions) ([]string, error)
 
 	// Completions takes the completions of the calling session and of the
 	// sessions it continues by compression, waiting up to wait for one.

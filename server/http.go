@@ -42,6 +42,8 @@ func (s *Server) routes() *router {
 	})))
 	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.job(handlerBudget, s.stdin))
 	mux.HandleFunc("GET /v1/receipts/{id}", s.job(handlerBudget, byID(s, receipt)))
+	mux.HandleFunc("DELETE /v1/receipts/{id}", s.job(runner.KillBudget, s.removeReceipt))
+	mux.HandleFunc("POST /v1/prune", s.api(handlerBudget, s.prune))
 	mux.HandleFunc("POST /v1/sessions", s.api(handlerBudget, s.startSession))
 	mux.HandleFunc("GET /v1/sessions", s.api(handlerBudget, s.listSessions))
 	mux.HandleFunc("GET /v1/sessions/{id}", s.api(handlerBudget, s.getSession))

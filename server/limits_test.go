@@ -206,3 +206,40 @@ func readFileString(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
+
+// TestRemoveReceiptsAPI (issue 17): DELETE /v1/receipts/{id} and POST
+// /v1/prune, within the caller's scope.
+func TestRemoveReceiptsAPI(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	done := ts.startJob(t, "", "rm-agent", map[string]any{"command": "echo secret"})
+	ts.waitJob(t, "", "rm-agent", done)
+	other := ts.startJob(t, "", "someone-else", map[string]any{"command": "true"})
+	ts.waitJob(t, "", "someone-else", other)
+	live := ts.startJob(t, "", "rm-agent", map[string]any{"command": "sleep 30"})
+	t.Cleanup(func() { ts.killJob(t, "", "rm-agent", live) })
+
+	if a := ts.do(t, call{method: "DELETE", path: "/v1/receipts/" + other, session: "rm-agent"}); a.status != http.StatusNotFound {
+		t.Fatalf("removing another session's receipt: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, call{method: "DELETE", path: "/v1/receipts/" + live, session: "rm-agent"}); a.status != http.StatusConflict {
+		t.Fatalf("removing a running job's: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, call{method: "DELETE", path: "/v1/receipts/" + done, session: "rm-agent"}); a.status != http.StatusOK {
+		t.Fatalf("remove: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, call{method: "GET", path: "/v1/receipts/" + done, session: "rm-agent"}); a.status != http.StatusNotFound {
+		t.Fatalf("read after remove: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, call{method: "DELETE", path: "/v1/receipts/" + live + "?force=true", session: "rm-agent"}); a.status != http.StatusOK {
+		t.Fatalf("remove with force: %d %s", a.status, a.body)
+	}
+	a := ts.do(t, call{method: "POST", path: "/v1/prune", session: "someone-else", body: []byte(`{"status":["exited"]}`), contentType: "application/json"})
+	var res struct{ Removed []string }
+	a.json(t, &res)
+	if a.status != http.StatusOK || len(res.Removed) != 1 || res.Removed[0] != other {
+		t.Fatalf("prune: %d %s", a.status, a.body)
+	}
+	if a := ts.do(t, call{method: "POST", path: "/v1/prune", body: []byte(`{"status":["running"]}`), contentType: "application/json"}); a.status != http.StatusBadRequest {
+		t.Fatalf("prune of running jobs: %d %s", a.status, a.body)
+	}
+}

@@ -271,3 +271,41 @@ func TestWaitShowsProgressOnATerminal(t *testing.T) {
 		t.Fatalf("no progress line on the terminal:\n%q", out)
 	}
 }
+
+// TestRmAndPrune (issue 17): rm removes a receipt and its log now, refuses
+// a running job without --force; prune removes what it is asked to.
+func TestRmAndPrune(t *testing.T) {
+	p := newProfile(t)
+	secret := jsonOf[cliStart](t, p.ok("run", "-b", "--", "echo leaked"))
+	p.ok("wait", secret.SessionID)
+	failed := p.background(nil, "sleep 30")
+	p.ok("kill", failed.SessionID) // status killed: prune --status exited leaves it
+	ok := jsonOf[cliStart](t, p.ok("run", "-b", "--", "true"))
+	p.ok("wait", ok.SessionID)
+	live := p.background(nil, "sleep 30")
+
+	if r := p.ok("rm", secret.SessionID); strings.TrimSpace(r.stdout) != secret.SessionID {
+		t.Fatalf("rm:\n%s", r)
+	}
+	if r := p.hermes("log", secret.SessionID); r.code == 0 {
+		t.Fatalf("the removed receipt is still read:\n%s", r)
+	}
+	if _, err := os.Stat(filepath.Join(p.home, "logs", "process-results", secret.SessionID+".json")); !os.IsNotExist(err) {
+		t.Fatalf("receipt file still there: %v", err)
+	}
+	if r := p.hermes("rm", live.SessionID); r.code == 0 || !strings.Contains(r.stderr, "running") {
+		t.Fatalf("rm of a running job without --force:\n%s", r)
+	}
+	if r := p.ok("prune", "--status", "exited"); strings.TrimSpace(r.stdout) != ok.SessionID {
+		t.Fatalf("prune --status exited:\n%s", r)
+	}
+	if r := p.ok("prune", "--older-than", "1h"); strings.TrimSpace(r.stdout) != "" {
+		t.Fatalf("prune of nothing that old:\n%s", r)
+	}
+	if r := p.ok("rm", "-f", live.SessionID); strings.TrimSpace(r.stdout) != live.SessionID {
+		t.Fatalf("rm -f:\n%s", r)
+	}
+	if r := p.ok("--json", "ps", "--retained"); !strings.Contains(r.stdout, failed.SessionID) || strings.Contains(r.stdout, live.SessionID) {
+		t.Fatalf("what is left:\n%s", r)
+	}
+}

@@ -48,6 +48,8 @@ type CLI struct {
 	Log     LogCmd     `cmd:"" help:"Show a process's output and status."`
 	Poll    PollCmd    `cmd:"" help:"Show a process's status and output tail without consuming its completion."`
 	Inspect InspectCmd `cmd:"" help:"Print a process's whole record as JSON: its receipt once it has ended, its live record before."`
+	Rm      RmCmd      `cmd:"" help:"Remove receipts now, with their output logs and pending completions (e.g. a secret slipped past redaction)."`
+	Prune   PruneCmd   `cmd:"" help:"Remove the receipts of finished processes now (--older-than, --status)."`
 	Wait    WaitCmd    `cmd:"" help:"Wait for a process to finish; exit with its exit code."`
 	Kill    KillCmd    `cmd:"" help:"End a process and its whole process group (SIGTERM, then SIGKILL)."`
 	Write   WriteCmd   `cmd:"" help:"Write data to a running process's stdin."`

@@ -359,6 +359,31 @@ func (s *FileStore) trim(wrote string) {
 	}
 }
 
+// Delete implements Store.
+func (s *FileStore) Delete(ctx context.Context, id string) error {
+	if !IsID(id) {
+		return fmt.Errorf("%w: %q", ErrInvalidID, id)
+	}
+	r, err := s.load(id)
+	if err != nil {
+		return err
+	}
+	if err := s.DropCompletion(ctx, id, r.ParentSessionID); err != nil {
+		return err
+	}
+	if err := os.Remove(s.Path(id)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return ErrNotFound
+		}
+		return fmt.Errorf("remove receipt %s: %w", id, err)
+	}
+	s.remove(s.Path(id)) // its logs
+	s.mu.Lock()
+	delete(s.ages, id)
+	s.mu.Unlock()
+	return nil
+}
+
 // remove deletes a receipt file and, with it, whatever output log of its
 // process may be left (nothing is kept past its receipt).
 func (s *FileStore) remove(path string) {

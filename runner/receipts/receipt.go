@@ -222,6 +222,11 @@ type Store interface {
 	// if it is still pending, without returning it: its owner read the
 	// final output.
 	DropCompletion(ctx context.Context, id, owner string) error
+	// Delete removes the receipt of process id now, with its pending
+	// completion and its output logs (the remedy for a secret that slipped
+	// past redaction); ErrNotFound when there is none. Scope is the
+	// caller's business: Delete acts for whoever may read the receipt.
+	Delete(ctx context.Context, id string) error
 	// Close releases the store's resources.
 	Close() error
 }

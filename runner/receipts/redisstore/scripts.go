@@ -203,6 +203,15 @@ drop(p, gone)
 return #gone
 `)
 
+// deleteScript removes one receipt with its index entries and pending
+// completion. Returns 1 if it was there. ARGV: prefix, id.
+var deleteScript = redis.NewScript(luaHelpers + `
+local p, id = ARGV[1], ARGV[2]
+local was = redis.call('EXISTS', p .. 'r:' .. id)
+drop(p, {id})
+return was
+`)
+
 // sweepScript removes up to a batch of index entries of receipts written
 // before a cutoff (now less the retention) whose keys are gone. Returns
 // {examined, removed}; a receipt still alive (written by a store with a

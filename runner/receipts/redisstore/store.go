@@ -54,6 +54,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"log/slog"
 	"slices"
 	"strings"
@@ -395,6 +396,30 @@ func (s *Store) getID(ctx context.Context, id string, scope receipts.Scope) (*re
 		return nil, receipts.ErrNotFound
 	}
 	return r, nil
+}
+
+// Delete implements receipts.Store: the receipt goes from Redis and from
+// this host's spool.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if !receipts.IsID(id) {
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
+	}
+	spooled := false
+	if s.spool != nil {
+		if err := os.Remove(s.spool.path(id)); err == nil {
+			spooled = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("receipt %s: spool: %w", id, err)
+		}
+	}
+	n, err := deleteScript.Run(ctx, s.rdb, nil, s.prefix, id).Int()
+	if err != nil {
+		return fmt.Errorf("receipt %s: redis: %w", id, err)
+	}
+	if n == 0 && !spooled {
+		return receipts.ErrNotFound
+	}
+	return nil
 }
 
 // List implements receipts.Store.

@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		{"MaxRetained", testMaxRetained},
 		{"Profiles", testProfiles},
 		{"WholeProfile", testWholeProfile},
+		{"Delete", testDelete},
 		{"Reopen", testReopen},
 		{"ConcurrentPuts", testConcurrentPuts},
 		{"Completions", testCompletions},
@@ -556,6 +557,40 @@ func testWholeProfile(t *testing.T, open opener, _ Harness) {
 	}
 	same(t, mustGet(t, one, id(2), all), fixture(id(2), "sess-b", 2))
 	wantErr(t, one, id(9), all, receipts.ErrNotFound)
+}
+
+// testDelete: a deleted receipt is gone for every reader, from listings and
+// prefix lookups, its pending completion with it; deleting what is not
+// there says so.
+func testDelete(t *testing.T, open opener, _ Harness) {
+	s := open(t, "a", receipts.Options{})
+	gone, kept := fixture(id(1), "sess-a", 2), fixture(id(2), "sess-a", 1)
+	gone.NotifyOnComplete = true
+	ctx := context.Background()
+	if err := s.Create(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, kept)
+	if err := s.Delete(ctx, id(1)); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	wantErr(t, s, id(1), scope("sess-a"), receipts.ErrNotFound)
+	if got := ids(t, s, scope("sess-a"), receipts.Filter{}); !eq(got, []string{id(2)}) {
+		t.Errorf("after Delete, List = %v", got)
+	}
+	if got := ids(t, s, receipts.Scope{All: true}, receipts.Filter{}); !eq(got, []string{id(2)}) {
+		t.Errorf("after Delete, List(All) = %v", got)
+	}
+	if cs, err := s.TakeCompletions(ctx, scope("sess-a")); err != nil || len(cs) != 0 {
+		t.Errorf("the deleted receipt's completion is still pending: %v, %v", cs, err)
+	}
+	if err := s.Delete(ctx, id(1)); !errors.Is(err, receipts.ErrNotFound) {
+		t.Errorf("Delete twice: %v, want ErrNotFound", err)
+	}
+	if err := s.Delete(ctx, "nope"); !errors.Is(err, receipts.ErrInvalidID) {
+		t.Errorf("Delete of a bad id: %v", err)
+	}
+	same(t, mustGet(t, s, id(2), scope("sess-a")), kept)
 }
 
 func testReopen(t *testing.T, open opener, _ Harness) {

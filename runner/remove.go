@@ -1,0 +1,93 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// PruneOptions choose the receipts Prune removes: those of processes that
+// ended more than OlderThan ago (0: any), in one of Statuses (empty: any).
+type PruneOptions struct {
+	OlderThan time.Duration
+	Statuses  []string
+}
+
+// Remove deletes the receipt of a finished process now, with its output
+// logs and pending completion: the remedy when a secret slipped past
+// redaction. A process still running or queued is refused unless force,
+// which kills it first. It returns the record as it was.
+func (r *Registry) Remove(ctx context.Context, id string, force bool) (*Info, error) {
+	f, err := r.lookup(ctx, id, forControl)
+	if err != nil {
+		return nil, err
+	}
+	active := f.queued != nil || f.live != nil || (f.proc != nil && !f.proc.isDone())
+	if active {
+		name := id
+		switch {
+		case f.queued != nil:
+			name = f.queued.ID
+		case f.proc != nil:
+			name = f.proc.spec.ID
+		}
+		if !force {
+			return nil, fmt.Errorf("%s %w: kill it first, or remove it with force", name, ErrRunning)
+		}
+		if _, err := r.Kill(ctx, name); err != nil {
+			return nil, err
+		}
+		if f, err = r.lookup(ctx, name, forRead); err != nil {
+			return nil, err
+		}
+	}
+	var in *Info
+	switch {
+	case f.receipt != nil:
+		in = infoFromReceipt(f.receipt)
+	case f.proc != nil:
+		in = f.proc.answer()
+	default:
+		return nil, fmt.Errorf("%s %w", id, ErrRunning)
+	}
+	if err := r.opts.Store.Delete(ctx, in.ID); err != nil && !errors.Is(err, receipts.ErrNotFound) {
+		return nil, err
+	}
+	removeSpill(r.opts.SpillDir, in.ID)
+	if p := r.known(in.ID); p != nil {
+		r.forget(p)
+	}
+	return in, nil
+}
+
+// Prune removes, as Remove does, the receipts visible to the caller that
+// o chooses, and returns their ids. Running and queued processes stay.
+func (r *Registry) Prune(ctx context.Context, o PruneOptions) ([]string, error) {
+	list, err := r.List(ctx, ListOptions{Retained: true})
+	if err != nil {
+		return nil, err
+	}
+	cutoff := time.Now().Add(-o.OlderThan)
+	var removed []string
+	for _, in := range list {
+		if receipts.Active(in.Status) || in.FinishedAt == nil {
+			continue
+		}
+		if (o.OlderThan > 0 && in.FinishedAt.After(cutoff)) || (len(o.Statuses) > 0 && !slices.Contains(o.Statuses, in.Status)) {
+			continue
+		}
+		if err := r.opts.Store.Delete(ctx, in.ID); err != nil && !errors.Is(err, receipts.ErrNotFound) {
+			return removed, err
+		}
+		removeSpill(r.opts.SpillDir, in.ID)
+		if p := r.known(in.ID); p != nil {
+			r.forget(p)
+		}
+		removed = append(removed, in.ID)
+	}
+	return removed, nil
+}
