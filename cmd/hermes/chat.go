@@ -166,7 +166,7 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	case strings.TrimSpace(c.Query) != "" && (c.Oneshot || !stdinIsTerminal()):
 		err = c.oneshot(ctx, ag, cfg, &res)
 	default:
-		err = c.interactive(ctx, g, ag, svc, cfg, quiet, &res)
+		err = c.interactive(ctx, g, ag, svc, cfg, model, quiet, &res)
 	}
 	res.SessionID = ag.SessionID()
 	res.ModelCalls, res.Usage = ag.Calls(), ag.Usage()
@@ -242,13 +242,29 @@ func (c *ChatCmd) oneshot(ctx context.Context, ag *agent.Agent, cfg config.Confi
 // interactive answers -q if given, then requests from stdin, one per line,
 // and reports completions as they arrive while it waits for input. At end
 // of input it waits for the session's notify processes as oneshot does.
-func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, svc runner.Service, cfg config.Config, quiet bool, res *chatResult) error {
+func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, svc runner.Service, cfg config.Config, model string, quiet bool, res *chatResult) error {
+	tty := stdinIsTerminal()
 	ask := func(q string) error {
-		answer, err := ag.Ask(ctx, q)
+		tctx := ctx
+		if tty && g.interrupts != nil {
+			// Ctrl-C during a turn stops the turn, not the conversation.
+			var cancel context.CancelFunc
+			tctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer g.interrupts.during(cancel)()
+		}
+		answer, err := ag.Ask(tctx, q)
 		if answer != "" {
 			res.Answer = answer
 		}
+		if err != nil && tctx.Err() != nil && ctx.Err() == nil {
+			fmt.Fprintln(g.Stderr, "\n(turn cancelled; Ctrl-C at the prompt or Ctrl-D ends the chat)")
+			return nil
+		}
 		return err
+	}
+	if tty && !quiet {
+		fmt.Fprintf(g.Stderr, "hermes chat · model %s · session %s\nCtrl-C cancels a turn; Ctrl-C at the prompt, Ctrl-D or exit ends the chat.\n", model, ag.SessionID())
 	}
 	report := func(err error) error {
 		if err == nil || ctx.Err() != nil {
@@ -270,7 +286,6 @@ func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, 
 	}
 	recheck := time.NewTicker(completionRecheck)
 	defer recheck.Stop()
-	tty := stdinIsTerminal()
 	lines := make(chan string)
 	go func() {
 		defer close(lines)

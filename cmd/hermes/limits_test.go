@@ -309,3 +309,21 @@ func TestRmAndPrune(t *testing.T) {
 		t.Fatalf("what is left:\n%s", r)
 	}
 }
+
+// TestInterruptsRouting: Ctrl-C goes to the handler installed for the
+// while (a chat turn), and to the command only when there is none.
+func TestInterruptsRouting(t *testing.T) {
+	var i interrupts
+	if i.deliver() {
+		t.Fatal("delivered with no handler")
+	}
+	turns := 0
+	done := i.during(func() { turns++ })
+	if !i.deliver() || turns != 1 {
+		t.Fatalf("the turn's handler did not get the interrupt (%d)", turns)
+	}
+	done()
+	if i.deliver() || turns != 1 {
+		t.Fatal("the handler outlived its turn")
+	}
+}

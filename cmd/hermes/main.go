@@ -103,6 +103,9 @@ type Globals struct {
 	// shared runner.
 	RunnerURL   string
 	RunnerToken string
+	// interrupts routes Ctrl-C; nil (a test's Globals) leaves it to the
+	// command's context.
+	interrupts *interrupts
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -128,13 +131,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hermes: error: %s (see hermes --help)\n", oneLine(err.Error()))
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	// Ctrl-C ends the command, unless the command routes it elsewhere
+	// for a while (hermes chat: the turn in progress).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	intr := &interrupts{}
+	sigint := make(chan os.Signal, 1)
+	signal.Notify(sigint, os.Interrupt)
+	defer signal.Stop(sigint)
+	go func() {
+		for {
+			select {
+			case <-sigint:
+				if !intr.deliver() {
+					cancel()
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	if err := runner.CheckLabel("HERMES_SESSION_ID", os.Getenv("HERMES_SESSION_ID")); err != nil {
 		fmt.Fprintf(stderr, "hermes: error: %s\n", err)
 		return 2
 	}
-	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, interrupts: intr}
 	g.RunnerURL, g.RunnerToken = cli.Runner, cli.RunnerToken
 	if cli.RunnerTokenFile != "" && g.RunnerToken == "" {
 		tok, err := firstToken(cli.RunnerTokenFile)
