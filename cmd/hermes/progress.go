@@ -86,4 +86,3 @@ func printable(s string) string {
 	}
 	return b.String()
 }
-
