@@ -296,30 +296,6 @@ func clip(s string, n int) string {
 	return string([]rune(s)[:n]) + "…"
 }
 
-func ago(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return durationOf(time.Since(t)) + " ago"
-}
-
-// durationOf is a short human duration: 850ms, 12s, 3m4s, 2h5m, 3d4h.
-func durationOf(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%.0fs", d.Seconds())
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
-}
-
 func traceLink(base, traceID string) string {
 	if base == "" || traceID == "" {
 		return ""

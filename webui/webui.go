@@ -34,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -104,8 +105,8 @@ func New(opts Options) (*Console, error) {
 	}
 	c := &Console{opts: opts, sessions: map[string]*consoleSession{}, pages: map[string]*template.Template{}}
 	funcs := template.FuncMap{
-		"ago":      ago,
-		"duration": durationOf,
+		"ago":      func(t time.Time) string { return humantime.Ago(t, time.Now()) },
+		"duration": humantime.Duration,
 		"clean":    cleanText,
 		"prefix":   func() string { return opts.Prefix },
 		"jaeger":   func(traceID string) string { return traceLink(opts.JaegerURL, traceID) },

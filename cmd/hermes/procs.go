@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
@@ -191,24 +192,7 @@ func ranFor(in *runner.Info) string {
 	if in.FinishedAt == nil {
 		return "-"
 	}
-	return humanDuration(in.FinishedAt.Sub(in.StartedAt))
-}
-
-// humanDuration is a short duration: 850ms, 12.3s, 3m4s, 2h5m, 3d4h.
-func humanDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Second:
-		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
-	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+	return humantime.Duration(in.FinishedAt.Sub(in.StartedAt))
 }
 
 // Run implements the command.
@@ -268,7 +252,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	// timestamps that mean the same a minute later.
 	started := func(t time.Time) string { return t.Local().Format(time.DateTime) }
 	if f, ok := g.Stdout.(*os.File); ok && tty.IsTerminal(f.Fd()) {
-		started = func(t time.Time) string { return humanDuration(time.Since(t).Round(time.Second)) + " ago" }
+		started = func(t time.Time) string { return humantime.Ago(t, time.Now()) }
 	}
 	// tabwriter writes each cell on its own; a thousand rows were
 	// thousands of write calls to the terminal.

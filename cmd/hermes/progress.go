@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -56,7 +57,7 @@ func progressLine(id, status string, waited time.Duration, tail string, width in
 	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 		last = last[i+1:]
 	}
-	line := fmt.Sprintf("waiting for %s (%s, %s)", id, status, humanDuration(waited.Round(time.Second)))
+	line := fmt.Sprintf("waiting for %s (%s, %s)", id, status, humantime.Duration(waited.Round(time.Second)))
 	if last = printable(last); last != "" {
 		line += ": " + last
 	}
