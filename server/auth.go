@@ -147,8 +147,13 @@ func (t *Tokens) Lookup(token string) (string, bool) {
 	if token == "" {
 		return "", false
 	}
+	return t.lookupDigest(sha256.Sum256([]byte(token)))
+}
+
+// lookupDigest is Lookup of the token whose SHA-256 digest is d: for a
+// holder of a login that keeps the digest rather than the token.
+func (t *Tokens) lookupDigest(d [sha256.Size]byte) (string, bool) {
 	t.maybeReload()
-	d := sha256.Sum256([]byte(token))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tenant, found := "", 0

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/webui"
 )
@@ -22,18 +24,28 @@ type consoleTenants struct {
 	secret string // consumed by its first use
 }
 
-// Login implements webui.Tenants.
-func (c *consoleTenants) Login(secret string) (string, bool) {
-	if c.s.opts.Tokens != nil {
-		return c.s.opts.Tokens.Lookup(secret)
+// Login implements webui.Tenants. A token's login holds as long as the
+// tokens file still binds the token to its tenant; only its digest is kept
+// for that check, as Tokens keeps digests only.
+func (c *consoleTenants) Login(secret string) (string, func() bool, bool) {
+	if tokens := c.s.opts.Tokens; tokens != nil {
+		tenant, ok := tokens.Lookup(secret)
+		if !ok {
+			return "", nil, false
+		}
+		d := sha256.Sum256([]byte(secret))
+		return tenant, func() bool {
+			t, ok := tokens.lookupDigest(d)
+			return ok && t == tenant
+		}, true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.secret == "" || subtle.ConstantTimeCompare([]byte(secret), []byte(c.secret)) != 1 {
-		return "", false
+		return "", nil, false
 	}
 	c.secret = "" // one time: a secret seen later (shell history, a screen) opens nothing
-	return "", true
+	return "", nil, true
 }
 
 // Service implements webui.Tenants.
@@ -43,6 +55,25 @@ func (c *consoleTenants) Service(ctx context.Context, tenant string) (runner.Ser
 		return nil, err
 	}
 	return t.Registry, nil
+}
+
+// Follow implements webui.Tenants with the API's follow stream: the same
+// events, heartbeats, resumption after Last-Event-ID and end on shutdown.
+func (c *consoleTenants) Follow(w http.ResponseWriter, r *http.Request, tenant, id string) {
+	t, err := c.s.tenants.get(r.Context(), tenant)
+	if err != nil {
+		c.s.log.Error("console: tenant unavailable", "tenant", tenant, "err", err)
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "tenant unavailable")
+		return
+	}
+	var from followPos
+	if v := r.Header.Get(api.HeaderLastEventID); v != "" {
+		if from, err = parseFollowPos(v); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, api.HeaderLastEventID+": "+err.Error())
+			return
+		}
+	}
+	c.s.follow(w, r, t, id, from, api.MaxWait)
 }
 
 // newConsole builds the console of s.

@@ -2,7 +2,6 @@ package webui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -51,15 +49,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	secret := strings.TrimSpace(r.PostForm.Get("token"))
 	tenant, ok := "", c.opts.NoLogin
+	var valid func() bool
 	if !ok {
-		tenant, ok = c.opts.Tenants.Login(secret)
+		tenant, valid, ok = c.opts.Tenants.Login(secret)
 	}
 	if !ok {
 		time.Sleep(200 * time.Millisecond) // a guess costs time
 		http.Redirect(w, r, c.opts.Prefix+"/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	c.newSession(w, tenant)
+	c.newSession(w, tenant, valid)
 	http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
 }
 
@@ -107,7 +106,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request, v *view) {
 		"Status": status, "Task": task, "Session": session, "Backend": backend,
 		"Statuses": []string{"queued", "running", "exited", "killed", "failed_to_start", "timeout", "lost"},
 		"Backends": []string{"local", "docker", "kubernetes"}, "Counts": counts,
-		"Error": q.Get("error"),
+		"Error": c.takeFlash(r),
 	})
 }
 
@@ -120,7 +119,7 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	data := map[string]any{"Title": in.ID, "CSRF": v.csrf, "Tenant": v.tenant, "Job": in,
-		"Active": receipts.Active(in.Status), "Error": r.URL.Query().Get("error")}
+		"Active": receipts.Active(in.Status), "Error": c.takeFlash(r)}
 	if !receipts.Active(in.Status) {
 		if rec, err := v.svc.Receipt(v.ctx, in.ID); err == nil {
 			data["Receipt"] = rec
@@ -137,50 +136,25 @@ func (c *Console) notFound(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), http.StatusServiceUnavailable)
 }
 
-// events follows a job's output as server-sent events: "output" with
-// {"output"} as lines arrive, then "end" with {"status","exit_code"}.
+// events follows a job's output as the API's server-sent events, on the
+// console's own path: an EventSource sends the cookie, not a bearer token.
 func (c *Console) events(w http.ResponseWriter, r *http.Request, v *view) {
-	id := r.PathValue("id")
-	in, err := v.svc.Get(v.ctx, id)
-	if err != nil {
-		c.notFound(w, err)
-		return
-	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	send := func(event string, v any) error {
-		b, _ := json.Marshal(v)
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	ctx, cancel := context.WithTimeout(v.ctx, api.MaxWait)
-	defer cancel()
-	err = runner.Follow(ctx, v.svc, in.ID, 0, func(ev runner.FollowEvent) error {
-		if ev.Final() {
-			return send("end", map[string]any{"status": ev.Status, "exit_code": ev.ExitCode})
-		}
-		return send("output", map[string]any{"output": ev.Output})
-	})
-	if err != nil && ctx.Err() == nil && r.Context().Err() == nil {
-		_ = send("end", map[string]any{"status": "unknown", "error": err.Error()})
-	}
+	c.opts.Tenants.Follow(w, r.WithContext(v.ctx), v.tenant, r.PathValue("id"))
 }
 
 // start runs a command for the tenant (with no agent session).
 func (c *Console) start(w http.ResponseWriter, r *http.Request, v *view) {
 	cmd := r.PostForm.Get("command")
 	req := runner.StartRequest{Command: cmd, Backend: r.PostForm.Get("backend"), Stdin: true}
-	if strings.ContainsRune(cmd, 0) || len(cmd) > 64<<10 {
-		http.Redirect(w, r, c.opts.Prefix+"/jobs?error="+urlText("the command is not usable"), http.StatusSeeOther)
+	if strings.TrimSpace(cmd) == "" || strings.ContainsRune(cmd, 0) || len(cmd) > 64<<10 {
+		c.setFlash(r, "the command is not usable")
+		http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
 		return
 	}
 	in, err := v.svc.Start(v.ctx, req)
 	if err != nil && in == nil {
-		http.Redirect(w, r, c.opts.Prefix+"/jobs?error="+urlText(err.Error()), http.StatusSeeOther)
+		c.setFlash(r, "start: "+err.Error())
+		http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
 		return
 	}
 	http.Redirect(w, r, c.opts.Prefix+"/jobs/"+in.ID, http.StatusSeeOther)
@@ -190,16 +164,14 @@ func (c *Console) kill(w http.ResponseWriter, r *http.Request, v *view) {
 	id := r.PathValue("id")
 	ctx, cancel := context.WithTimeout(v.ctx, runner.KillBudget)
 	defer cancel()
-	back := c.opts.Prefix + "/jobs/" + id
 	if _, err := v.svc.Kill(ctx, id); err != nil {
-		back += "?error=" + urlText("kill: "+err.Error())
+		c.setFlash(r, "kill: "+err.Error())
 	}
-	http.Redirect(w, r, back, http.StatusSeeOther)
+	http.Redirect(w, r, c.opts.Prefix+"/jobs/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 func (c *Console) stdin(w http.ResponseWriter, r *http.Request, v *view) {
 	id := r.PathValue("id")
-	back := c.opts.Prefix + "/jobs/" + id
 	data := r.PostForm.Get("data")
 	if r.PostForm.Get("newline") != "" {
 		data += "\n"
@@ -209,9 +181,9 @@ func (c *Console) stdin(w http.ResponseWriter, r *http.Request, v *view) {
 		err = v.svc.CloseStdin(v.ctx, id)
 	}
 	if err != nil {
-		back += "?error=" + urlText("stdin: "+err.Error())
+		c.setFlash(r, "stdin: "+err.Error())
 	}
-	http.Redirect(w, r, back, http.StatusSeeOther)
+	http.Redirect(w, r, c.opts.Prefix+"/jobs/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // sessionNode is one session of the tree, with its jobs counted.
@@ -302,5 +274,3 @@ func traceLink(base, traceID string) string {
 	}
 	return strings.TrimRight(base, "/") + "/trace/" + traceID
 }
-
-func urlText(s string) string { return url.QueryEscape(clip(s, 300)) }

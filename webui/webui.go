@@ -44,11 +44,19 @@ var files embed.FS
 // Tenants is what the console needs of the runner behind it.
 type Tenants interface {
 	// Login returns the tenant that secret (a bearer token, or `hermes
-	// ui`'s one-time secret) opens, if any.
-	Login(secret string) (tenant string, ok bool)
+	// ui`'s one-time secret) opens, if any, and a check of whether that
+	// access still holds: a revoked token ends the console sessions it
+	// opened at their next request, as it ends the API's.
+	Login(secret string) (tenant string, valid func() bool, ok bool)
 	// Service returns the tenant's runner, in-process: the console acts
 	// for the whole tenant through runner.WithScope.
 	Service(ctx context.Context, tenant string) (runner.Service, error)
+	// Follow streams the output of the tenant's job id to w as the API's
+	// server-sent events ("output", then "end"; "timeout" when the
+	// stream's time is up), resuming after r's Last-Event-ID, so that an
+	// EventSource that reconnects gets no line twice. r's context carries
+	// the console's whole-tenant scope.
+	Follow(w http.ResponseWriter, r *http.Request, tenant, id string)
 }
 
 // Options configure the console.
@@ -85,9 +93,19 @@ type consoleSession struct {
 	tenant  string
 	csrf    string
 	expires time.Time
+	// valid reports whether the login's secret still opens the tenant.
+	valid func() bool
+	// flash is the outcome of the last action, shown once by the next
+	// page: kept here rather than in a URL, so that a link made elsewhere
+	// cannot put words on a console page.
+	flash string
 }
 
 const cookieName = "hermes_console"
+
+// maxConsoleSessions bounds the logins kept in memory; past it the one
+// closest to its end goes first.
+const maxConsoleSessions = 10000
 
 // New builds the console.
 func New(opts Options) (*Console, error) {
@@ -178,11 +196,35 @@ func (c *Console) current(r *http.Request) (string, *consoleSession) {
 	if s == nil {
 		return "", nil
 	}
-	if time.Now().After(s.expires) {
+	if time.Now().After(s.expires) || (s.valid != nil && !s.valid()) {
 		delete(c.sessions, ck.Value)
 		return "", nil
 	}
 	return ck.Value, s
+}
+
+// setFlash keeps msg for the next page of the console session of r.
+func (c *Console) setFlash(r *http.Request, msg string) {
+	if id, s := c.current(r); s != nil {
+		c.mu.Lock()
+		if c.sessions[id] == s {
+			s.flash = clip(cleanText(msg), 300)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// takeFlash returns and forgets the message kept for r's session.
+func (c *Console) takeFlash(r *http.Request) string {
+	_, s := c.current(r)
+	if s == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msg := s.flash
+	s.flash = ""
+	return msg
 }
 
 // open builds the view of an authenticated request, or answers it.
@@ -272,7 +314,7 @@ func randomHex(n int) string {
 }
 
 // newSession records a login and sets its cookie.
-func (c *Console) newSession(w http.ResponseWriter, tenant string) {
+func (c *Console) newSession(w http.ResponseWriter, tenant string, valid func() bool) {
 	id := randomHex(32)
 	c.mu.Lock()
 	now := time.Now()
@@ -281,7 +323,16 @@ func (c *Console) newSession(w http.ResponseWriter, tenant string) {
 			delete(c.sessions, k)
 		}
 	}
-	c.sessions[id] = &consoleSession{tenant: tenant, csrf: randomHex(32), expires: now.Add(c.opts.SessionTTL)}
+	for len(c.sessions) >= maxConsoleSessions {
+		oldest := ""
+		for k, s := range c.sessions {
+			if oldest == "" || s.expires.Before(c.sessions[oldest].expires) {
+				oldest = k
+			}
+		}
+		delete(c.sessions, oldest)
+	}
+	c.sessions[id] = &consoleSession{tenant: tenant, csrf: randomHex(32), expires: now.Add(c.opts.SessionTTL), valid: valid}
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: c.opts.Prefix, HttpOnly: true,
 		Secure: c.opts.Secure, SameSite: http.SameSiteStrictMode, MaxAge: int(c.opts.SessionTTL.Seconds())})

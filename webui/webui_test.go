@@ -2,12 +2,14 @@ package webui_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,15 +20,40 @@ import (
 	"github.com/hermesrun/hermes/webui"
 )
 
-// oneTenant is a runner of one tenant opened by one secret.
+// oneTenant is a runner of one tenant opened by one secret, for as long
+// as revoked is not set.
 type oneTenant struct {
-	secret string
-	svc    runner.Service
+	secret  string
+	svc     runner.Service
+	revoked *atomic.Bool
 }
 
-func (o oneTenant) Login(secret string) (string, bool) { return "t", secret == o.secret }
+func (o oneTenant) Login(secret string) (string, func() bool, bool) {
+	if secret != o.secret {
+		return "", nil, false
+	}
+	return "t", func() bool { return o.revoked == nil || !o.revoked.Load() }, true
+}
+
 func (o oneTenant) Service(context.Context, string) (runner.Service, error) {
 	return o.svc, nil
+}
+
+// Follow streams the output as events, without the server's resumption.
+func (o oneTenant) Follow(w http.ResponseWriter, r *http.Request, _, id string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	err := runner.Follow(r.Context(), o.svc, id, 0, func(ev runner.FollowEvent) error {
+		name := "output"
+		if ev.Final() {
+			name = "end"
+		}
+		b, _ := json.Marshal(ev)
+		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+		return err
+	})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+	}
 }
 
 // profileWith builds a registry on a file store holding n finished jobs,

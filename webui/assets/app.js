@@ -7,19 +7,23 @@
   const log = document.getElementById("log");
   if (!log || !log.dataset.events) return;
   const MAX = 400000; // characters kept on the page
-  const escapes = /\x1b(\[[0-?]*[ -\/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f]/g;
+  const escapes = /\x1b(\[[0-?]*[ -\/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
   let pending = [];
+  let pendingLength = 0;
   let shown = 0;
   let scheduled = false;
   function flush() {
     scheduled = false;
     if (pending.length === 0) return;
-    const text = pending.join("").replace(escapes, "");
+    let text = pending.join("").replace(escapes, "");
     pending = [];
+    pendingLength = 0;
+    // One frame's worth past the cap: only its end can stay on the page.
+    if (text.length > MAX) text = text.slice(text.length - MAX);
     const follow = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     log.appendChild(document.createTextNode(text));
     shown += text.length;
-    while (shown > MAX && log.firstChild) {
+    while (shown > MAX && log.firstChild !== log.lastChild) {
       shown -= log.firstChild.textContent.length;
       log.removeChild(log.firstChild);
     }
@@ -34,7 +38,11 @@
   log.textContent = "";
   const es = new EventSource(log.dataset.events);
   es.addEventListener("output", (e) => {
-    pending.push(JSON.parse(e.data).output || "");
+    const out = JSON.parse(e.data).output || "";
+    pending.push(out);
+    pendingLength += out.length;
+    // A hidden tab gets no frames: keep no more than the page would show.
+    while (pendingLength - pending[0].length > MAX) pendingLength -= pending.shift().length;
     schedule();
   });
   es.addEventListener("end", (e) => {
@@ -51,9 +59,25 @@
     document.querySelectorAll(".controls").forEach((c) => c.remove());
     log.dataset.ended = end.status;
   });
-  es.onerror = () => {
-    if (log.dataset.ended) es.close();
-  };
+  // "timeout": the stream's hour is up; the browser reconnects by itself
+  // and the runner resumes after the last event's id.
+  es.addEventListener("timeout", () => {});
+  es.addEventListener("error", (e) => {
+    if (e.data) {
+      // The runner's own "error" event: following failed.
+      es.close();
+      const why = document.getElementById("log-state");
+      if (why) why.textContent = "The live log stopped: " + (JSON.parse(e.data).error || "error");
+      return;
+    }
+    // The connection's error: the browser retries unless it gave up (an
+    // ended console session, a job gone) or the job has ended.
+    if (log.dataset.ended || es.readyState === EventSource.CLOSED) {
+      es.close();
+      const why = document.getElementById("log-state");
+      if (why && !log.dataset.ended) why.textContent = "The live log stopped; reload the page.";
+    }
+  });
 })();
 
 // The login page of `hermes ui`: the one-time secret comes in the URL's
