@@ -1,15 +1,19 @@
 package server_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -220,4 +224,177 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	testenv.WaitFor(t, phone, "the jobs page at phone width", `location.pathname === '/ui/jobs' && document.documentElement.scrollWidth <= window.innerWidth + 1`)
 	testenv.Screenshot(t, phone, "console-jobs-phone.png")
+}
+
+// consoleEvent is one server-sent event.
+type consoleEvent struct{ id, name, data string }
+
+// consoleEvents opens the console's live log of id, resuming after
+// lastID when given, and returns its events as they come; the channel
+// closes with the stream.
+func (c *consoleClient) consoleEvents(id, lastID string) <-chan consoleEvent {
+	c.t.Helper()
+	req, _ := http.NewRequest("GET", c.base+"/ui/jobs/"+id+"/events", nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		c.t.Fatalf("events of %s: %d %q", id, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	c.t.Cleanup(func() { resp.Body.Close() })
+	out := make(chan consoleEvent, 64)
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev consoleEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" {
+					out <- ev
+				}
+				ev = consoleEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+// TestConsoleLiveLogResumes: the console's live log is the API's follow
+// stream: event ids, and a reconnection with Last-Event-ID (what an
+// EventSource sends after a network blip) that repeats no line and loses
+// none.
+func TestConsoleLiveLogResumes(t *testing.T) {
+	const tok = "tok-alpha-0123456789abcdef"
+	ts := startServer(t, serverConfig{tokens: tok + " alpha\n"})
+	id := ts.startJob(t, tok, "agent-1", map[string]any{"command": "for i in $(seq 1 12); do echo line $i; sleep 0.1; done", "backend": "local"})
+	c := newConsoleClient(t, ts.URL)
+	c.login(tok)
+
+	var got strings.Builder
+	lastID := ""
+	for ev := range c.consoleEvents(id, "") {
+		if ev.name != "output" || ev.id == "" {
+			t.Fatalf("first stream: %+v", ev)
+		}
+		var o struct{ Output string }
+		if err := json.Unmarshal([]byte(ev.data), &o); err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString(o.Output)
+		lastID = ev.id
+		if strings.Contains(got.String(), "line 3\n") {
+			break // the connection drops here
+		}
+	}
+	ended := false
+	for ev := range c.consoleEvents(id, lastID) {
+		var o struct {
+			Output string
+			Status string
+		}
+		if err := json.Unmarshal([]byte(ev.data), &o); err != nil {
+			t.Fatal(err)
+		}
+		got.WriteString(o.Output)
+		if ev.name == "end" {
+			ended = o.Status == "exited"
+			break
+		}
+	}
+	var want strings.Builder
+	for i := 1; i <= 12; i++ {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	if !ended || got.String() != want.String() {
+		t.Fatalf("ended %v, the two streams together:\n%s", ended, got.String())
+	}
+	// Not logged in, no stream.
+	if code, _, _ := newConsoleClient(t, ts.URL).get("/ui/jobs/" + id + "/events"); code != http.StatusUnauthorized {
+		t.Fatalf("events without a login: %d", code)
+	}
+}
+
+// TestConsoleTokenRevoked: taking a token out of the tokens file ends the
+// console sessions it opened, as it ends its API access.
+func TestConsoleTokenRevoked(t *testing.T) {
+	const tokA, tokB = "tok-alpha-0123456789abcdef", "tok-beta-0123456789abcdef"
+	ts := startServer(t, serverConfig{tokens: tokA + " alpha\n" + tokB + " beta\n"})
+	a, b := newConsoleClient(t, ts.URL), newConsoleClient(t, ts.URL)
+	a.login(tokA)
+	b.login(tokB)
+	path := filepath.Join(filepath.Dir(ts.Home), "tokens")
+	if err := os.WriteFile(path, []byte(tokB+" beta\n# alpha's token revoked\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, h, _ := a.get("/ui/jobs")
+		if code == http.StatusSeeOther && h.Get("Location") == "/ui/login" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alpha's console session outlived its token: %d", code)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code, _, _ := b.get("/ui/jobs"); code != http.StatusOK {
+		t.Fatalf("beta's console session: %d", code)
+	}
+}
+
+// TestConsoleLoopbackOnly: a runner without tokens serves its console to
+// loopback names only (no DNS rebinding), and even there every action
+// needs the console session's CSRF token.
+func TestConsoleLoopbackOnly(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	u, _ := url.Parse(ts.URL)
+	for host, want := range map[string]int{
+		"evil.example":               http.StatusMisdirectedRequest,
+		"evil.example:" + u.Port():   http.StatusMisdirectedRequest,
+		"127.0.0.1.nip.io":           http.StatusMisdirectedRequest,
+		u.Host:                       http.StatusOK,
+		"localhost:" + u.Port():      http.StatusOK,
+		"[::1]:" + u.Port():          http.StatusOK,
+		"127.0.0.2:" + u.Port():      http.StatusOK,
+		"LOCALHOST":                  http.StatusOK,
+		"localhost.evil.example:443": http.StatusMisdirectedRequest,
+	} {
+		req, _ := http.NewRequest("GET", ts.URL+"/ui/login", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	c := newConsoleClient(t, ts.URL)
+	csrf := c.login("")
+	id := ts.startJob(t, "", "", map[string]any{"command": "sleep 60"})
+	t.Cleanup(func() { ts.killJob(t, "", "", id) })
+	if code, _ := c.post("/ui/jobs/"+id+"/kill", url.Values{}, ""); code != http.StatusForbidden {
+		t.Fatalf("kill without the CSRF token: %d", code)
+	}
+	if code, h := c.post("/ui/jobs/"+id+"/kill", url.Values{"csrf": {csrf}}, ""); code != http.StatusSeeOther || h.Get("Location") != "/ui/jobs/"+id {
+		t.Fatalf("kill: %d %q", code, h.Get("Location"))
+	}
+	if res := ts.waitJob(t, "", "", id); res.Status != "killed" {
+		t.Fatalf("after the kill: %+v", res)
+	}
 }
