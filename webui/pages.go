@@ -261,6 +261,12 @@ func cleanText(s string) string {
 	}, s)
 }
 
+// failed reports whether a job that exited did so with a non-zero code,
+// for the page to show it as the failure it is.
+func failed(status string, code *int) bool {
+	return status == receipts.StatusExited && code != nil && *code != 0
+}
+
 func clip(s string, n int) string {
 	if utf8.RuneCountInString(s) <= n {
 		return s

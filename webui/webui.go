@@ -129,6 +129,7 @@ func New(opts Options) (*Console, error) {
 		"prefix":   func() string { return opts.Prefix },
 		"jaeger":   func(traceID string) string { return traceLink(opts.JaegerURL, traceID) },
 		"short":    func(s string, n int) string { return clip(cleanText(s), n) },
+		"failed":   failed,
 	}
 	for _, name := range []string{"login", "jobs", "job", "sessions"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")

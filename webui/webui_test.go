@@ -113,13 +113,25 @@ func TestJobsPageLists(t *testing.T) {
 	for _, tt := range []struct {
 		query string
 		rows  int
-	}{{"", 30}, {"?status=exited", 30}, {"?status=running", 0}, {"?session=agent-3", 4}, {"?backend=docker", 0}} {
+		fail  int
+	}{
+		{"", 30, 20}, {"?status=exited", 30, 20}, {"?status=running", 0, 0}, {"?status=queued", 0, 0},
+		{"?session=agent-3", 4, 2}, {"?backend=docker", 0, 0}, {"?backend=local&task=t", 30, 20}, {"?task=other", 0, 0},
+	} {
 		req := httptest.NewRequest("GET", "http://console.test/ui/jobs"+tt.query, nil)
 		req.AddCookie(ck)
 		w := httptest.NewRecorder()
 		c.ServeHTTP(w, req)
-		if got := strings.Count(w.Body.String(), `<tr class="st-`); w.Code != 200 || got != tt.rows {
+		body := w.Body.String()
+		if got := strings.Count(body, `<tr class="st-`); w.Code != 200 || got != tt.rows {
 			t.Errorf("jobs%s: %d, %d rows; want %d", tt.query, w.Code, got, tt.rows)
+		}
+		// Exit codes i%3: a third of the jobs exited 0, the rest failed.
+		if got := strings.Count(body, `<tr class="st-exited fail">`); got != tt.fail {
+			t.Errorf("jobs%s: %d failed rows; want %d", tt.query, got, tt.fail)
+		}
+		if !strings.Contains(body, `<option value="queued"`) {
+			t.Errorf("jobs%s: no queued filter", tt.query)
 		}
 	}
 }

@@ -52,7 +52,7 @@
     const st = document.getElementById("status");
     if (st) {
       st.textContent = end.status;
-      st.className = "status st-" + end.status;
+      st.className = "status st-" + end.status + (end.status === "exited" && end.exit_code ? " fail" : "");
     }
     const exit = document.getElementById("exit");
     if (exit && end.exit_code !== undefined && end.exit_code !== null) exit.textContent = String(end.exit_code);
