@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/server"
 )
 
 // consoleClient is a browser-like client: a cookie jar, no redirects
@@ -168,11 +170,14 @@ func TestConsoleSecurity(t *testing.T) {
 }
 
 // TestConsoleInABrowser: headless Chromium logs in, starts a job, watches
-// its live log grow, kills it and sees the status change; another
-// tenant's job is not on the page. Screenshots of each page are kept.
+// its live log grow, writes to its stdin, kills it and sees the status
+// change, and sees another job end without a reload; another tenant's job
+// is not on the page, and the pages break none of their own policy.
+// Screenshots of each page are kept.
 func TestConsoleInABrowser(t *testing.T) {
 	const tokA, tokB = "tok-alpha-0123456789abcdef", "tok-beta-0123456789abcdef"
-	ts := startServer(t, serverConfig{tokens: tokA + " alpha\n" + tokB + " beta\n"})
+	const jaeger = "http://127.0.0.1:16686"
+	ts := startServer(t, serverConfig{tokens: tokA + " alpha\n" + tokB + " beta\n", opts: func(o *server.Options) { o.JaegerURL = jaeger }})
 	other := ts.startJob(t, tokB, "agent-b", map[string]any{"command": "sleep 60", "backend": "local"})
 	t.Cleanup(func() { ts.killJob(t, tokB, "agent-b", other) })
 	// Some history for the pages: a session tree and finished jobs.
@@ -182,12 +187,33 @@ func TestConsoleInABrowser(t *testing.T) {
 			t.Fatalf("session %v: %d %s", s["id"], a.status, a.body)
 		}
 	}
-	for _, cmd := range []string{"echo build ok", "exit 3"} {
-		id := ts.startJob(t, tokA, "planner-2", map[string]any{"command": cmd, "backend": "local"})
-		ts.waitJob(t, tokA, "planner-2", id)
+	for _, job := range []struct{ session, cmd string }{{"planner-2", "echo build ok"}, {"planner-2", "exit 3"}, {"helper", "go vet ./..."}} {
+		id := ts.startJob(t, tokA, job.session, map[string]any{"command": job.cmd, "backend": "local"})
+		ts.waitJob(t, tokA, job.session, id)
 	}
+	ts.endSession(t, tokA, "helper", "completed")
+	ts.endSession(t, tokA, "planner", "compression")
 
 	ctx := testenv.Browser(t, 1280, 900)
+	// What the pages say on the browser's console: a policy violation or
+	// an uncaught exception fails the test.
+	messages := chromedp.Console(ctx)
+	var problems []string
+	var problemsMu sync.Mutex
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+				problemsMu.Lock()
+				problems = append(problems, m.String())
+				problemsMu.Unlock()
+			}
+		}
+	}()
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {
@@ -202,10 +228,14 @@ func TestConsoleInABrowser(t *testing.T) {
 	testenv.Screenshot(t, ctx, "console-jobs.png")
 
 	// A fast writer: 15,000 lines at once (within the 200,000-character
-	// bound the runner keeps), then a slow one, a line every 0.2 s.
-	run("start a job", chromedp.SendKeys(chromedp.ID("command"), `seq -f 'line %g' 1 15000; for i in $(seq 1 300); do echo "tick $i"; sleep 0.2; done`), chromedp.Click(chromedp.ID("start")))
+	// bound the runner keeps), then a line read from stdin, then a slow
+	// writer, a line every 0.2 s.
+	run("start a job", chromedp.SendKeys(chromedp.ID("command"), `seq -f 'line %g' 1 15000; read x; echo "got $x"; for i in $(seq 1 300); do echo "tick $i"; sleep 0.2; done`), chromedp.Click(chromedp.ID("start")))
 	testenv.WaitFor(t, ctx, "the job page", `location.pathname.startsWith('/ui/jobs/proc_')`)
 	testenv.WaitFor(t, ctx, "the fast writer's output", `document.getElementById('log').textContent.includes('line 15000')`)
+	testenv.WaitFor(t, ctx, "a link to the trace in Jaeger", `!!document.querySelector('a[href^="`+jaeger+`/trace/"]')`)
+	run("write to its stdin", chromedp.SendKeys(chromedp.CSS(`input[name="data"]`), "hello"), chromedp.Click(chromedp.CSS(`form.stdin button`)))
+	testenv.WaitFor(t, ctx, "what it read", `document.getElementById('log').textContent.includes('got hello')`)
 	testenv.WaitFor(t, ctx, "the live log growing", `document.getElementById('log').textContent.includes('tick 5')`)
 	testenv.WaitFor(t, ctx, "a responsive page", `document.getElementById('status').textContent === 'running'`)
 	testenv.Screenshot(t, ctx, "console-job-live.png")
@@ -213,9 +243,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	testenv.WaitFor(t, ctx, "the status change", `document.getElementById('status') && document.getElementById('status').textContent === 'killed'`)
 	testenv.Screenshot(t, ctx, "console-job-killed.png")
 
+	// A job that ends by itself: its page changes without a reload.
+	run("start a short job", chromedp.Navigate(ts.URL+"/ui/jobs"), chromedp.SendKeys(chromedp.ID("command"), `sleep 2; echo bye; exit 4`), chromedp.Click(chromedp.ID("start")))
+	testenv.WaitFor(t, ctx, "its page", `location.pathname.startsWith('/ui/jobs/proc_') && document.getElementById('status').textContent === 'running'`)
+	run("mark the page", chromedp.Evaluate[chromedp.Void](`window.samePage = true`))
+	testenv.WaitFor(t, ctx, "the end, live", `window.samePage === true && document.getElementById('status').textContent === 'exited' && document.getElementById('status').classList.contains('fail') && document.getElementById('exit').textContent === '4' && document.getElementById('log').textContent.includes('bye') && !document.getElementById('kill')`)
+
 	run("open the sessions", chromedp.Navigate(ts.URL+"/ui/sessions"))
-	testenv.WaitFor(t, ctx, "the session tree", `document.body.innerText.includes('planner-2') && document.body.innerText.includes('compression')`)
+	testenv.WaitFor(t, ctx, "the session tree", `document.body.innerText.includes('planner-2') && document.body.innerText.includes('compression') && document.body.innerText.includes('completed')`)
 	testenv.Screenshot(t, ctx, "console-sessions.png")
+	run("log out", chromedp.Click(chromedp.CSS(`form.logout button`)))
+	testenv.WaitFor(t, ctx, "the login page", `location.pathname === '/ui/login'`)
+	problemsMu.Lock()
+	if len(problems) > 0 {
+		t.Errorf("the browser's console:\n%s", strings.Join(problems, "\n"))
+	}
+	problemsMu.Unlock()
 
 	// A second browser at phone width, with its own login.
 	phone := testenv.Browser(t, 390, 844)
