@@ -25,6 +25,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -114,6 +115,14 @@ func New(opts Options) (*Console, error) {
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "/ui"
+	}
+	if opts.JaegerURL != "" {
+		// Checked here, once: a link the template would neutralise is a
+		// setting to fix, not one to drop silently.
+		u, err := url.Parse(opts.JaegerURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("webui: Jaeger URL %q: want the http(s) address of a Jaeger UI, such as http://127.0.0.1:16686", opts.JaegerURL)
+		}
 	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour

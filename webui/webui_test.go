@@ -151,3 +151,45 @@ func BenchmarkJobsPage(b *testing.B) {
 		}
 	}
 }
+
+// TestJaegerLink: with a Jaeger UI configured, a job's trace id links to
+// its trace there; a setting that is not an http(s) address is refused.
+func TestJaegerLink(t *testing.T) {
+	svc := profileWith(t, 0)
+	in, err := svc.Start(context.Background(), runner.StartRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Wait(context.Background(), in.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		base, link string
+	}{
+		{"", ""},
+		{"http://127.0.0.1:16686", "http://127.0.0.1:16686/trace/" + in.TraceID},
+		{"https://jaeger.example/ui/", "https://jaeger.example/ui/trace/" + in.TraceID},
+		{"javascript:alert(1)", "error"},
+		{"127.0.0.1:16686", "error"},
+		{"http://127.0.0.1:16686/?x=1", "error"},
+	} {
+		c, err := webui.New(webui.Options{Tenants: oneTenant{secret: "s", svc: svc}, JaegerURL: tt.base})
+		if tt.link == "error" {
+			if err == nil {
+				t.Errorf("%q: accepted", tt.base)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tt.base, err)
+		}
+		ck := send(c, "POST", "/ui/login", url.Values{"token": {"s"}}, nil, map[string]string{"Origin": origin}).Cookies()[0]
+		page := bodyOf(t, send(c, "GET", "/ui/jobs/"+in.ID, nil, ck, nil))
+		if !strings.Contains(page, in.TraceID) {
+			t.Fatalf("%q: no trace id on the page", tt.base)
+		}
+		if has := strings.Contains(page, `href="`+tt.link+`"`); tt.link != "" && !has || tt.link == "" && strings.Contains(page, "/trace/") {
+			t.Errorf("%q: want link %q on the page", tt.base, tt.link)
+		}
+	}
+}
