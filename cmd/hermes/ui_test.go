@@ -77,4 +77,17 @@ func TestUICommand(t *testing.T) {
 	if again := login(secret); again.StatusCode != http.StatusSeeOther || !strings.Contains(again.Header.Get("Location"), "failed") {
 		t.Fatalf("the secret worked twice: %d %q", again.StatusCode, again.Header.Get("Location"))
 	}
+	// A page whose own name was rebound to 127.0.0.1 gets nothing, even
+	// with a console session's cookie.
+	req, _ = http.NewRequest("GET", base+"/ui/jobs", nil)
+	req.Host = "rebound.example"
+	req.AddCookie(resp.Cookies()[0])
+	rebound, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebound.Body.Close()
+	if rebound.StatusCode != http.StatusMisdirectedRequest {
+		t.Fatalf("the console under another host name: %d", rebound.StatusCode)
+	}
 }
