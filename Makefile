@@ -1,8 +1,15 @@
 # Conveniences over the scripts, which are the source of truth.
 .PHONY: build test release cross-vet
 
+# hermes version reports these; without them it falls back to the VCS
+# stamp Go embeds (debug.ReadBuildInfo).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
+
 build:
-	go build -o bin/hermes ./cmd/hermes
+	go build -ldflags "$(LDFLAGS)" -o bin/hermes ./cmd/hermes
 
 test:
 	./scripts/test.sh
