@@ -193,6 +193,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	ts.endSession(t, tokA, "helper", "completed")
 	ts.endSession(t, tokA, "planner", "compression")
+	busy := ts.startJob(t, tokA, "planner-2", map[string]any{"command": "make -j2 test 2>&1 | tee test.log; sleep 120", "backend": "local"})
+	t.Cleanup(func() { ts.killJob(t, tokA, "planner-2", busy) })
 
 	ctx := testenv.Browser(t, 1280, 900)
 	// What the pages say on the browser's console: a policy violation or
@@ -248,6 +250,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	testenv.WaitFor(t, ctx, "its page", `location.pathname.startsWith('/ui/jobs/proc_') && document.getElementById('status').textContent === 'running'`)
 	run("mark the page", chromedp.Evaluate[chromedp.Void](`window.samePage = true`))
 	testenv.WaitFor(t, ctx, "the end, live", `window.samePage === true && document.getElementById('status').textContent === 'exited' && document.getElementById('status').classList.contains('fail') && document.getElementById('exit').textContent === '4' && document.getElementById('log').textContent.includes('bye') && !document.getElementById('kill')`)
+
+	run("open the jobs", chromedp.Navigate(ts.URL+"/ui/jobs"))
+	testenv.WaitFor(t, ctx, "every kind of job", `['running', 'killed', 'exited'].every((s) => document.querySelector('tr.st-' + s)) && !!document.querySelector('tr.fail')`)
+	testenv.Screenshot(t, ctx, "console-jobs-all.png")
 
 	run("open the sessions", chromedp.Navigate(ts.URL+"/ui/sessions"))
 	testenv.WaitFor(t, ctx, "the session tree", `document.body.innerText.includes('planner-2') && document.body.innerText.includes('compression') && document.body.innerText.includes('completed')`)
