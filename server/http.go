@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -223,20 +225,68 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 			return
 		}
 		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
-		// The runner's own span of the request, between the caller's span
-		// and whatever the request starts (a process span): one trace
-		// from the client to the job. A free no-op with tracing off.
-		route := strings.TrimPrefix(r.Pattern, r.Method+" ")
-		ctx, span := t.Profile.Tracing.Tracer("hermes/server").Start(ctx, r.Method+" "+route,
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route)))
-		defer span.End()
-		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok && span.SpanContext().HasTraceID() {
-			info.traceID = span.SpanContext().TraceID().String()
+		if t.Profile.Tracing.Enabled() {
+			var span trace.Span
+			ctx, span = startRequestSpan(ctx, t.Profile.Tracing.Tracer("hermes/server"), r)
+			defer endRequestSpan(span, w)
+		}
+		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+			if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+				info.traceID = sc.TraceID().String()
+			}
 		}
 		ctx = sessions.WithCurrent(ctx, session)
 		h(w, r.WithContext(ctx), t)
 	}
+}
+
+// startRequestSpan starts the runner's own span of an API request, between
+// the caller's span (ctx carries it, extracted from traceparent) and
+// whatever the request starts (a process span): one trace from the client
+// to the job. Attributes follow OpenTelemetry's HTTP server conventions.
+// Only a tenant with tracing on gets one: with it off the request costs no
+// span at all, and the caller's trace context still reaches the job.
+func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request) (context.Context, trace.Span) {
+	route := strings.TrimPrefix(r.Pattern, r.Method+" ")
+	host, port := r.Host, ""
+	if h, p, err := net.SplitHostPort(r.Host); err == nil {
+		host, port = h, p
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("http.request.method", r.Method),
+		attribute.String("http.route", route),
+		attribute.String("url.path", logPath(r.URL.Path)),
+		attribute.String("url.scheme", scheme(r)),
+		attribute.String("server.address", host),
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, attribute.Int("server.port", n))
+	}
+	if ua := r.UserAgent(); ua != "" {
+		attrs = append(attrs, attribute.String("user_agent.original", runner.Clip(ua)))
+	}
+	return tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+}
+
+// endRequestSpan ends a request span with the response's status code; a
+// server error (5xx) marks it failed, a refusal (4xx) does not, as the
+// HTTP server conventions say: the caller's mistake is not the server's.
+func endRequestSpan(span trace.Span, w http.ResponseWriter) {
+	if rec, ok := w.(*recorder); ok {
+		span.SetAttributes(attribute.Int("http.response.status_code", rec.status))
+		if rec.status >= 500 {
+			span.SetAttributes(attribute.String("error.type", strconv.Itoa(rec.status)))
+			span.SetStatus(codes.Error, http.StatusText(rec.status))
+		}
+	}
+	span.End()
+}
+
+func scheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // job is api for the routes of one job: when another replica runs it,

@@ -202,7 +202,7 @@ func New(opts Options) (*Server, error) {
 		t.sharedConfig = filepath.Join(home, "config.yaml")
 	}
 	s := &Server{
-		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(),
+		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(opts.Tokens != nil),
 		drain: make(chan struct{}),
 	}
 	s.queue = newQueueMetrics(s.metrics.reg)
@@ -301,8 +301,7 @@ func (s *Server) observe(t *Tenant) {
 			s.metrics.running.Inc()
 		case ev.Kind == runner.EventEnded && ev.Started:
 			s.metrics.running.Dec()
-			s.metrics.receipts.With(ev.Receipt.Backend, ev.Receipt.Status).Inc()
-			s.metrics.jobDuration.With(ev.Receipt.Backend, ev.Receipt.Status).Observe(max(ev.Receipt.FinishedAt.Sub(ev.Receipt.StartedAt), 0).Seconds())
+			s.metrics.receiptWritten(t.Name, ev.Receipt.Backend, ev.Receipt.Status, ev.Receipt.FinishedAt.Sub(ev.Receipt.StartedAt))
 		}
 		if ev.Kind == runner.EventEnded && s.peers != nil && !t.Registry.Shared(ev.Backend) {
 			// Off the registry's event path: a slow Redis must not hold
