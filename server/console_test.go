@@ -254,6 +254,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	run("open the jobs", chromedp.Navigate(ts.URL+"/ui/jobs"))
 	testenv.WaitFor(t, ctx, "every kind of job", `['running', 'killed', 'exited'].every((s) => document.querySelector('tr.st-' + s)) && !!document.querySelector('tr.fail')`)
 	testenv.Screenshot(t, ctx, "console-jobs-all.png")
+	// The jobs page shows an end by itself while jobs run.
+	brief := ts.startJob(t, tokA, "planner-2", map[string]any{"command": "sleep 4", "backend": "local"})
+	run("open the jobs again", chromedp.Navigate(ts.URL+"/ui/jobs"))
+	row := fmt.Sprintf(`document.querySelector('a[href="/ui/jobs/%s"]').closest('tr')`, brief)
+	testenv.WaitFor(t, ctx, "the brief job running", row+`.classList.contains('st-running')`)
+	testenv.WaitFor(t, ctx, "the brief job's end, without a click", row+`.classList.contains('st-exited')`)
 
 	run("open the sessions", chromedp.Navigate(ts.URL+"/ui/sessions"))
 	testenv.WaitFor(t, ctx, "the session tree", `document.body.innerText.includes('planner-2') && document.body.innerText.includes('compression') && document.body.innerText.includes('completed')`)

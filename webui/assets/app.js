@@ -80,6 +80,22 @@
   });
 })();
 
+// The jobs page reloads itself while some job on it runs or waits in the
+// queue, so that ends show up, unless someone is using a form on it or the
+// tab is hidden.
+(function () {
+  const table = document.querySelector("table.jobs");
+  if (!table || !table.querySelector("tr.st-running, tr.st-queued")) return;
+  const busy = () =>
+    document.hidden ||
+    Array.from(document.querySelectorAll("form input:not([type=hidden]), form select")).some(
+      (f) => f === document.activeElement || (f.name === "command" && f.value !== "")
+    );
+  setInterval(() => {
+    if (!busy()) location.reload();
+  }, 5000);
+})();
+
 // The login page of `hermes ui`: the one-time secret comes in the URL's
 // fragment, which is never sent to a server; it is posted, then forgotten.
 (function () {
