@@ -453,3 +453,70 @@ func TestConsoleLoopbackOnly(t *testing.T) {
 		t.Fatalf("after the kill: %+v", res)
 	}
 }
+
+// TestConsoleQueued: a start from the console meets the tenant's limits as
+// an API start does: queued past concurrent_jobs (with its place on both
+// pages, and a kill that works on it), refused past queued_jobs with the
+// reason on the page, and only on the runner's allowed backends.
+func TestConsoleQueued(t *testing.T) {
+	const tokA, tokB = "tok-alpha-0123456789abcdef", "tok-beta-0123456789abcdef"
+	ts := startServer(t, serverConfig{tokens: tokA + " alpha\n" + tokB + " beta\n", config: limitsConfig,
+		opts: func(o *server.Options) { o.Backends = []string{"local"} }})
+	running := ts.startJob(t, tokA, "agent-1", map[string]any{"command": "sleep 60", "backend": "local"})
+	t.Cleanup(func() { ts.killJob(t, tokA, "agent-1", running) })
+	c := newConsoleClient(t, ts.URL)
+	csrf := c.login(tokA)
+
+	start := func(command, backend string) string {
+		t.Helper()
+		code, h := c.post("/ui/jobs", url.Values{"csrf": {csrf}, "command": {command}, "backend": {backend}}, "")
+		if code != http.StatusSeeOther {
+			t.Fatalf("start %q: %d", command, code)
+		}
+		return h.Get("Location")
+	}
+	var queued []string
+	for range 2 {
+		loc := start("sleep 30", "")
+		if !strings.HasPrefix(loc, "/ui/jobs/proc_") {
+			t.Fatalf("start: to %q", loc)
+		}
+		queued = append(queued, strings.TrimPrefix(loc, "/ui/jobs/"))
+	}
+	t.Cleanup(func() {
+		for _, id := range queued {
+			ts.killJob(t, tokA, "", id)
+		}
+	})
+	for i, id := range queued {
+		_, _, page := c.get("/ui/jobs/" + id)
+		if want := fmt.Sprintf("#%d in the queue", i+1); !strings.Contains(page, ">queued<") || !strings.Contains(page, want) {
+			t.Fatalf("the page of queued job %d says neither queued nor %q", i+1, want)
+		}
+	}
+	_, _, jobs := c.get("/ui/jobs?status=queued")
+	if strings.Count(jobs, `<tr class="st-queued">`) != 2 || !strings.Contains(jobs, "</span> #2</td>") {
+		t.Fatalf("the jobs page of queued ones:\n%s", jobs)
+	}
+	// Past the queue: refused, and the page says why.
+	if loc := start("sleep 30", ""); loc != "/ui/jobs" {
+		t.Fatalf("a start past the queue went to %q", loc)
+	}
+	if _, _, page := c.get("/ui/jobs"); !strings.Contains(page, `role="alert">start: `) {
+		t.Fatalf("no reason for the refusal on the page:\n%s", page)
+	}
+	// A backend the runner does not allow.
+	if loc := start("true", "docker"); loc != "/ui/jobs" {
+		t.Fatalf("a start on a backend not allowed went to %q", loc)
+	}
+	if _, _, page := c.get("/ui/jobs"); !strings.Contains(page, "not allowed on this runner") {
+		t.Fatalf("no reason for the refused backend on the page:\n%s", page)
+	}
+	// A queued job killed from the console.
+	if code, h := c.post("/ui/jobs/"+queued[1]+"/kill", url.Values{"csrf": {csrf}}, ""); code != http.StatusSeeOther || h.Get("Location") != "/ui/jobs/"+queued[1] {
+		t.Fatalf("kill a queued job: %d %q", code, h.Get("Location"))
+	}
+	if _, _, page := c.get("/ui/jobs/" + queued[1]); !strings.Contains(page, ">killed<") {
+		t.Fatal("the queued job is not killed")
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/webui"
 )
 
@@ -55,6 +56,30 @@ func (c *consoleTenants) Service(ctx context.Context, tenant string) (runner.Ser
 		return nil, err
 	}
 	return t.Registry, nil
+}
+
+// Start implements webui.Tenants with the API's start: the runner's policy
+// (allowed backends, working directory), then the claim that lets other
+// replicas find the job, or the dispatcher's kick for a queued one.
+func (c *consoleTenants) Start(ctx context.Context, tenant, command, backend string) (*runner.Info, error) {
+	t, err := c.s.tenants.get(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.s.startRequest(t, api.StartRequest{Command: command, Backend: backend, Stdin: true})
+	if err != nil {
+		return nil, err
+	}
+	info, err := t.Registry.Start(ctx, req)
+	if err != nil {
+		return info, err
+	}
+	if info.Status == receipts.StatusQueued {
+		c.s.kickDispatcher(t)
+	} else {
+		c.s.claim(ctx, t, info.ID, info.Backend)
+	}
+	return info, nil
 }
 
 // Follow implements webui.Tenants with the API's follow stream: the same

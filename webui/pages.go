@@ -166,13 +166,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, v *view) {
 // start runs a command for the tenant (with no agent session).
 func (c *Console) start(w http.ResponseWriter, r *http.Request, v *view) {
 	cmd := r.PostForm.Get("command")
-	req := runner.StartRequest{Command: cmd, Backend: r.PostForm.Get("backend"), Stdin: true}
 	if strings.TrimSpace(cmd) == "" || strings.ContainsRune(cmd, 0) || len(cmd) > 64<<10 {
 		c.setFlash(r, "the command is not usable")
 		http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
 		return
 	}
-	in, err := v.svc.Start(v.ctx, req)
+	in, err := c.opts.Tenants.Start(v.ctx, v.tenant, cmd, r.PostForm.Get("backend"))
 	if err != nil && in == nil {
 		c.setFlash(r, "start: "+err.Error())
 		http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)

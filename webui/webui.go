@@ -52,6 +52,11 @@ type Tenants interface {
 	// Service returns the tenant's runner, in-process: the console acts
 	// for the whole tenant through runner.WithScope.
 	Service(ctx context.Context, tenant string) (runner.Service, error)
+	// Start starts command for the tenant as the API would (the
+	// runner's policy on backends and working directories, its limits and
+	// queue), on backend ("" the default), with stdin open. A job that
+	// failed to start comes back with the error.
+	Start(ctx context.Context, tenant, command, backend string) (*runner.Info, error)
 	// Follow streams the output of the tenant's job id to w as the API's
 	// server-sent events ("output", then "end"; "timeout" when the
 	// stream's time is up), resuming after r's Last-Event-ID, so that an

@@ -39,6 +39,10 @@ func (o oneTenant) Service(context.Context, string) (runner.Service, error) {
 	return o.svc, nil
 }
 
+func (o oneTenant) Start(ctx context.Context, _, command, backend string) (*runner.Info, error) {
+	return o.svc.Start(ctx, runner.StartRequest{Command: command, Backend: backend, Stdin: true})
+}
+
 // Follow streams the output as events, without the server's resumption.
 func (o oneTenant) Follow(w http.ResponseWriter, r *http.Request, _, id string) {
 	w.Header().Set("Content-Type", "text/event-stream")
