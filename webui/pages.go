@@ -59,7 +59,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, c.opts.Prefix+"/login?failed=1", http.StatusSeeOther)
 		return
 	}
-	c.newSession(w, tenant, valid)
+	c.newSession(w, r, tenant, valid)
 	http.Redirect(w, r, c.opts.Prefix+"/jobs", http.StatusSeeOther)
 }
 
@@ -69,7 +69,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *view) {
 		delete(c.sessions, id)
 		c.mu.Unlock()
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: c.opts.Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: cookieFor(r), Value: "", Path: c.opts.Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, c.opts.Prefix+"/login", http.StatusSeeOther)
 }
 

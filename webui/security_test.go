@@ -254,3 +254,39 @@ func TestPagesAreStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestCookiePerPort: two consoles on one host name (a `hermes ui` and a
+// runner) keep separate cookies, since browsers share cookies across
+// ports; a login to one is no login to the other.
+func TestCookiePerPort(t *testing.T) {
+	svc := profileWith(t, 0)
+	c, err := webui.New(webui.Options{Tenants: oneTenant{secret: "s", svc: svc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := map[string]*http.Cookie{}
+	for _, base := range []string{"http://127.0.0.1:7071", "http://127.0.0.1:8080", "http://console.test"} {
+		req := httptest.NewRequest("POST", base+"/ui/login", strings.NewReader("token=s"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", base)
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		if len(w.Result().Cookies()) != 1 {
+			t.Fatalf("%s: login: %d", base, w.Code)
+		}
+		cookies[base] = w.Result().Cookies()[0]
+	}
+	for base, want := range map[string]string{"http://127.0.0.1:7071": "hermes_console_7071", "http://127.0.0.1:8080": "hermes_console_8080", "http://console.test": "hermes_console"} {
+		if got := cookies[base].Name; got != want {
+			t.Errorf("%s: cookie %q, want %q", base, got, want)
+		}
+	}
+	// 7071's cookie, sent to 8080 as a browser would, opens nothing there.
+	req := httptest.NewRequest("GET", "http://127.0.0.1:8080/ui/jobs", nil)
+	req.AddCookie(cookies["http://127.0.0.1:7071"])
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, req)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("another port's cookie: %d", w.Code)
+	}
+}

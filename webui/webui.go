@@ -29,6 +29,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -108,6 +109,16 @@ type consoleSession struct {
 }
 
 const cookieName = "hermes_console"
+
+// cookieFor names the console's cookie for r's port: browsers keep cookies
+// by host name, not port, so a `hermes ui` and a runner on one machine
+// would otherwise log each other out.
+func cookieFor(r *http.Request) string {
+	if _, port, err := net.SplitHostPort(r.Host); err == nil && port != "" && len(port) <= 5 && strings.Trim(port, "0123456789") == "" {
+		return cookieName + "_" + port
+	}
+	return cookieName
+}
 
 // maxConsoleSessions bounds the logins kept in memory; past it the one
 // closest to its end goes first.
@@ -201,7 +212,7 @@ type view struct {
 
 // current returns the console session of r's cookie, if valid.
 func (c *Console) current(r *http.Request) (string, *consoleSession) {
-	ck, err := r.Cookie(cookieName)
+	ck, err := r.Cookie(cookieFor(r))
 	if err != nil || len(ck.Value) != 64 {
 		return "", nil
 	}
@@ -329,7 +340,7 @@ func randomHex(n int) string {
 }
 
 // newSession records a login and sets its cookie.
-func (c *Console) newSession(w http.ResponseWriter, tenant string, valid func() bool) {
+func (c *Console) newSession(w http.ResponseWriter, r *http.Request, tenant string, valid func() bool) {
 	id := randomHex(32)
 	c.mu.Lock()
 	now := time.Now()
@@ -349,7 +360,7 @@ func (c *Console) newSession(w http.ResponseWriter, tenant string, valid func() 
 	}
 	c.sessions[id] = &consoleSession{tenant: tenant, csrf: randomHex(32), expires: now.Add(c.opts.SessionTTL), valid: valid}
 	c.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: c.opts.Prefix, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: cookieFor(r), Value: id, Path: c.opts.Prefix, HttpOnly: true,
 		Secure: c.opts.Secure, SameSite: http.SameSiteStrictMode, MaxAge: int(c.opts.SessionTTL.Seconds())})
 }
 
