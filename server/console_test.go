@@ -279,6 +279,13 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	testenv.WaitFor(t, phone, "the jobs page at phone width", `location.pathname === '/ui/jobs' && document.documentElement.scrollWidth <= window.innerWidth + 1`)
 	testenv.Screenshot(t, phone, "console-jobs-phone.png")
+	for _, page := range []string{"/ui/jobs/" + busy, "/ui/sessions"} {
+		if err := chromedp.Do(phone, chromedp.Navigate(ts.URL+page)); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, phone, page+" at phone width", `document.querySelector('main h1') && document.documentElement.scrollWidth <= window.innerWidth + 1`)
+	}
+	testenv.Screenshot(t, phone, "console-sessions-phone.png")
 }
 
 // consoleEvent is one server-sent event.
