@@ -512,7 +512,10 @@ func TestConsoleQueued(t *testing.T) {
 	if _, _, page := c.get("/ui/jobs"); !strings.Contains(page, `role="alert">start: `) {
 		t.Fatalf("no reason for the refusal on the page:\n%s", page)
 	}
-	// A backend the runner does not allow.
+	// A backend the runner does not allow: not offered, and refused.
+	if _, _, page := c.get("/ui/jobs"); !strings.Contains(page, `<option value="">default backend</option><option>local</option></select>`) {
+		t.Fatalf("the start form offers more than the runner allows:\n%s", page)
+	}
 	if loc := start("true", "docker"); loc != "/ui/jobs" {
 		t.Fatalf("a start on a backend not allowed went to %q", loc)
 	}

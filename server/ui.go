@@ -104,9 +104,10 @@ func (c *consoleTenants) Follow(w http.ResponseWriter, r *http.Request, tenant, 
 // newConsole builds the console of s.
 func newConsole(s *Server) (http.Handler, error) {
 	c, err := webui.New(webui.Options{
-		Tenants:   &consoleTenants{s: s, secret: s.opts.ConsoleSecret},
-		JaegerURL: s.opts.JaegerURL,
-		Secure:    s.opts.TLSCert != "",
+		Tenants:       &consoleTenants{s: s, secret: s.opts.ConsoleSecret},
+		JaegerURL:     s.opts.JaegerURL,
+		StartBackends: s.opts.Backends,
+		Secure:        s.opts.TLSCert != "",
 		// Without tokens the runner serves this machine only; without a
 		// secret either, whoever reaches it is in (as for its API).
 		NoLogin: s.opts.Tokens == nil && s.opts.ConsoleSecret == "",

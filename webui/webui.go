@@ -74,6 +74,9 @@ type Options struct {
 	// JaegerURL, when set, links each job to its trace there
 	// (<JaegerURL>/trace/<trace_id>).
 	JaegerURL string
+	// StartBackends are the backends the start form offers (the runner's
+	// allowed ones); default local, docker and kubernetes.
+	StartBackends []string
 	// SessionTTL bounds a console session; default 12 hours.
 	SessionTTL time.Duration
 	// Secure marks the cookie Secure (the server speaks TLS).
@@ -110,6 +113,9 @@ type consoleSession struct {
 
 const cookieName = "hermes_console"
 
+// allBackends are the backends a job may have run on, for the filter.
+var allBackends = []string{"local", "docker", "kubernetes"}
+
 // cookieFor names the console's cookie for r's port: browsers keep cookies
 // by host name, not port, so a `hermes ui` and a runner on one machine
 // would otherwise log each other out.
@@ -139,6 +145,9 @@ func New(opts Options) (*Console, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 			return nil, fmt.Errorf("webui: Jaeger URL %q: want the http(s) address of a Jaeger UI, such as http://127.0.0.1:16686", opts.JaegerURL)
 		}
+	}
+	if len(opts.StartBackends) == 0 {
+		opts.StartBackends = allBackends
 	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = 12 * time.Hour
