@@ -5,7 +5,9 @@
 #   2. `helm lint --strict` with the default values and every ci/*.yaml;
 #   3. `helm template` of each, decoded strictly with the Kubernetes API
 #      types by tools/chartcheck (unknown kinds and fields fail);
-#   4. go vet, gofmt and `go test` of tools/chartcheck, a module of its own
+#   4. the chart tests of test/helm (options rendered and linted, values
+#      described, the schema against the runner's rules);
+#   5. go vet, gofmt and `go test` of tools/chartcheck, a module of its own
 #      that scripts/test.sh does not reach: the decoder's tests, the chart's
 #      invariants (non-root, read-only root, probes, tokens) per values
 #      file, and values that must be rejected.
@@ -72,6 +74,14 @@ main() {
 			{ cat "$out/check.log" >&2; die "strict decoding failed for $name"; }
 		log "$name: lint clean; $(sed -E 's/^[^:]*: //' "$out/check.log")"
 	done
+
+	# test/helm's chart tests (each option rendered and linted, every
+	# value described, the schema held to the runner's own rules) also run
+	# in scripts/test.sh; here they run with the helm just installed.
+	log "chart tests of test/helm"
+	(cd "$HERMES_ROOT" && HERMES_TEST_HELM="$helm" go test -count=1 \
+		-run 'TestChartOptions|TestCIValuesAreTheRunners|TestSchemaDescribesEveryValue|TestValuesYAMLDescribed|TestSchemaAgreesWithRunner' \
+		./test/helm/) || die "test/helm chart tests failed"
 
 	log "go vet, gofmt and go test in tools/chartcheck"
 	(cd "$chartcheck_dir" && go vet ./...) || die "go vet failed in tools/chartcheck"

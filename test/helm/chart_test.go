@@ -94,6 +94,8 @@ func TestChartOptions(t *testing.T) {
 		{"negative limit", []string{"config.limits.concurrent_jobs=-1"}, nil, "minimum"},
 		{"bad tenant name", []string{"config.tenants.Bad\\ Name.limits.concurrent_jobs=1"}, nil, "Bad Name"},
 		{"bad interval", []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.interval=soon"}, nil, "interval"},
+		{"bad pull policy", []string{"image.pullPolicy=Sometimes"}, nil, "must be one of"},
+		{"bad cpu request", []string{"resources.requests.cpu=lots"}, nil, "resources/requests/cpu"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +117,11 @@ func TestChartOptions(t *testing.T) {
 				if !strings.Contains(out, w) {
 					t.Errorf("no %q in the render", w)
 				}
+			}
+			// What renders also lints clean, warnings included.
+			lint, err := exec.Command(helm, append([]string{"lint", "--strict", chartDir(t)}, args...)...).CombinedOutput()
+			if err != nil {
+				t.Errorf("helm lint --strict: %v\n%s", err, lint)
 			}
 			for _, kind := range []string{"ServiceMonitor", "PodMonitor", "HorizontalPodAutoscaler"} {
 				if strings.Contains(out, "kind: "+kind) && !strings.Contains(strings.Join(tt.want, " "), kind) {
