@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -74,5 +75,36 @@ func TestTenantLabelBounded(t *testing.T) {
 				t.Errorf("job duration count missing:\n%s", buf.String())
 			}
 		})
+	}
+}
+
+// Requests that last as long as their caller asks stay out of the latency
+// histogram; the rest are timed.
+func TestLongLived(t *testing.T) {
+	cases := []struct {
+		method, target, route, accept string
+		want                          bool
+	}{
+		{"POST", "/v1/processes/p/wait?timeout=1h", "/v1/processes/{id}/wait", "", true},
+		{"POST", "/mcp", "/mcp", "", true},
+		{"GET", "/mcp", "/mcp", "text/event-stream", true},
+		{"GET", "/v1/processes/p/log?follow=1", "/v1/processes/{id}/log", "", true},
+		{"GET", "/v1/processes/p/log", "/v1/processes/{id}/log", "text/event-stream", true},
+		{"GET", "/v1/processes/p/log?offset=10", "/v1/processes/{id}/log", "", false},
+		{"GET", "/v1/sessions/s/completions?wait=30s", "/v1/sessions/{id}/completions", "", true},
+		{"GET", "/v1/sessions/s/completions", "/v1/sessions/{id}/completions", "", false},
+		{"GET", "/ui/jobs/p/events", "/ui/", "", true},
+		{"GET", "/ui/jobs/p", "/ui/", "", false},
+		{"GET", "/v1/processes/p/poll", "/v1/processes/{id}/poll", "", false},
+		{"POST", "/v1/processes", "/v1/processes", "", false},
+	}
+	for _, tc := range cases {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		if tc.accept != "" {
+			r.Header.Set("Accept", tc.accept)
+		}
+		if got := longLived(r, tc.route); got != tc.want {
+			t.Errorf("%s %s (Accept %q): long-lived %v, want %v", tc.method, tc.target, tc.accept, got, tc.want)
+		}
 	}
 }
