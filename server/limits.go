@@ -133,9 +133,15 @@ type queueMetrics struct {
 	wait    *promtext.HistogramVec
 }
 
-func newQueueMetrics(reg *promtext.Registry) *queueMetrics {
+// newQueueMetrics registers the queue families on reg; tenants, when the
+// runner has one (several tenants), is shared with the other families so
+// that all of them fold the same tenants into "other".
+func newQueueMetrics(reg *promtext.Registry, tenants *promtext.BoundedLabel) *queueMetrics {
+	if tenants == nil {
+		tenants = promtext.NewBoundedLabel(maxTenantLabels)
+	}
 	return &queueMetrics{
-		tenant: promtext.NewBoundedLabel(maxTenantLabels),
+		tenant: tenants,
 		running: reg.NewGaugeVec("hermes_tenant_jobs_running",
 			"Jobs of each tenant this replica runs (tenants past the first 50 are \"other\").", "tenant"),
 		queued: reg.NewGaugeVec("hermes_tenant_jobs_queued",

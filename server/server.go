@@ -205,7 +205,7 @@ func New(opts Options) (*Server, error) {
 		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(opts.Tokens != nil),
 		drain: make(chan struct{}),
 	}
-	s.queue = newQueueMetrics(s.metrics.reg)
+	s.queue = newQueueMetrics(s.metrics.reg, s.metrics.tenants)
 	s.metrics.buildInfo.With(firstNonEmpty(opts.Version, "dev"), firstNonEmpty(opts.Revision, "unknown"), runtime.Version()).Set(1)
 	if opts.Advertise != "" {
 		dir, err := openReplicas(home, opts)
