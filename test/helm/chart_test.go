@@ -1,7 +1,6 @@
 package helm_test
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,14 +33,7 @@ func chartDir(t *testing.T) string { return filepath.Join(repoRoot(t), "charts",
 
 // TestSchemaDescribesEveryValue: every value of the chart says what it is.
 func TestSchemaDescribesEveryValue(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir(t), "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema map[string]any
-	if err := json.Unmarshal(b, &schema); err != nil {
-		t.Fatal(err)
-	}
+	schema := chartSchema(t)
 	var missing []string
 	var walk func(node map[string]any, path string)
 	walk = func(node map[string]any, path string) {
