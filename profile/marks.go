@@ -181,6 +181,11 @@ type markedHandle struct {
 	unmark func()
 }
 
+// SnapshotLines implements runner.LineSnapshotter for the wrapped handle.
+func (h markedHandle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
+	return runner.SnapshotLines(ctx, h.Handle)
+}
+
 func (h markedHandle) Release(ctx context.Context) error {
 	if err := h.Handle.Release(ctx); err != nil {
 		return err

@@ -109,27 +109,28 @@ func PollFollow(ctx context.Context, svc Service, id string, offset int, interva
 	ended, stop := endSignal(svc, id)
 	defer stop()
 	printed := offset
-	first := true
 	for {
 		res, err := svc.Log(ctx, id, printed, 0)
 		if err != nil {
 			return err
 		}
-		if first && printed < 0 {
-			printed = max(res.TotalLines+printed, 0)
+		// The answer says where it begins: past lines the process printed
+		// but no longer keeps, and past the end for a negative offset.
+		start := res.Offset
+		if start < 0 {
+			start = max(res.TotalLines+start, 0)
 		}
-		first = false
 		done := !receipts.Active(res.Status)
 		out := res.Output
 		if !done {
 			out = out[:strings.LastIndexByte(out, '\n')+1] // whole lines only
 		}
 		if out != "" {
-			if err := emit(FollowEvent{ID: res.ID, Offset: printed, Output: out}); err != nil {
+			if err := emit(FollowEvent{ID: res.ID, Offset: start, Output: out}); err != nil {
 				return err
 			}
-			printed += strings.Count(out, "\n")
 		}
+		printed = start + strings.Count(out, "\n")
 		if done {
 			return emit(FollowEvent{ID: res.ID, Offset: printed, Status: res.Status, ExitCode: res.ExitCode})
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -195,10 +196,27 @@ const SnapshotChars = receipts.MaxOutputChars + RedactMargin
 // ClipSnapshot cuts s to its last SnapshotChars characters, and says
 // whether it did: the Snapshot of every backend is bounded alike.
 func ClipSnapshot(s string) (string, bool) {
+	out, cut, _ := ClipSnapshotLines(s)
+	return out, cut
+}
+
+// ClipSnapshotLines is ClipSnapshot for a snapshot of everything a
+// process printed: it also numbers the line the clipped output begins
+// with, for LineSnapshotter.
+func ClipSnapshotLines(s string) (string, bool, int64) {
 	if utf8.RuneCountInString(s) <= SnapshotChars {
-		return s, false
+		return s, false, 0
 	}
-	return receipts.TailChars(s, SnapshotChars), true
+	out := receipts.TailChars(s, SnapshotChars)
+	return out, true, int64(strings.Count(s[:len(s)-len(out)], "\n"))
+}
+
+// LineSnapshotter is a Handle whose Snapshot can also say which line of
+// everything the process printed its output begins with. Without it a
+// reader numbers lines from the start of the snapshot, and line offsets
+// move once the output outgrows the bound.
+type LineSnapshotter interface {
+	SnapshotLines(ctx context.Context) (output string, truncated bool, first int64, err error)
 }
 
 // Errors of the backend contract. Callers test them with errors.Is.

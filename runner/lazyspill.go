@@ -2,7 +2,6 @@ package runner
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/hermesrun/hermes/runner/outbuf"
@@ -66,7 +65,5 @@ func removeSpill(dir, id string) {
 	if dir == "" {
 		return
 	}
-	p := filepath.Join(dir, id+".log")
-	_ = os.Remove(p)
-	_ = os.Remove(p + ".1")
+	outbuf.RemoveSpill(filepath.Join(dir, id+".log"))
 }

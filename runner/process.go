@@ -91,7 +91,7 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		rec.Signal = SignalName(exit.Signal)
 	}
 	if p.buf != nil {
-		rec.Output, rec.OutputTruncated = p.buf.String()
+		rec.Output, rec.OutputTruncated, rec.OutputFirstLine = p.buf.Window()
 	}
 	switch {
 	case p.failed:

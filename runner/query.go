@@ -159,10 +159,10 @@ func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, info := r.output(ctx, f)
+	w, info := r.output(ctx, f)
 	res := &PollResult{
 		ID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
-		OutputTail: receipts.TailChars(out, DefaultTailChars), Command: info.Command, PID: info.PID,
+		OutputTail: receipts.TailChars(w.text, DefaultTailChars), Command: info.Command, PID: info.PID,
 		Error: info.Error,
 	}
 	if f.proc != nil {
@@ -185,65 +185,121 @@ type LogResult struct {
 }
 
 // Log returns lines [offset, offset+limit) of the output (limit <= 0: all;
-// a negative offset counts from the end). Reading the log of a finished
-// process takes its completion: the caller has seen how it ended.
+// a negative offset counts from the end). Lines are numbered over
+// everything the process printed, so an offset stays valid as the kept
+// output moves on: a follower asks for the line after its last one, and
+// lines that were dropped before it asked are skipped (Offset says where
+// the answer begins). Reading the log of a finished process takes its
+// completion: the caller has seen how it ended.
 func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
-	out, info := r.output(ctx, f)
+	w, info := r.output(ctx, f)
 	r.dropCompletion(ctx, info)
-	text, total := outbuf.Lines(out, offset, limit)
+	text, start, total := w.lines(offset, limit)
 	return &LogResult{
 		ID: info.ID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
-		TotalLines: total, Offset: offset, OutputTruncated: info.OutputTruncated,
+		TotalLines: total, Offset: start, OutputTruncated: info.OutputTruncated,
 	}, nil
 }
 
+// window is the kept output of a process and the number of the line it
+// begins with among all the lines the process printed.
+type window struct {
+	text  string
+	first int
+}
+
+// lines cuts lines [offset, offset+limit) out of w, numbered from the
+// process's first line, and returns them with the number of the first one
+// returned and of all the lines printed.
+func (w window) lines(offset, limit int) (string, int, int) {
+	if offset < 0 {
+		text, n := outbuf.Lines(w.text, offset, limit)
+		return text, w.first + max(n+offset, 0), w.first + n
+	}
+	start := max(offset, w.first)
+	text, n := outbuf.Lines(w.text, start-w.first, limit)
+	return text, start, w.first + n
+}
+
+// clip keeps the last n characters of w.
+func (w window) clip(n int) window {
+	kept := receipts.TailChars(w.text, n)
+	if len(kept) < len(w.text) {
+		w.first += strings.Count(w.text[:len(w.text)-len(kept)], "\n")
+		w.text = kept
+	}
+	return w
+}
+
+// SnapshotLines is Handle.Snapshot with the number of the line its output
+// begins with among all the process printed, for handles that can tell
+// (LineSnapshotter), else 0. Wrappers of a Handle implement
+// LineSnapshotter with it, so that embedding does not hide the numbers.
+func SnapshotLines(ctx context.Context, h Handle) (string, bool, int64, error) {
+	if ls, ok := h.(LineSnapshotter); ok {
+		return ls.SnapshotLines(ctx)
+	}
+	out, trunc, err := h.Snapshot(ctx)
+	return out, trunc, 0, err
+}
+
+func snapshotLines(ctx context.Context, h Handle) (window, bool, error) {
+	out, trunc, first, err := SnapshotLines(ctx, h)
+	return window{text: out, first: int(first)}, trunc, err
+}
+
 // output returns the current output and info of what lookup found.
-func (r *Registry) output(ctx context.Context, f found) (string, *Info) {
+func (r *Registry) output(ctx context.Context, f found) (window, *Info) {
 	if f.queued != nil {
-		return "", queuedEntryInfo(f.queued)
+		return window{}, queuedEntryInfo(f.queued)
 	}
 	if f.receipt != nil {
-		return f.receipt.Output, infoFromReceipt(f.receipt)
+		return receiptWindow(f.receipt), infoFromReceipt(f.receipt)
 	}
 	if f.live != nil {
-		out, _, err := f.handle.Snapshot(ctx)
+		w, _, err := snapshotLines(ctx, f.handle)
 		if err != nil {
 			r.log.Debug("snapshot", "id", f.live.ID, "err", err)
 		}
 		if r.opts.RedactLive {
-			out = redact.String(out)
+			w.text = redact.String(w.text)
 		}
-		return receipts.TailChars(out, r.opts.MaxOutputChars), infoOfLive(*f.live, f.handle)
+		return w.clip(r.opts.MaxOutputChars), infoOfLive(*f.live, f.handle)
 	}
 	p := f.proc
 	if rec := p.finalReceipt(); rec != nil {
-		return rec.Output, p.info()
+		return receiptWindow(rec), p.info()
 	}
-	var out string
+	var w window
 	switch {
 	case p.buf != nil:
-		out, _ = p.buf.String()
+		var first int64
+		w.text, _, first = p.buf.Window()
+		w.first = int(first)
 	case p.supervised:
-		s, _, err := p.handle.Snapshot(ctx)
-		if err != nil {
+		var err error
+		if w, _, err = snapshotLines(ctx, p.handle); err != nil {
 			r.log.Debug("snapshot", "id", p.spec.ID, "err", err)
 		}
-		out = s
 	}
 	// The end may have been recorded while the output was read (a
 	// supervisor removes its log once its receipt is written): then the
 	// receipt is the answer, so that output and status always agree.
 	if rec := p.finalReceipt(); rec != nil {
-		return rec.Output, p.info()
+		return receiptWindow(rec), p.info()
 	}
 	if r.opts.RedactLive {
-		out = redact.String(out)
+		w.text = redact.String(w.text)
 	}
-	return receipts.TailChars(out, r.opts.MaxOutputChars), infoOf(p.record(), false)
+	return w.clip(r.opts.MaxOutputChars), infoOf(p.record(), false)
+}
+
+func receiptWindow(rec *receipts.Receipt) window {
+	return window{text: rec.Output, first: int(rec.OutputFirstLine)}
 }
 
 // Wait blocks until the process ends (or ctx is done) and returns its final

@@ -134,9 +134,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 // before the end event resumes without getting that piece twice.
 type followPos struct{ line, col int }
 
-// maxFollowPos bounds either part of a Last-Event-ID, far beyond any
-// log a runner keeps.
-const maxFollowPos = 1 << 30
+// maxFollowPos bounds either part of a Last-Event-ID. Lines are numbered
+// over all a process printed, not only what is kept, so a job that runs
+// for days may pass a billion: the bound is far beyond that, and still
+// an int on every platform hermes builds for.
+const maxFollowPos = 1 << 50
 
 // String is the event id: "LINE", or "LINE:COL" inside a line.
 func (p followPos) String() string {
@@ -171,7 +173,7 @@ func parseFollowPos(v string) (followPos, error) {
 
 // posPart reads one part of an event id: digits only.
 func posPart(s string) (int, error) {
-	if s == "" || strings.Trim(s, "0123456789") != "" || len(s) > 10 {
+	if s == "" || strings.Trim(s, "0123456789") != "" || len(s) > 16 {
 		return 0, errors.New("not a count")
 	}
 	n, err := strconv.Atoi(s)

@@ -14,6 +14,7 @@ func TestFollowPos(t *testing.T) {
 		{followPos{line: 3, col: 4}, "more\n", "4"},
 		{followPos{line: 3, col: 4}, "more", "3:8"},
 		{followPos{line: 7}, "", "7"},
+		{followPos{line: 3_000_000_000}, "a\n", "3000000001"}, // lines of a days-long job
 	} {
 		got := tc.from.advance(tc.out)
 		if got.String() != tc.want {
@@ -24,7 +25,7 @@ func TestFollowPos(t *testing.T) {
 			t.Errorf("parseFollowPos(%q) = %v, %v", got.String(), back, err)
 		}
 	}
-	for _, bad := range []string{"", "x", "-1", "1:", ":1", "1:2:3", "+1", "1:-2", " 1", "99999999999", "1.5"} {
+	for _, bad := range []string{"", "x", "-1", "1:", ":1", "1:2:3", "+1", "1:-2", " 1", "99999999999999999", "1.5"} {
 		if p, err := parseFollowPos(bad); err == nil {
 			t.Errorf("parseFollowPos(%q) = %v, want an error", bad, p)
 		}

@@ -296,13 +296,20 @@ func (h *Handle) stdinConn(ctx context.Context) (*types.HijackedResponse, error)
 // log without following it or consuming Output: the tail of at most
 // receipts.MaxOutputChars (plus the redaction margin) characters.
 func (h *Handle) Snapshot(ctx context.Context) (string, bool, error) {
+	out, truncated, _, err := h.SnapshotLines(ctx)
+	return out, truncated, err
+}
+
+// SnapshotLines implements runner.LineSnapshotter: the log read holds
+// everything printed, so the lines clipped off number the first kept one.
+func (h *Handle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
 	var buf bytes.Buffer
 	var cur logCursor
 	if err := h.readLogsCtx(ctx, &buf, &cur, false); err != nil {
-		return "", false, err
+		return "", false, 0, err
 	}
-	out, truncated := runner.ClipSnapshot(buf.String())
-	return out, truncated, nil
+	out, truncated, first := runner.ClipSnapshotLines(buf.String())
+	return out, truncated, first, nil
 }
 
 // Release is called once the process's receipt is safely stored: it stops

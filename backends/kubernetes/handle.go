@@ -381,12 +381,19 @@ func (b *Backend) attachExecutor(pod string) (remotecommand.Executor, error) {
 // without following it: the tail of at most runner.SnapshotChars
 // characters. A pod that has not started has printed nothing.
 func (h *Handle) Snapshot(ctx context.Context) (string, bool, error) {
+	out, truncated, _, err := h.SnapshotLines(ctx)
+	return out, truncated, err
+}
+
+// SnapshotLines implements runner.LineSnapshotter: the log read holds
+// everything printed, so the lines clipped off number the first kept one.
+func (h *Handle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
 	var buf bytes.Buffer
 	if err := h.readLog(ctx, &buf); err != nil {
-		return "", false, err
+		return "", false, 0, err
 	}
-	out, truncated := runner.ClipSnapshot(buf.String())
-	return out, truncated, nil
+	out, truncated, first := runner.ClipSnapshotLines(buf.String())
+	return out, truncated, first, nil
 }
 
 // Release is called once the receipt is stored: it stops the handle's

@@ -2,7 +2,6 @@ package local
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -23,6 +22,7 @@ import (
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -48,6 +48,10 @@ type Detached struct {
 	// ShimLog receives the shim's own stderr; empty discards it.
 	ShimLog string
 	Logger  *slog.Logger
+
+	// tails reads spill logs, remembering their line counts, so that a
+	// follower's repeated reads count only what was added.
+	tails outbuf.TailReader
 }
 
 // ShimRequest is what a launcher sends a shim on its stdin.
@@ -498,47 +502,18 @@ func (h *shimHandle) Release(context.Context) error { return nil }
 
 // Snapshot implements runner.Handle: the tail of the spill log, which
 // holds everything the job printed (rotated segments included).
-func (h *shimHandle) Snapshot(context.Context) (string, bool, error) {
-	want := int64(runner.SnapshotChars * 4) // bytes: a rune is at most 4
-	cur, err := tailFile(h.d.LogPath(h.id), want)
-	if err != nil {
-		return "", false, err
-	}
-	truncated := false
-	if int64(len(cur)) < want {
-		prev, err := tailFile(h.d.LogPath(h.id)+".1", want-int64(len(cur)))
-		if err == nil && len(prev) > 0 {
-			cur = append(prev, cur...)
-			truncated = true
-		}
-	}
-	s, cut := runner.ClipSnapshot(string(cur))
-	return s, truncated || cut, nil
+func (h *shimHandle) Snapshot(ctx context.Context) (string, bool, error) {
+	out, truncated, _, err := h.SnapshotLines(ctx)
+	return out, truncated, err
 }
 
-// tailFile reads at most n bytes from the end of path.
-func tailFile(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// SnapshotLines implements runner.LineSnapshotter.
+func (h *shimHandle) SnapshotLines(context.Context) (string, bool, int64, error) {
+	want := int64(runner.SnapshotChars * 4) // bytes: a rune is at most 4
+	t, err := h.d.tails.ReadTail(h.d.LogPath(h.id), want)
 	if err != nil {
-		return nil, err
+		return "", false, 0, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	off := max(st.Size()-n, 0)
-	b := make([]byte, st.Size()-off)
-	if _, err := f.ReadAt(b, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	if off > 0 {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:] // start on a line boundary
-		}
-	}
-	return b, nil
+	s, cut, clipped := runner.ClipSnapshotLines(string(t.Text))
+	return s, t.Truncated || cut, t.First + clipped, nil
 }

@@ -851,3 +851,14 @@ func TestDockerChat(t *testing.T) {
 		waitContainersGone(t, 30*time.Second, labelID+"="+fr.SessionID)
 	})
 }
+
+// TestDockerLogFollowPastTheOutputBound: a container printing twice the
+// kept output is followed from another process with its lines numbered
+// among all it printed (the engine's log holds them all).
+func TestDockerLogFollowPastTheOutputBound(t *testing.T) {
+	t.Parallel()
+	p, image := newDockerProfile(t)
+	const lines = 40_000
+	sr := p.background(nil, bigJob(lines), "--backend", "docker", "--image", image)
+	checkFollowNumbered(t, p, nil, sr.SessionID, lines)
+}

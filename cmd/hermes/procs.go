@@ -272,7 +272,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 type LogCmd struct {
 	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)."`
 	Follow bool   `short:"f" help:"Keep printing new output until the process ends."`
-	Offset int    `help:"First line to show (negative counts from the end)."`
+	Offset int    `help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
 	Tail   int    `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
 }

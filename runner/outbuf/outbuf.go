@@ -4,6 +4,7 @@
 package outbuf
 
 import (
+	"bytes"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -18,6 +19,7 @@ type Buffer struct {
 	mu       sync.Mutex
 	buf      []byte
 	written  int64
+	newlines int64 // newlines ever written: numbers lines across compactions
 	dropped  bool
 }
 
@@ -32,6 +34,7 @@ func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.written += int64(len(p))
+	b.newlines += int64(bytes.Count(p, newline))
 	if len(p) > b.maxBytes {
 		b.grow(b.maxBytes)
 		b.buf = append(b.buf[:0], p[len(p)-b.maxBytes:]...)
@@ -59,12 +62,24 @@ func (b *Buffer) grow(need int) {
 	b.buf = nb
 }
 
+var newline = []byte{'\n'}
+
 // String returns the kept tail, at most Max characters, and whether anything
 // written was left out.
 func (b *Buffer) String() (string, bool) {
+	s, dropped, _ := b.Window()
+	return s, dropped
+}
+
+// Window is String with the number, counted from 0 over everything ever
+// written, of the line the kept tail begins in. Readers that follow the
+// output by line need it: once the tail moves, line numbers relative to
+// it would move too, and a follower would wait for lines it already has.
+func (b *Buffer) Window() (s string, dropped bool, first int64) {
 	b.mu.Lock()
-	s := string(b.buf)
-	dropped := b.dropped
+	s = string(b.buf)
+	dropped = b.dropped
+	newlines := b.newlines
 	b.mu.Unlock()
 	if dropped {
 		// A compaction may have split a rune: skip continuation bytes.
@@ -73,9 +88,9 @@ func (b *Buffer) String() (string, bool) {
 		}
 	}
 	if utf8.RuneCountInString(s) > b.max {
-		return tailChars(s, b.max), true
+		s, dropped = tailChars(s, b.max), true
 	}
-	return s, dropped
+	return s, dropped, newlines - int64(strings.Count(s, "\n"))
 }
 
 // Written is the total number of bytes written so far.

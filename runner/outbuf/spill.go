@@ -1,20 +1,28 @@
 package outbuf
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
+
+	"github.com/hermesrun/hermes/internal/atomicfile"
 )
 
 // Spill writes the full output of a process to a file, rotating it to
 // path.1 when it reaches MaxBytes so that disk use stays bounded too. Only
-// the newest two segments are kept.
+// the newest two segments are kept. At each rotation it writes beside the
+// log how many lines the rotated segments held (see ReadTail), so that a
+// reader of the tail can still number lines from the first ever written.
 type Spill struct {
 	path     string
 	maxBytes int64
 	mu       sync.Mutex
 	f        *os.File
 	size     int64
+	lines    int64 // newlines in the current segment
+	before   int64 // newlines in the segments before it
 }
 
 // DefaultSpillBytes is the segment size used when none is given.
@@ -46,6 +54,7 @@ func (s *Spill) Write(p []byte) (int, error) {
 	}
 	n, err := s.f.Write(p)
 	s.size += int64(n)
+	s.lines += int64(bytes.Count(p[:n], newline))
 	return n, err
 }
 
@@ -61,7 +70,15 @@ func (s *Spill) rotate() error {
 		s.f = nil
 		return fmt.Errorf("spill log: %w", err)
 	}
-	s.f, s.size = f, 0
+	prev := s.before
+	s.f, s.size, s.before, s.lines = f, 0, s.before+s.lines, 0
+	// Written after the new segment exists and named by its inode: a
+	// reader that finds another inode knows it looked mid-rotation.
+	side := segmentLines{Segment: fileID(f), Before: s.before, PrevBefore: prev}
+	b, _ := json.Marshal(side)
+	if err := atomicfile.Write(LinesPath(s.path), b, 0o600); err != nil {
+		return fmt.Errorf("spill log line count: %w", err)
+	}
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/safefile"
+	"github.com/hermesrun/hermes/runner/outbuf"
 )
 
 // Trim pacing. Statting every receipt file on every write made a write cost
@@ -392,7 +393,6 @@ func (s *FileStore) remove(path string) {
 	}
 	if s.opts.LogDir != "" {
 		id := strings.TrimSuffix(filepath.Base(path), ".json")
-		_ = os.Remove(filepath.Join(s.opts.LogDir, id+".log"))
-		_ = os.Remove(filepath.Join(s.opts.LogDir, id+".log.1"))
+		outbuf.RemoveSpill(filepath.Join(s.opts.LogDir, id+".log"))
 	}
 }

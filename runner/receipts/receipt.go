@@ -90,6 +90,10 @@ type Receipt struct {
 	FinishedAt      time.Time `json:"finished_at"`
 	Output          string    `json:"output"`
 	OutputTruncated bool      `json:"output_truncated"`
+	// OutputFirstLine numbers, from 0 over everything the process printed,
+	// the line Output begins with: 0 unless the output was cut. Line
+	// offsets (log --offset, follows) count from there.
+	OutputFirstLine int64 `json:"output_first_line,omitempty"`
 	Owner
 	Cwd string `json:"cwd"`
 	Trace
@@ -113,7 +117,9 @@ func Sanitize(r *Receipt) *Receipt {
 	c.Cwd = redact.String(c.Cwd)
 	out := redact.String(c.Output)
 	if n := utf8.RuneCountInString(out); n > MaxOutputChars {
-		out = TailChars(out, MaxOutputChars)
+		kept := TailChars(out, MaxOutputChars)
+		c.OutputFirstLine += int64(strings.Count(out[:len(out)-len(kept)], "\n"))
+		out = kept
 		c.OutputTruncated = true
 	}
 	c.Output = out
