@@ -235,18 +235,32 @@ func (r *Registry) reconcile(ctx context.Context) error {
 func (r *Registry) neverStarted(ctx context.Context, e *admission.Entry) {
 	a := r.opts.Admission
 	if _, q, err := entryInfo(e); err == nil {
-		spec := Spec{ID: q.ID, Command: q.Command, Cwd: q.Cwd, Image: q.Image,
-			Meta: Meta{Profile: r.opts.Profile, Owner: q.Owner, Trace: q.Trace, StartedAt: q.QueuedAt}}
-		p := newProcess(spec, q.Backend)
-		p.errMsg = "it left the queue, but whoever was starting it exited first"
-		r.mu.Lock()
-		r.procs[p.spec.ID] = p
-		r.mu.Unlock()
-		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, ErrLost)
+		req := q.request()
+		req.StartedAt = q.QueuedAt
+		r.recordNeverRun(ctx, req, Exit{Code: -1}, ErrLost, func(p *Process) {
+			p.errMsg = "it left the queue, but whoever was starting it exited first"
+		})
 		return
 	}
 	r.log.Warn("slot of a job that never started released", "id", e.ID)
 	_ = a.Ledger.Release(ctx, e.ID)
+}
+
+// recordNeverRun records the end of a request that never ran (killed in
+// the queue, lost on its way out of it, or queued for a backend this
+// registry lacks): a process that mark says how ended, known here so
+// that reads find it, with its receipt and completion like any other.
+func (r *Registry) recordNeverRun(ctx context.Context, req StartRequest, exit Exit, waitErr error, mark func(*Process)) *Process {
+	spec := Spec{ID: req.ID, Command: req.Command, Cwd: req.Cwd, Image: req.Image,
+		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()}}
+	p := newProcess(spec, req.Backend)
+	mark(p)
+	r.mu.Lock()
+	r.procs[p.spec.ID] = p
+	r.mu.Unlock()
+	exit.FinishedAt = time.Now()
+	r.finish(ctx, p, exit, waitErr)
+	return p
 }
 
 // release frees the slot of a job that ended.
@@ -358,14 +372,10 @@ func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*Info,
 	if err != nil {
 		return nil, false, err
 	}
-	spec := Spec{ID: q.ID, Command: q.Command, Cwd: q.Cwd, Image: q.Image,
-		Meta: Meta{Profile: r.opts.Profile, Owner: q.Owner, Trace: q.Trace, StartedAt: q.QueuedAt}}
-	p := newProcess(spec, q.Backend)
-	p.killed = true
-	p.errMsg = "killed while queued: it never started"
-	r.mu.Lock()
-	r.procs[p.spec.ID] = p
-	r.mu.Unlock()
-	r.finish(ctx, p, Exit{Code: 128 + 15, FinishedAt: time.Now()}, nil)
+	req := q.request()
+	req.StartedAt = q.QueuedAt
+	p := r.recordNeverRun(ctx, req, Exit{Code: 128 + 15}, nil, func(p *Process) {
+		p.killed, p.errMsg = true, "killed while queued: it never started"
+	})
 	return p.info(), true, nil
 }

@@ -112,11 +112,9 @@ func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error
 	if err != nil {
 		// The backend it was queued for is not here (a replica without
 		// it): it cannot start, and says so in its receipt.
-		spec := Spec{ID: req.ID, Command: req.Command, Cwd: req.Cwd, Image: req.Image,
-			Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()}}
-		p := newProcess(spec, req.Backend)
-		p.errMsg, p.failed = err.Error(), true
-		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
+		p := r.recordNeverRun(ctx, req, Exit{Code: -1}, nil, func(p *Process) {
+			p.errMsg, p.failed = err.Error(), true
+		})
 		return p.info(), err
 	}
 	return r.startOn(ctx, b, req)
@@ -295,8 +293,8 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	}
 	if p.supervised && waitErr != nil {
 		// Keep what the job printed before its supervisor vanished.
-		if out, trunc, err := p.handle.Snapshot(ctx); err == nil && out != "" {
-			rec.Output, rec.OutputTruncated = out, trunc
+		if w, trunc, err := snapshotLines(ctx, p.handle); err == nil && w.text != "" {
+			rec.Output, rec.OutputTruncated, rec.OutputFirstLine = w.text, trunc, int64(w.first)
 			rec = receipts.Sanitize(rec)
 		}
 	}

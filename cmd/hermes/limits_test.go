@@ -28,7 +28,10 @@ func TestLimitsOnAProfile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte("limits:\n  concurrent_jobs: 1\n  queued_jobs: 2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	first := p.background(nil, "sleep 1")
+	// The first runs until the test lets it end: under load a fixed
+	// sleep ended before ps had looked at the queue.
+	release := filepath.Join(t.TempDir(), "release")
+	first := p.background(nil, waitLoop(release))
 	fg := p.hermes("run", "--", "echo foreground")
 	if fg.code != 75 || !strings.Contains(fg.stderr, "background") || strings.Contains(fg.stdout, "foreground") {
 		t.Fatalf("a foreground run past the limit:\n%s", fg)
@@ -56,6 +59,7 @@ func TestLimitsOnAProfile(t *testing.T) {
 		t.Fatalf("kill of a queued job = %+v", killed)
 	}
 	// The end of the first starts the second, with no runner around.
+	touch(t, release)
 	w := jsonOf[cliStatus](t, p.ok("wait", "--json", queued[0].SessionID))
 	if w.Status != "exited" || w.Output != "second\n" {
 		t.Fatalf("wait through the queue = %+v", w)
