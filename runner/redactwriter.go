@@ -105,7 +105,7 @@ func (r *redactingWriter) flush(limit int, force bool) {
 	if limit <= 0 {
 		return
 	}
-	cut := bytes.LastIndexByte(r.pending[:limit], '\n') + 1
+	cut := lastNewline(r.pending[:limit]) + 1
 	if cut == 0 {
 		if !force && limit < redactFlushAt-RedactMargin {
 			return
@@ -149,6 +149,26 @@ func (r *redactingWriter) flush(limit int, force bool) {
 	}
 	r.write(redact.String(transient(part)))
 	r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
+}
+
+// lastNewline is bytes.LastIndexByte(b, '\n'), which is a byte-at-a-time
+// loop: on a long line without a newline it cost a fifth of the spill
+// log's CPU. A vectorised IndexByte over blocks from the end finds the
+// block holding the last newline, and only that block is scanned back.
+func lastNewline(b []byte) int {
+	const near, block = 256, 4 << 10
+	// Lines of ordinary length end near the end: look there first.
+	tail := max(len(b)-near, 0)
+	if i := bytes.LastIndexByte(b[tail:], '\n'); i >= 0 {
+		return tail + i
+	}
+	for end := tail; end > 0; end -= block {
+		start := max(end-block, 0)
+		if bytes.IndexByte(b[start:end], '\n') >= 0 {
+			return start + bytes.LastIndexByte(b[start:end], '\n')
+		}
+	}
+	return -1
 }
 
 // lastPEMBegin is bytes.LastIndex(b, pemBegin). The marker starts with a

@@ -93,3 +93,12 @@ func TestRedactingWriterKeepsUpWhenIdle(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestLastNewline(t *testing.T) {
+	long := strings.Repeat("x", 10_000)
+	for _, s := range []string{"", "x", "\n", "a\n", "\na", "a\nb\nc", long, long + "\n", "\n" + long, long + "\n" + long, "a\n" + long + long} {
+		if got, want := lastNewline([]byte(s)), strings.LastIndexByte(s, '\n'); got != want {
+			t.Errorf("lastNewline(%d bytes) = %d, want %d", len(s), got, want)
+		}
+	}
+}
