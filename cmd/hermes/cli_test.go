@@ -897,3 +897,41 @@ func TestNegativeValues(t *testing.T) {
 		}
 	}
 }
+
+// TestForegroundReaderGoes: `hermes run -- yes | head -1` ends. When what
+// reads a foreground run's output goes away, the run ends as a pipeline's
+// member would (by SIGPIPE), and the job is killed and recorded, not left
+// printing into nothing.
+func TestForegroundReaderGoes(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hermesBin, "run", "--", "yes")
+	cmd.Env = p.env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "y\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	out.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) || ee.Success() {
+		t.Fatalf("run whose reader went away: %v (ctx %v)", err, ctx.Err())
+	}
+	list := jsonOf[[]cliStatus](t, p.ok("--json", "ps", "--retained"))
+	deadline := time.Now().Add(20 * time.Second)
+	for (len(list) != 1 || list[0].Status != "killed") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		list = jsonOf[[]cliStatus](t, p.ok("--json", "ps", "--retained"))
+	}
+	if len(list) != 1 || list[0].Status != "killed" {
+		t.Fatalf("receipts = %+v, want the job killed", list)
+	}
+}
