@@ -6,7 +6,6 @@ package safefile
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -28,9 +27,15 @@ func ReadRegular(path string, maxBytes int64) ([]byte, error) {
 	return b, err
 }
 
-// ReadRegularInfo is ReadRegular that also returns what the opened file's
-// fstat said (its modification time, say), so a caller need not stat the
-// name once more.
+// ReadRegularInfo is ReadRegular that also returns what lstat said of the
+// file (its modification time, say), so a caller need not stat the name
+// once more. The file is the one opened: its fstat must name the same
+// inode.
+//
+// It works on the descriptor directly rather than through an *os.File: a
+// listing reads a thousand small receipts, and os.File's registration
+// with the poller (an epoll_ctl that fails for regular files), its
+// finalizer and its read to see the end were a fifth of the cost.
 func ReadRegularInfo(path string, maxBytes int64) ([]byte, fs.FileInfo, error) {
 	st, err := os.Lstat(path)
 	if err != nil {
@@ -42,49 +47,58 @@ func ReadRegularInfo(path string, maxBytes int64) ([]byte, fs.FileInfo, error) {
 	if st.Size() > maxBytes {
 		return nil, nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	var fd int
+	err = ignoringEINTR(func() (err error) {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 		}
-		return nil, nil, err
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer f.Close()
-	fst, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
+	defer syscall.Close(fd)
+	var fst syscall.Stat_t
+	if err := ignoringEINTR(func() error { return syscall.Fstat(fd, &fst) }); err != nil {
+		return nil, nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	if !fst.Mode().IsRegular() || !os.SameFile(st, fst) {
+	lst, ok := st.Sys().(*syscall.Stat_t)
+	if fst.Mode&syscall.S_IFMT != syscall.S_IFREG || !ok || lst.Dev != fst.Dev || lst.Ino != fst.Ino {
 		return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
-	// Sized from fstat, one read takes the whole file and a second sees
-	// the end, instead of io.ReadAll growing from 512 bytes; the bound
-	// still holds if the file grew since.
-	buf := make([]byte, 0, min(fst.Size(), maxBytes)+1)
-	b, err := readAll(io.LimitReader(f, maxBytes+1), buf)
-	if err != nil {
-		return nil, nil, err
+	// Sized from fstat, one read takes the whole file; a short read of a
+	// regular file is its end. The bound still holds if the file grew.
+	size := min(fst.Size, maxBytes)
+	buf := make([]byte, size+1)
+	n := 0
+	for n < len(buf) {
+		var k int
+		err := ignoringEINTR(func() (err error) {
+			k, err = syscall.Read(fd, buf[n:])
+			return err
+		})
+		if err != nil {
+			return nil, nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if k == 0 {
+			break
+		}
+		n += k
+		if int64(n) <= size && n < len(buf) && int64(n) == fst.Size {
+			break // all fstat promised: one read, not a second to see the end
+		}
 	}
-	if int64(len(b)) > maxBytes {
+	if int64(n) > maxBytes {
 		return nil, nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
 	}
-	return b, fst, nil
+	return buf[:n:n], st, nil
 }
 
-// readAll reads r to its end into buf's spare capacity, growing it only
-// when the reader holds more than buf was sized for.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
+func ignoringEINTR(f func() error) error {
 	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
+		if err := f(); err != syscall.EINTR {
+			return err
 		}
 	}
 }
