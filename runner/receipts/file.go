@@ -233,6 +233,10 @@ func (s *FileStore) loadAll(ids []string) []*Receipt {
 	return out
 }
 
+// selectMax is the most oldest receipts trim finds by scanning rather than
+// by sorting every age.
+const selectMax = 8
+
 // loadsPerWorker is the fewest receipts worth a goroutine of loadAll's.
 const loadsPerWorker = 32
 
@@ -379,10 +383,26 @@ func (s *FileStore) trim(wrote string) {
 	if len(live) <= s.opts.MaxRetained {
 		return
 	}
-	slices.SortFunc(live, func(a, b entry) int {
+	older := func(a, b entry) int {
 		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.id, b.id))
-	})
-	for _, e := range live[:len(live)-s.opts.MaxRetained] {
+	}
+	excess := len(live) - s.opts.MaxRetained
+	if excess <= selectMax {
+		// At the cap a write pushes out one or two: finding them is a
+		// scan, where sorting every age was a third of a write's CPU.
+		for i := range excess {
+			m := i
+			for j := i + 1; j < len(live); j++ {
+				if older(live[j], live[m]) < 0 {
+					m = j
+				}
+			}
+			live[i], live[m] = live[m], live[i]
+		}
+	} else {
+		slices.SortFunc(live, older)
+	}
+	for _, e := range live[:excess] {
 		// Another process may have rewritten it since its age was
 		// cached: a file that is not what the cache says stays until
 		// the next trim sees it correctly.
