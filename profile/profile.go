@@ -158,11 +158,23 @@ func (e *Profile) Detached() *local.Detached {
 		// its shims must not.
 		env = append(env, dispatcherEnv+"=runner")
 	}
-	return &local.Detached{
+	d := &local.Detached{
 		Exe: e.exe, Args: []string{"shim"}, Env: env,
 		RunDir: e.RunDir(), LogDir: e.SpillDir(),
 		ShimLog: e.LogFile(), Logger: e.Logger,
 	}
+	if e.longLived {
+		// A runner starts hundreds of jobs a second: a shim each costs a
+		// process start and its runtime's init per job, one supervisor
+		// for the profile does not (docs/processes.md).
+		d.Supervisor = e.SupervisorSocket()
+	}
+	return d
+}
+
+// SupervisorSocket is where the profile's many-job supervisor listens.
+func (e *Profile) SupervisorSocket() string {
+	return filepath.Join(e.RunDir(), "supervisor.sock")
 }
 
 // Mode picks the backends of a registry.

@@ -140,3 +140,121 @@ func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
 		}
 	}
 }
+
+// WaitAnyGone blocks until one of ids has exited, at most for within, and
+// returns its index, or -1 if none has. Like WaitGone it sleeps on pidfds,
+// one per process, so that a waiter watching both a job and its supervisor
+// wakes at whichever ends first.
+func WaitAnyGone(ctx context.Context, ids []Identity, within time.Duration) int {
+	fds := make([]unix.PollFd, 0, len(ids))
+	index := make([]int, 0, len(ids))
+	defer func() {
+		for _, p := range fds {
+			unix.Close(int(p.Fd))
+		}
+	}()
+	for i, id := range ids {
+		fd, err := unix.PidfdOpen(id.PID, 0)
+		if err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				return i
+			}
+			return pollAnyGone(ctx, ids, within) // a kernel before 5.3
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		index = append(index, i)
+		// The pidfd names whatever has the pid now: prove it is id.
+		if !id.Alive() {
+			return i
+		}
+	}
+	deadline := time.Now().Add(within)
+	for {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return -1
+		}
+		ms := int(min(wait, 200*time.Millisecond) / time.Millisecond)
+		n, err := unix.Poll(fds, max(ms, 1))
+		if n > 0 {
+			for k, p := range fds {
+				if p.Revents != 0 {
+					return index[k]
+				}
+			}
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return pollAnyGone(ctx, ids, time.Until(deadline))
+		}
+		if ctx.Err() != nil {
+			return -1
+		}
+	}
+}
+
+// Orphans returns the children of this process that are not in leaders,
+// read from /proc/self/task/*/children (the kernel's own list, a few small
+// files) rather than by scanning every process: a supervisor that runs
+// hundreds of jobs a second looks for orphans at every job's end.
+func Orphans(leaders func(pid int) bool) ([]int, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				if _, serr := os.Stat("/proc/self/task/" + t.Name()); serr != nil {
+					continue // the thread exited meanwhile
+				}
+				// No CONFIG_PROC_CHILDREN: scan every process.
+				return childrenExcept(leaders)
+			}
+			return nil, err
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil && !leaders(pid) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out, nil
+}
+
+func childrenExcept(leaders func(pid int) bool) ([]int, error) {
+	kids, err := Children(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	out := kids[:0]
+	for _, pid := range kids {
+		if !leaders(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// Zombie reports whether pid is a zombie (exited, not yet reaped).
+func Zombie(pid int) bool {
+	f, err := stat(pid)
+	return err == nil && string(f[0]) == "Z"
+}
+
+// Environ returns the value of key in the environment pid started with,
+// and whether it is there.
+func Environ(pid int, key string) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return "", false
+	}
+	prefix := []byte(key + "=")
+	for e := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(e, prefix); ok {
+			return string(v), true
+		}
+	}
+	return "", false
+}
