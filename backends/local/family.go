@@ -91,16 +91,30 @@ func (f *Family) end(id string, pid int) {
 		delete(f.leaders, pid)
 	}
 	delete(f.running, id)
-	f.asked++
-	want := f.asked
-	if !f.sweeping {
-		f.sweeping = true
-		go f.sweeper()
-	}
+	want := f.kick()
 	for f.swept < want {
 		f.sweptCond.Wait()
 	}
 	f.mu.Unlock()
+}
+
+// Kick asks for a sweep (see Sweep) without waiting for it: a child exited,
+// and if it was an orphan it is to be reaped.
+func (f *Family) Kick() {
+	f.mu.Lock()
+	f.kick()
+	f.mu.Unlock()
+}
+
+// kick asks for a sweep and returns the number a sweeper reaches in
+// f.swept once that sweep is over. f.mu is held.
+func (f *Family) kick() uint64 {
+	f.asked++
+	if !f.sweeping {
+		f.sweeping = true
+		go f.sweeper()
+	}
+	return f.asked
 }
 
 // sweeper runs sweeps while ends ask for them.

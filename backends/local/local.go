@@ -53,6 +53,26 @@ type Backend struct {
 	// supervise), marks each job's environment with its id and ends, at
 	// the job's end, only the escaped descendants that carry its mark.
 	Family *Family
+
+	// shell caches the resolved path of Shell: a supervisor starting
+	// hundreds of jobs a second would otherwise search PATH for each.
+	shellMu              sync.Mutex
+	shellName, shellPath string
+}
+
+// lookShell resolves name through PATH, once per name.
+func (b *Backend) lookShell(name string) (string, error) {
+	b.shellMu.Lock()
+	defer b.shellMu.Unlock()
+	if b.shellName == name && b.shellPath != "" {
+		return b.shellPath, nil
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	b.shellName, b.shellPath = name, path
+	return path, nil
 }
 
 // New returns a Backend with defaults.
@@ -74,8 +94,13 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 		shell = "bash"
 	}
 	// "--" keeps a command that starts with "-" from being read as shell
-	// options.
-	cmd := exec.Command(shell, "-c", "--", spec.Command)
+	// options. Args[0] stays the name given: it is the $0 of the job's
+	// messages.
+	path, err := b.lookShell(shell)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", shell, err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", spec.Command}}
 	cmd.Dir = spec.Cwd
 	base := b.BaseEnv
 	if base == nil {

@@ -192,32 +192,43 @@ func WaitAnyGone(ctx context.Context, ids []Identity, within time.Duration) int 
 	}
 }
 
-// Orphans returns the children of this process that are not in leaders,
-// read from /proc/self/task/*/children (the kernel's own list, a few small
-// files) rather than by scanning every process: a supervisor that runs
-// hundreds of jobs a second looks for orphans at every job's end.
+// Orphans returns the children of this process, not in leaders, that a
+// subreaper adopted. The kernel hands an orphan to the first live thread
+// of its subreaper, which for a Go program is always the main thread (it
+// never exits), so one small file, /proc/self/task/<pid>/children, lists
+// them all; a supervisor that runs hundreds of jobs a second looks at every
+// job's end. Children forked by other threads are not listed, but those
+// are jobs, not orphans. Without that file (no CONFIG_PROC_CHILDREN),
+// every process is scanned.
 func Orphans(leaders func(pid int) bool) ([]int, error) {
-	tasks, err := os.ReadDir("/proc/self/task")
+	self := os.Getpid()
+	fd, err := unix.Open("/proc/self/task/"+strconv.Itoa(self)+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return childrenExcept(leaders)
+	}
 	if err != nil {
 		return nil, err
 	}
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+	defer unix.Close(fd)
+	var b []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				if _, serr := os.Stat("/proc/self/task/" + t.Name()); serr != nil {
-					continue // the thread exited meanwhile
-				}
-				// No CONFIG_PROC_CHILDREN: scan every process.
-				return childrenExcept(leaders)
-			}
 			return nil, err
 		}
-		for _, f := range bytes.Fields(b) {
-			if pid, err := strconv.Atoi(string(f)); err == nil && !leaders(pid) {
-				out = append(out, pid)
-			}
+		if n == 0 {
+			break
+		}
+		b = append(b, buf[:n]...)
+	}
+	var out []int
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && !leaders(pid) {
+			out = append(out, pid)
 		}
 	}
 	return out, nil

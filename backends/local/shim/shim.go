@@ -137,6 +137,9 @@ type jobEnv struct {
 	reg   *runner.Registry
 	paths *local.Detached
 	log   *slog.Logger
+	// start is this process's start time (osproc.StartTime), read once;
+	// 0 reads it per job.
+	start uint64
 }
 
 // superviseJob supervises one job inside this process, which may run
@@ -180,7 +183,10 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
-	shimStart, _ := osproc.StartTime(os.Getpid())
+	shimStart := env.start
+	if shimStart == 0 {
+		shimStart, _ = osproc.StartTime(os.Getpid())
+	}
 	// The job is this process's child and not reaped before its end is
 	// recorded, so its start time is read from the process itself (0 if
 	// it already ended: then nothing will ever signal it by pid).

@@ -103,6 +103,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 		cfg: cfg, log: log, ln: ln, stop: make(chan struct{}), changed: make(chan struct{}, 1),
 		env: jobEnv{reg: reg, paths: cfg.Paths, log: log}, lastBusy: time.Now(),
 	}
+	s.env.start, _ = osproc.StartTime(os.Getpid())
 	if st, err := os.Stat(cfg.Socket); err == nil {
 		s.sock = st
 	}
@@ -121,7 +122,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 			log.Info("supervisor signalled: ending every job", "signal", sig)
 			s.close(true)
 		case <-chld:
-			family.Sweep()
+			family.Kick()
 		case <-tick.C:
 			if s.idleFor() >= cfg.IdleExit {
 				s.close(false)

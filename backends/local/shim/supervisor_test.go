@@ -260,11 +260,18 @@ func TestSupervisorKilledJobsLost(t *testing.T) {
 		t.Fatalf("jobs of one profile in two supervisors: %d, %d", sup, other)
 	}
 	jobs := []int{h1.PID(), h2.PID()}
+	supID, err := osproc.Of(sup)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if !osproc.WaitGone(ctx, supID, 10*time.Second) {
+		t.Fatal("supervisor still there after SIGKILL")
+	}
 	// A later reader (a restarted serve) attaches to the second job.
 	later := p.supervised(exe)
 	h2b, l, err := later.Attach(ctx, id2)
