@@ -21,6 +21,10 @@ import (
 // socket accepts connections.
 const SupervisorReady = "ready"
 
+// SupervisorClosing is the error a supervisor that is shutting down
+// answers instead of starting a job: the job may go elsewhere.
+const SupervisorClosing = "supervisor is shutting down"
+
 // errUnreachable marks a failure to hand a job to the supervisor that
 // proves the job was not started: it may go to a shim of its own instead.
 var errUnreachable = errors.New("supervisor unreachable")
@@ -63,6 +67,10 @@ func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec) (runne
 	if err := json.Unmarshal(line, &rep); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("supervisor reply %.80q: %w", line, err)
+	}
+	if rep.Error == SupervisorClosing {
+		conn.Close()
+		return nil, fmt.Errorf("%w: %s", errUnreachable, rep.Error)
 	}
 	if rep.Error != "" {
 		conn.Close()

@@ -42,9 +42,10 @@ const DefaultIdleExit = 10 * time.Second
 const requestTimeout = 15 * time.Second
 
 // forgetAfter is how long a finished job stays in the supervisor's
-// registry: only until its supervising goroutine has seen the receipt
-// written, which it waits for at once.
-const forgetAfter = 30 * time.Second
+// registry (superviseJob holds its end and receipt channels from the start):
+// long enough for a late control message to be answered "finished", short
+// enough that hundreds of jobs a second do not pile up in memory.
+const forgetAfter = 5 * time.Second
 
 // Supervise runs the many-job supervisor (hermes supervise), the grouped
 // form of the shim (like containerd's grouped shims): one process, in a
@@ -233,7 +234,7 @@ func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
 	stopped := s.stopped
 	s.mu.Unlock()
 	if stopped {
-		reply(local.ShimReply{Error: "supervisor is shutting down"})
+		reply(local.ShimReply{Error: local.SupervisorClosing})
 		return
 	}
 	err := superviseJob(ctx, s.env, req, nil, reply, s.stop)

@@ -219,7 +219,7 @@ func TestSupervisorOutlivesStarter(t *testing.T) {
 	exe, _ := os.Executable()
 	p := profile(t.TempDir())
 	stopSupervisor(t, p)
-	cmds, _ := json.Marshal([]string{"sleep 0.5; echo one", "sleep 0.7; echo two; exit 3"})
+	cmds, _ := json.Marshal([]string{"sleep 0.5; echo one", "sleep 0.7; echo two; exit 3", "sleep 3; echo three"})
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), shimHomeEnv+"="+p.home, starterEnv+"="+string(cmds))
 	var stderr bytes.Buffer
@@ -230,14 +230,25 @@ func TestSupervisorOutlivesStarter(t *testing.T) {
 		t.Fatalf("starter: %v (%s)", err, stderr.String())
 	}
 	var ids []string
-	if err := json.Unmarshal(out, &ids); err != nil || len(ids) != 2 {
+	if err := json.Unmarshal(out, &ids); err != nil || len(ids) != 3 {
 		t.Fatalf("starter printed %q: %v", out, err)
 	}
+	// A restarted starter reaches the supervisor that runs the first one's
+	// jobs rather than starting another.
+	d := p.supervised(exe)
+	sup := supervisorPID(t, d, ids[2])
+	h, id := start(t, d, "echo four")
+	if got := supervisorPID(t, d, id); got != sup {
+		t.Errorf("a new starter's job went to supervisor %d, the running one is %d", got, sup)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = h.Wait(ctx)
 	st := newStore(t, p)
 	for i, want := range []struct {
 		out  string
 		code int
-	}{{"one\n", 0}, {"two\n", 3}} {
+	}{{"one\n", 0}, {"two\n", 3}, {"three\n", 0}} {
 		r := waitReceipt(t, st, ids[i])
 		if r.Status != "exited" || r.ExitCode != want.code || r.Output != want.out {
 			t.Errorf("receipt of job %d: status %s, exit %v, output %q; want exited %d %q", i, r.Status, r.ExitCode, r.Output, want.code, want.out)
@@ -514,5 +525,33 @@ func TestSupervisedWaitWakesAtTheEnd(t *testing.T) {
 	}
 	if el := time.Since(t0); el > 800*time.Millisecond {
 		t.Errorf("Wait returned %v after attaching to a 0.3s job; want it at the job's end", el)
+	}
+}
+
+// TestSupervisorUnreachableFallsBack: a job whose supervisor cannot be
+// reached (here, a socket path too long for a unix socket) gets a shim of
+// its own and is recorded as usual.
+func TestSupervisorUnreachableFallsBack(t *testing.T) {
+	exe, _ := os.Executable()
+	p := profile(t.TempDir())
+	st := newStore(t, p)
+	d := p.supervised(exe)
+	d.Supervisor = filepath.Join(p.home, strings.Repeat("x", 120), "supervisor.sock")
+	h1, id1 := start(t, d, "sleep 0.3; echo a")
+	h2, id2 := start(t, d, "sleep 0.3; echo b")
+	if a, b := supervisorPID(t, d, id1), supervisorPID(t, d, id2); a == b {
+		t.Errorf("both jobs behind process %d; want a shim each", a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, h := range []runner.Handle{h1, h2} {
+		if _, err := h.Wait(ctx); err != nil {
+			t.Errorf("Wait %d: %v", i, err)
+		}
+	}
+	for id, want := range map[string]string{id1: "a\n", id2: "b\n"} {
+		if r := waitReceipt(t, st, id); r.Status != "exited" || r.Output != want {
+			t.Errorf("receipt of %s: %s %q", id, r.Status, r.Output)
+		}
 	}
 }
