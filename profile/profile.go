@@ -163,11 +163,12 @@ func (e *Profile) Detached() *local.Detached {
 		RunDir: e.RunDir(), LogDir: e.SpillDir(),
 		ShimLog: e.LogFile(), Logger: e.Logger,
 	}
-	if e.longLived {
+	if sock := e.SupervisorSocket(); e.longLived && len(sock) <= local.MaxSocketPath {
 		// A runner starts hundreds of jobs a second: a shim each costs a
 		// process start and its runtime's init per job, one supervisor
-		// for the profile does not (docs/processes.md).
-		d.Supervisor = e.SupervisorSocket()
+		// for the profile does not (docs/api.md). A home too deep for a
+		// unix socket keeps a shim per job.
+		d.Supervisor = sock
 	}
 	return d
 }

@@ -29,9 +29,9 @@ const SupervisorClosing = "supervisor is shutting down"
 // proves the job was not started: it may go to a shim of its own instead.
 var errUnreachable = errors.New("supervisor unreachable")
 
-// maxSocketPath is the longest unix socket path the kernel takes
+// MaxSocketPath is the longest unix socket path the kernel takes
 // (sun_path is 108 bytes with its terminating NUL).
-const maxSocketPath = 107
+const MaxSocketPath = 107
 
 // startSupervised hands spec to the profile's supervisor, starting it if
 // none answers, and returns a handle that learns of the job's end when the
@@ -103,7 +103,7 @@ func (h *shimHandle) follow(conn net.Conn, r io.Reader) {
 // dialSupervisor connects to the profile's supervisor, starting one if
 // none answers.
 func (d *Detached) dialSupervisor(ctx context.Context) (*net.UnixConn, error) {
-	if len(d.Supervisor) > maxSocketPath {
+	if len(d.Supervisor) > MaxSocketPath {
 		return nil, fmt.Errorf("socket path %s is too long for a unix socket", d.Supervisor)
 	}
 	if conn, err := d.dial(); err == nil {
