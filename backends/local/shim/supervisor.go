@@ -178,7 +178,7 @@ func (s *supervisor) accept(ctx context.Context) {
 	for {
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
 				// The drain after the socket was removed is over.
 				s.ln.Close()
 				s.mu.Lock()
