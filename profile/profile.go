@@ -20,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/backends/kubernetes"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -163,11 +164,12 @@ func (e *Profile) Detached() *local.Detached {
 		RunDir: e.RunDir(), LogDir: e.SpillDir(),
 		ShimLog: e.LogFile(), Logger: e.Logger,
 	}
-	if sock := e.SupervisorSocket(); e.longLived && len(sock) <= local.MaxSocketPath {
+	if sock := e.SupervisorSocket(); e.longLived && osproc.SubreaperSupported && len(sock) <= local.MaxSocketPath {
 		// A runner starts hundreds of jobs a second: a shim each costs a
 		// process start and its runtime's init per job, one supervisor
-		// for the profile does not (docs/api.md). A home too deep for a
-		// unix socket keeps a shim per job.
+		// for the profile does not (docs/api.md). A supervisor of many
+		// jobs must be their subreaper (Linux), and its socket path must
+		// fit a unix socket; elsewhere each job keeps a shim.
 		d.Supervisor = sock
 	}
 	return d

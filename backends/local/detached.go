@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +56,9 @@ type Detached struct {
 	// SupervisorArgs start the supervisor from Exe; default
 	// ["supervise"].
 	SupervisorArgs []string
+	// spawnFailed is when a supervisor last failed to start (unix
+	// nanoseconds), 0 if it did not.
+	spawnFailed atomic.Int64
 	// ShimLog receives the shim's own stderr; empty discards it.
 	ShimLog string
 	Logger  *slog.Logger

@@ -123,11 +123,22 @@ func (d *Detached) dialSupervisor(ctx context.Context) (*net.UnixConn, error) {
 	if conn, err := d.dial(); err == nil {
 		return conn, nil
 	}
+	if t := d.spawnFailed.Load(); t != 0 && time.Since(time.Unix(0, t)) < spawnBackoff {
+		// A supervisor that could not start a moment ago will not now:
+		// the job goes to a shim without paying for another try.
+		return nil, errors.New("supervisor failed to start; retrying later")
+	}
 	if err := d.spawnSupervisor(ctx); err != nil {
+		d.spawnFailed.Store(time.Now().UnixNano())
 		return nil, err
 	}
+	d.spawnFailed.Store(0)
 	return d.dial()
 }
+
+// spawnBackoff is how long after a supervisor failed to start jobs go to
+// shims without another try.
+const spawnBackoff = 5 * time.Second
 
 func (d *Detached) dial() (*net.UnixConn, error) {
 	return net.DialUnix("unix", nil, &net.UnixAddr{Name: d.Supervisor, Net: "unix"})

@@ -529,29 +529,42 @@ func TestSupervisedWaitWakesAtTheEnd(t *testing.T) {
 }
 
 // TestSupervisorUnreachableFallsBack: a job whose supervisor cannot be
-// reached (here, a socket path too long for a unix socket) gets a shim of
-// its own and is recorded as usual.
+// reached gets a shim of its own and is recorded as usual.
 func TestSupervisorUnreachableFallsBack(t *testing.T) {
 	exe, _ := os.Executable()
-	p := profile(t.TempDir())
-	st := newStore(t, p)
-	d := p.supervised(exe)
-	d.Supervisor = filepath.Join(p.home, strings.Repeat("x", 120), "supervisor.sock")
-	h1, id1 := start(t, d, "sleep 0.3; echo a")
-	h2, id2 := start(t, d, "sleep 0.3; echo b")
-	if a, b := supervisorPID(t, d, id1), supervisorPID(t, d, id2); a == b {
-		t.Errorf("both jobs behind process %d; want a shim each", a)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for i, h := range []runner.Handle{h1, h2} {
-		if _, err := h.Wait(ctx); err != nil {
-			t.Errorf("Wait %d: %v", i, err)
-		}
-	}
-	for id, want := range map[string]string{id1: "a\n", id2: "b\n"} {
-		if r := waitReceipt(t, st, id); r.Status != "exited" || r.Output != want {
-			t.Errorf("receipt of %s: %s %q", id, r.Status, r.Output)
-		}
+	for _, tc := range []struct {
+		name    string
+		breakIt func(d *local.Detached, p paths)
+	}{
+		{"socket path too long for a unix socket", func(d *local.Detached, p paths) {
+			d.Supervisor = filepath.Join(p.home, strings.Repeat("x", 120), "supervisor.sock")
+		}},
+		{"supervisor fails to start", func(d *local.Detached, _ paths) {
+			d.SupervisorArgs = []string{"not-a-supervisor"} // runs as a shim with no request
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := profile(t.TempDir())
+			st := newStore(t, p)
+			d := p.supervised(exe)
+			tc.breakIt(d, p)
+			h1, id1 := start(t, d, "sleep 0.3; echo a")
+			h2, id2 := start(t, d, "sleep 0.3; echo b")
+			if a, b := supervisorPID(t, d, id1), supervisorPID(t, d, id2); a == b {
+				t.Errorf("both jobs behind process %d; want a shim each", a)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for i, h := range []runner.Handle{h1, h2} {
+				if _, err := h.Wait(ctx); err != nil {
+					t.Errorf("Wait %d: %v", i, err)
+				}
+			}
+			for id, want := range map[string]string{id1: "a\n", id2: "b\n"} {
+				if r := waitReceipt(t, st, id); r.Status != "exited" || r.Output != want {
+					t.Errorf("receipt of %s: %s %q", id, r.Status, r.Output)
+				}
+			}
+		})
 	}
 }
