@@ -20,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/backends/kubernetes"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -158,11 +159,25 @@ func (e *Profile) Detached() *local.Detached {
 		// its shims must not.
 		env = append(env, dispatcherEnv+"=runner")
 	}
-	return &local.Detached{
+	d := &local.Detached{
 		Exe: e.exe, Args: []string{"shim"}, Env: env,
 		RunDir: e.RunDir(), LogDir: e.SpillDir(),
 		ShimLog: e.LogFile(), Logger: e.Logger,
 	}
+	if sock := e.SupervisorSocket(); e.longLived && osproc.SubreaperSupported && len(sock) <= local.MaxSocketPath {
+		// A runner starts hundreds of jobs a second: a shim each costs a
+		// process start and its runtime's init per job, one supervisor
+		// for the profile does not (docs/api.md). A supervisor of many
+		// jobs must be their subreaper (Linux), and its socket path must
+		// fit a unix socket; elsewhere each job keeps a shim.
+		d.Supervisor = sock
+	}
+	return d
+}
+
+// SupervisorSocket is where the profile's many-job supervisor listens.
+func (e *Profile) SupervisorSocket() string {
+	return filepath.Join(e.RunDir(), "supervisor.sock")
 }
 
 // Mode picks the backends of a registry.

@@ -2,19 +2,29 @@ package profile
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 
+	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/runner"
+	"golang.org/x/sys/unix"
 )
 
-// RunShim supervises one detached job of this profile (`hermes shim`).
-func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) error {
+// supervisorOptions are the registry options of a shim or supervisor.
+func (e *Profile) supervisorOptions() runner.Options {
 	opts := runner.Options{Sessions: e.Sessions, Profile: e.Home, RedactLive: e.RedactLive(), Tracing: e.Tracing}
 	if e.Ledger != nil {
 		// It only records: the end frees the job's slot.
 		opts.Admission = &runner.Admission{Ledger: e.Ledger}
 	}
+	return opts
+}
+
+// RunShim supervises one detached job of this profile (`hermes shim`).
+func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) error {
+	opts := e.supervisorOptions()
 	err := shim.Run(ctx, in, out, shim.Config{
 		Paths:     e.Detached(),
 		Store:     e.Store,
@@ -29,4 +39,38 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 		}
 	}
 	return err
+}
+
+// RunSupervisor supervises the detached jobs a long-lived runner of this
+// profile hands over (`hermes supervise`), until it has been idle a while.
+// Its stdout receives local.SupervisorReady once the socket listens, and
+// is then pointed at /dev/null, so that the supervisor holds no descriptor
+// of its starter.
+func (e *Profile) RunSupervisor(ctx context.Context) error {
+	return shim.Supervise(ctx, shim.SupervisorConfig{
+		Config: shim.Config{
+			Paths:   e.Detached(),
+			Store:   e.Store,
+			Options: e.supervisorOptions(),
+			Logger:  e.Logger,
+		},
+		Socket: e.SupervisorSocket(),
+		Ready: func() {
+			_, _ = fmt.Fprintln(os.Stdout, local.SupervisorReady)
+			if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
+				// Replaced rather than closed: a file opened later must
+				// not become descriptor 1.
+				_ = unix.Dup2(int(null.Fd()), int(os.Stdout.Fd()))
+				null.Close()
+			}
+		},
+		AfterJob: func() {
+			// Without a runner, the end of a job is what lets the next
+			// in; a runner's supervisor has HERMES_QUEUE_DISPATCHER=runner
+			// and this returns at once.
+			if _, err := e.DispatchQueued(context.WithoutCancel(ctx)); err != nil {
+				e.Logger.Warn("queued jobs not started", "err", err)
+			}
+		},
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -45,6 +46,19 @@ type Detached struct {
 	RunDir string
 	// LogDir holds spill logs ($HERMES_HOME/logs/processes).
 	LogDir string
+	// Supervisor, when set, is the unix socket of the profile's many-job
+	// supervisor (`hermes supervise`, see shim.Supervise), which a
+	// long-lived process (hermes serve) hands its background jobs to
+	// instead of starting a shim for each: the supervisor is started on
+	// demand, and a job goes to a shim of its own when it cannot be
+	// reached. Empty means a shim per job.
+	Supervisor string
+	// SupervisorArgs start the supervisor from Exe; default
+	// ["supervise"].
+	SupervisorArgs []string
+	// spawnFailed is when a supervisor last failed to start (unix
+	// nanoseconds), 0 if it did not.
+	spawnFailed atomic.Int64
 	// ShimLog receives the shim's own stderr; empty discards it.
 	ShimLog string
 	Logger  *slog.Logger
@@ -150,6 +164,13 @@ func (d *Detached) LogPath(id string) string { return filepath.Join(d.LogDir, id
 func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	tee := spec.Tee
 	spec.Tee = nil
+	if tee == nil && d.Supervisor != "" {
+		h, err := d.startSupervised(ctx, spec)
+		if !errors.Is(err, errUnreachable) {
+			return h, err
+		}
+		d.logger().Warn("supervisor unreachable: the job gets a shim of its own", "id", spec.ID, "err", err)
+	}
 	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
@@ -358,6 +379,10 @@ func (h *shimHandle) Output() io.Reader { return nil }
 
 func (h *shimHandle) watch() {
 	defer close(h.done)
+	// A job whose start time was not recorded ended before its state was
+	// written.
+	jobEnded := h.state.JobStart == 0
+	pause := time.Millisecond
 	for {
 		if _, err := os.Stat(h.d.StatePath(h.id)); errors.Is(err, fs.ErrNotExist) {
 			return
@@ -370,11 +395,27 @@ func (h *shimHandle) watch() {
 			h.lost = true
 			return
 		}
-		// Sleep until the shim exits (it removes its state just before),
-		// waking now and then to look at the state file again.
-		osproc.WaitGone(context.Background(), h.state.shim(), time.Second)
+		if jobEnded {
+			// The job is over and its receipt being written; the state
+			// goes right after. A shim exits then, which wakes this at
+			// once; a supervisor running other jobs does not, so the
+			// state file is looked at again soon, less often as it stays.
+			osproc.WaitGone(context.Background(), h.state.shim(), pause)
+			pause = min(2*pause, maxRecordPoll)
+			continue
+		}
+		// Sleep until the job or its supervisor ends, waking now and then
+		// to look at the state file again. The job's end matters for a
+		// supervisor that runs many jobs, whose own exit is far off.
+		if osproc.WaitAnyGone(context.Background(), []osproc.Identity{h.state.shim(), h.state.job()}, time.Second) == 1 {
+			jobEnded = true
+		}
 	}
 }
+
+// maxRecordPoll bounds the pause between looks at the state file of a job
+// that has ended while its receipt is written.
+const maxRecordPoll = 500 * time.Millisecond
 
 // Wait implements runner.Handle. The job's real exit is in the receipt the
 // shim wrote; Wait reports only whether the shim ended cleanly. When it did

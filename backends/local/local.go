@@ -49,6 +49,30 @@ type Backend struct {
 	// subreaper (osproc.BecomeSubreaper). Only a supervisor that runs one
 	// job (the shim) may set it.
 	ReapOrphans bool
+	// Family, for a subreaper that runs many jobs at once (hermes
+	// supervise), marks each job's environment with its id and ends, at
+	// the job's end, only the escaped descendants that carry its mark.
+	Family *Family
+
+	// shell caches the resolved path of Shell: a supervisor starting
+	// hundreds of jobs a second would otherwise search PATH for each.
+	shellMu              sync.Mutex
+	shellName, shellPath string
+}
+
+// lookShell resolves name through PATH, once per name.
+func (b *Backend) lookShell(name string) (string, error) {
+	b.shellMu.Lock()
+	defer b.shellMu.Unlock()
+	if b.shellName == name && b.shellPath != "" {
+		return b.shellPath, nil
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", err
+	}
+	b.shellName, b.shellPath = name, path
+	return path, nil
 }
 
 // New returns a Backend with defaults.
@@ -70,14 +94,23 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 		shell = "bash"
 	}
 	// "--" keeps a command that starts with "-" from being read as shell
-	// options.
-	cmd := exec.Command(shell, "-c", "--", spec.Command)
+	// options. Args[0] stays the name given: it is the $0 of the job's
+	// messages.
+	path, err := b.lookShell(shell)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", shell, err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", spec.Command}}
 	cmd.Dir = spec.Cwd
 	base := b.BaseEnv
 	if base == nil {
 		base = os.Environ()
 	}
 	cmd.Env = append(withoutSecrets(base), spec.Env...)
+	if b.Family != nil {
+		// Last, so that a job's own Env cannot set another job's mark.
+		cmd.Env = append(cmd.Env, FamilyEnv+"="+spec.ID)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	r, w, err := os.Pipe()
@@ -94,13 +127,25 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 			return nil, fmt.Errorf("stdin pipe: %w", err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if b.Family != nil {
+		start = func() error {
+			return b.Family.fork(spec.ID, func() (int, error) {
+				if err := cmd.Start(); err != nil {
+					return 0, err
+				}
+				return cmd.Process.Pid, nil
+			})
+		}
+	}
+	if err := start(); err != nil {
 		r.Close()
 		w.Close()
 		return nil, fmt.Errorf("start %s: %w", shell, err)
 	}
 	w.Close() // the child holds the only write ends now
-	h := &handle{cmd: cmd, out: r, stdin: stdin, done: make(chan struct{}), reapOrphans: b.ReapOrphans}
+	h := &handle{cmd: cmd, out: r, stdin: stdin, done: make(chan struct{}), reapOrphans: b.ReapOrphans,
+		family: b.Family, id: spec.ID}
 	go h.reap()
 	return h, nil
 }
@@ -114,6 +159,8 @@ type handle struct {
 	exit        runner.Exit
 	err         error
 	reapOrphans bool
+	family      *Family
+	id          string
 
 	// sigMu orders signals against the reaping of the child: once reaped
 	// its pid (the group id) may be recycled, so no signal may follow.
@@ -146,7 +193,10 @@ func (h *handle) reap() {
 		h.sigMu.Unlock()
 	}
 	h.exit.FinishedAt = time.Now()
-	if h.reapOrphans {
+	switch {
+	case h.family != nil:
+		h.family.end(h.id, pgid)
+	case h.reapOrphans:
 		killOrphans()
 	}
 	_ = h.out.SetReadDeadline(time.Now().Add(drainGrace))

@@ -56,10 +56,11 @@ type CLI struct {
 	Chat    ChatCmd    `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
 	Trace   TraceCmd   `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
 	// Session is the session tree and the completions of notify jobs.
-	Session SessionCmd `cmd:"" help:"Agent sessions: start, end, show, ls, and take the completions of notify jobs."`
-	Shim    ShimCmd    `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
-	Watch   WatchCmd   `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
-	Serve   ServeCmd   `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
+	Session   SessionCmd   `cmd:"" help:"Agent sessions: start, end, show, ls, and take the completions of notify jobs."`
+	Shim      ShimCmd      `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
+	Watch     WatchCmd     `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
+	Supervise SuperviseCmd `cmd:"" hidden:"" help:"Supervise the detached local jobs of a runner's profile (internal)."`
+	Serve     ServeCmd     `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
 	VersionCommand VersionCmd    `cmd:"" name:"version" help:"Print the version, commit, build date and Go version (--json for a record)."`
 	Completion     CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`

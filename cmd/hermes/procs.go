@@ -546,6 +546,22 @@ func (c *ShimCmd) Run(g *Globals) error {
 	return e.RunShim(ctx, os.Stdin, os.Stdout)
 }
 
+// SuperviseCmd is the entry point of a profile's many-job supervisor,
+// which a runner (hermes serve) starts on demand.
+type SuperviseCmd struct{}
+
+// Run implements the command. Like the shim, the supervisor handles
+// SIGTERM/SIGINT itself: it ends its jobs, records them, and exits.
+func (c *SuperviseCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Supervisor: true})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	return e.RunSupervisor(ctx)
+}
+
 // WatchCmd supervises one detached container or pod job until it ends.
 type WatchCmd struct {
 	ID      string `arg:"" help:"Process id of the job."`

@@ -116,3 +116,22 @@ func pollGone(ctx context.Context, id Identity, within time.Duration) bool {
 	}
 	return true
 }
+
+// pollAnyGone is WaitAnyGone by polling, where the system offers no better.
+func pollAnyGone(ctx context.Context, ids []Identity, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for {
+		for i, id := range ids {
+			if !id.Alive() {
+				return i
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return -1
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

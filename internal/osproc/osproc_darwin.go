@@ -58,3 +58,19 @@ func WaitExitedNoReap(int) error { return errors.ErrUnsupported }
 func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
 	return pollGone(ctx, id, within)
 }
+
+// WaitAnyGone blocks until one of ids has exited, at most for within, and
+// returns its index, or -1 if none has.
+func WaitAnyGone(ctx context.Context, ids []Identity, within time.Duration) int {
+	return pollAnyGone(ctx, ids, within)
+}
+
+// Orphans is not available on macOS: without a subreaper no orphan is
+// re-parented to this process.
+func Orphans(func(pid int) bool) ([]int, error) { return nil, errors.ErrUnsupported }
+
+// Zombie reports whether pid is a zombie; not known here.
+func Zombie(int) bool { return false }
+
+// Environ is not available on macOS.
+func Environ(int, string) (string, bool) { return "", false }

@@ -140,3 +140,132 @@ func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
 		}
 	}
 }
+
+// WaitAnyGone blocks until one of ids has exited, at most for within, and
+// returns its index, or -1 if none has. Like WaitGone it sleeps on pidfds,
+// one per process, so that a waiter watching both a job and its supervisor
+// wakes at whichever ends first.
+func WaitAnyGone(ctx context.Context, ids []Identity, within time.Duration) int {
+	fds := make([]unix.PollFd, 0, len(ids))
+	index := make([]int, 0, len(ids))
+	defer func() {
+		for _, p := range fds {
+			unix.Close(int(p.Fd))
+		}
+	}()
+	for i, id := range ids {
+		fd, err := unix.PidfdOpen(id.PID, 0)
+		if err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				return i
+			}
+			return pollAnyGone(ctx, ids, within) // a kernel before 5.3
+		}
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		index = append(index, i)
+		// The pidfd names whatever has the pid now: prove it is id.
+		if !id.Alive() {
+			return i
+		}
+	}
+	deadline := time.Now().Add(within)
+	for {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return -1
+		}
+		ms := int(min(wait, 200*time.Millisecond) / time.Millisecond)
+		n, err := unix.Poll(fds, max(ms, 1))
+		if n > 0 {
+			for k, p := range fds {
+				if p.Revents != 0 {
+					return index[k]
+				}
+			}
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return pollAnyGone(ctx, ids, time.Until(deadline))
+		}
+		if ctx.Err() != nil {
+			return -1
+		}
+	}
+}
+
+// Orphans returns the children of this process, not in leaders, that a
+// subreaper adopted. The kernel hands an orphan to the first live thread
+// of its subreaper, which for a Go program is always the main thread (it
+// never exits), so one small file, /proc/self/task/<pid>/children, lists
+// them all; a supervisor that runs hundreds of jobs a second looks at every
+// job's end. Children forked by other threads are not listed, but those
+// are jobs, not orphans. Without that file (no CONFIG_PROC_CHILDREN),
+// every process is scanned.
+func Orphans(leaders func(pid int) bool) ([]int, error) {
+	self := os.Getpid()
+	fd, err := unix.Open("/proc/self/task/"+strconv.Itoa(self)+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return childrenExcept(leaders)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var b []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		b = append(b, buf[:n]...)
+	}
+	var out []int
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && !leaders(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+func childrenExcept(leaders func(pid int) bool) ([]int, error) {
+	kids, err := Children(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	out := kids[:0]
+	for _, pid := range kids {
+		if !leaders(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out, nil
+}
+
+// Zombie reports whether pid is a zombie (exited, not yet reaped).
+func Zombie(pid int) bool {
+	f, err := stat(pid)
+	return err == nil && string(f[0]) == "Z"
+}
+
+// Environ returns the value of key in the environment pid started with,
+// and whether it is there.
+func Environ(pid int, key string) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return "", false
+	}
+	prefix := []byte(key + "=")
+	for e := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(e, prefix); ok {
+			return string(v), true
+		}
+	}
+	return "", false
+}

@@ -24,7 +24,14 @@ const shimHomeEnv = "HERMES_SHIMTEST_HOME"
 
 func TestMain(m *testing.M) {
 	if home := os.Getenv(shimHomeEnv); home != "" {
-		os.Exit(runAsShim(home))
+		switch {
+		case len(os.Args) > 1 && os.Args[1] == "supervise":
+			os.Exit(runAsSupervisor(home))
+		case os.Getenv(starterEnv) != "":
+			os.Exit(runAsStarter(home))
+		default:
+			os.Exit(runAsShim(home))
+		}
 	}
 	os.Exit(m.Run())
 }

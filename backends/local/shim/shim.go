@@ -48,10 +48,7 @@ type Config struct {
 // local.ShimReply line on out, and supervises the job until its receipt is
 // written. It returns the error that kept the job from starting, if any.
 func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cfg.logger()
 	reply := func(r local.ShimReply) {
 		b, _ := json.Marshal(r)
 		_, _ = out.Write(append(b, '\n'))
@@ -64,10 +61,9 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		reply(local.ShimReply{Error: "bad shim request: " + err.Error()})
 		return fmt.Errorf("decode request: %w", err)
 	}
-	spec := req.Spec
-	if !receipts.IsID(spec.ID) {
-		reply(local.ShimReply{Error: "bad process id " + spec.ID})
-		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
+	if !receipts.IsID(req.Spec.ID) {
+		reply(local.ShimReply{Error: "bad process id " + req.Spec.ID})
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.Spec.ID)
 	}
 	// Nobody reads a signal-interrupted shim's receipt, so the job's end is
 	// what terminates a shim: SIGTERM and SIGINT kill the job first.
@@ -75,11 +71,88 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.Info("shim signalled: ending job", "id", req.Spec.ID, "signal", sig)
+			close(stop)
+		case <-finished:
+		}
+	}()
 
-	paths := cfg.Paths
-	if err := os.MkdirAll(paths.RunDir, 0o700); err != nil {
+	if err := os.MkdirAll(cfg.Paths.RunDir, 0o700); err != nil {
 		reply(local.ShimReply{Error: err.Error()})
 		return err
+	}
+	// A subreaper gets the job's orphaned descendants (a daemon, a
+	// `setsid cmd &`) instead of init, so they end with the job.
+	job := local.New()
+	if cfg.Subreaper && osproc.SubreaperSupported {
+		if err := osproc.BecomeSubreaper(); err != nil {
+			log.Warn("not a subreaper: escaped descendants may outlive the job", "err", err)
+		} else {
+			job.ReapOrphans = true
+		}
+	}
+	reg, err := cfg.registry(job, log)
+	if err != nil {
+		reply(local.ShimReply{Error: err.Error()})
+		return err
+	}
+	defer reg.Close()
+	var tee io.Writer
+	if req.Foreground {
+		// The launcher passed its output pipe as descriptor 3.
+		// Not the job's to inherit: only the shim writes there.
+		syscall.CloseOnExec(3)
+		f := os.NewFile(3, "launcher-output")
+		defer f.Close()
+		tee = f
+	}
+	return superviseJob(ctx, jobEnv{reg: reg, paths: cfg.Paths, log: log}, req, tee, reply, stop)
+}
+
+func (cfg Config) logger() *slog.Logger {
+	if cfg.Logger == nil {
+		return slog.Default()
+	}
+	return cfg.Logger
+}
+
+// registry builds the registry that runs this process's jobs on job.
+func (cfg Config) registry(job runner.Backend, log *slog.Logger) (*runner.Registry, error) {
+	opts := cfg.Options
+	opts.Store = cfg.Store
+	opts.Backends = []runner.Backend{job}
+	opts.SpillDir = cfg.Paths.LogDir
+	opts.Logger = log
+	return runner.New(opts)
+}
+
+// jobEnv is what superviseJob shares with the other jobs of its process.
+type jobEnv struct {
+	reg   *runner.Registry
+	paths *local.Detached
+	log   *slog.Logger
+	// start is this process's start time (osproc.StartTime), read once;
+	// 0 reads it per job.
+	start uint64
+}
+
+// superviseJob supervises one job inside this process, which may run
+// others beside it: it makes the job's control FIFO, starts the job on
+// env.reg, writes its live state, answers reply once (the pid, or why the
+// job did not start), applies control messages, and returns once the job's
+// receipt is written. Closing stop ends the job (it is still recorded). Both
+// the one-job shim (Run) and the many-job supervisor (Supervise) call it.
+func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io.Writer, reply func(local.ShimReply), stop <-chan struct{}) error {
+	spec, reg, paths, log := req.Spec, env.reg, env.paths, env.log
+	if !receipts.IsID(spec.ID) {
+		reply(local.ShimReply{Error: "bad process id " + spec.ID})
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
 	}
 	ctlPath := paths.CtlPath(spec.ID)
 	_ = os.Remove(ctlPath)
@@ -99,36 +172,6 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 	defer ctl.Close()
 
-	// A subreaper gets the job's orphaned descendants (a daemon, a
-	// `setsid cmd &`) instead of init, so they end with the job.
-	job := local.New()
-	if cfg.Subreaper && osproc.SubreaperSupported {
-		if err := osproc.BecomeSubreaper(); err != nil {
-			log.Warn("not a subreaper: escaped descendants may outlive the job", "err", err)
-		} else {
-			job.ReapOrphans = true
-		}
-	}
-	opts := cfg.Options
-	opts.Store = cfg.Store
-	opts.Backends = []runner.Backend{job}
-	opts.SpillDir = paths.LogDir
-	opts.Logger = log
-	reg, err := runner.New(opts)
-	if err != nil {
-		reply(local.ShimReply{Error: err.Error()})
-		return err
-	}
-	defer reg.Close()
-	var tee io.Writer
-	if req.Foreground {
-		// The launcher passed its output pipe as descriptor 3.
-		// Not the job's to inherit: only the shim writes there.
-		syscall.CloseOnExec(3)
-		f := os.NewFile(3, "launcher-output")
-		defer f.Close()
-		tee = f
-	}
 	m := spec.Meta
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
 	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
@@ -140,7 +183,10 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
-	shimStart, _ := osproc.StartTime(os.Getpid())
+	shimStart := env.start
+	if shimStart == 0 {
+		shimStart, _ = osproc.StartTime(os.Getpid())
+	}
 	// The job is this process's child and not reaped before its end is
 	// recorded, so its start time is read from the process itself (0 if
 	// it already ended: then nothing will ever signal it by pid).
@@ -164,7 +210,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	defer os.Remove(statePath)
 	reply(local.ShimReply{PID: info.PID})
 
-	done := reg.Done(spec.ID)
+	done, recorded := reg.Done(spec.ID), reg.Recorded(spec.ID)
 	go serveControl(ctx, reg, spec.ID, ctl, log)
 	var orphaned <-chan struct{}
 	if req.Foreground {
@@ -176,13 +222,13 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 			// The receipt is the only record of the end: stay (and stay
 			// visible as live) until the store has taken it.
 			select {
-			case <-reg.Recorded(spec.ID):
+			case <-recorded:
 			case <-time.After(maxRecordWait):
 				log.Error("receipt still not written; giving up", "id", spec.ID)
 			}
 			return nil
-		case sig := <-sigs:
-			log.Info("shim signalled: ending job", "id", spec.ID, "signal", sig)
+		case <-stop:
+			stop = nil
 			go func() { _, _ = reg.Kill(ctx, spec.ID) }()
 		case <-orphaned:
 			orphaned = nil

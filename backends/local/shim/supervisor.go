@@ -1,0 +1,301 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/osproc"
+)
+
+// SupervisorConfig is what a many-job supervisor needs.
+type SupervisorConfig struct {
+	// Config is shared with the one-job shim; Subreaper is implied.
+	Config
+	// Socket is the unix socket the supervisor listens on.
+	Socket string
+	// IdleExit is how long the supervisor stays with no job and no
+	// connection before it exits; default DefaultIdleExit.
+	IdleExit time.Duration
+	// Ready, if set, is called once the socket accepts connections.
+	Ready func()
+	// AfterJob, if set, is called after each job's receipt is written
+	// (a profile's queue dispatch).
+	AfterJob func()
+}
+
+// DefaultIdleExit is how long an idle supervisor waits for more jobs.
+const DefaultIdleExit = 10 * time.Second
+
+// requestTimeout bounds how long a connection may take to send its
+// request: a client that connects and says nothing must not keep an idle
+// supervisor alive.
+const requestTimeout = 15 * time.Second
+
+// forgetAfter is how long a finished job stays in the supervisor's
+// registry (superviseJob holds its end and receipt channels from the start):
+// long enough for a late control message to be answered "finished", short
+// enough that hundreds of jobs a second do not pile up in memory.
+const forgetAfter = 5 * time.Second
+
+// Supervise runs the many-job supervisor (hermes supervise), the grouped
+// form of the shim (like containerd's grouped shims): one process, in a
+// session of its own, that supervises every job handed to it over a unix
+// socket. Each connection carries one local.ShimRequest; the supervisor
+// answers one local.ShimReply line and keeps the connection open until the
+// job's receipt is written, then closes it, so that the launcher learns of
+// the end without polling. Each job gets the same control FIFO and live
+// state file as under a shim, with ShimPID naming the supervisor, so that
+// a supervisor that dies leaves its jobs lost exactly as a dead shim does.
+//
+// SIGTERM and SIGINT end every job, which is recorded, and then the
+// supervisor. With no job and no connection for cfg.IdleExit it stops
+// listening and exits. It returns once it has no job left.
+func Supervise(ctx context.Context, cfg SupervisorConfig) error {
+	log := cfg.logger()
+	if cfg.IdleExit <= 0 {
+		cfg.IdleExit = DefaultIdleExit
+	}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	// Every exit of a child (a job, or an orphan re-parented here) wakes
+	// a sweep that reaps the orphans: a many-job process cannot wait for
+	// "any child" without taking a job's exit from os/exec.
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	defer signal.Stop(chld)
+
+	if err := os.MkdirAll(cfg.Paths.RunDir, 0o700); err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	if !osproc.SubreaperSupported {
+		return errors.New("supervise: this system has no subreaper; jobs need a shim each")
+	}
+	// Escaped descendants come here, not to init, and are ended with
+	// their job (local.Family).
+	if err := osproc.BecomeSubreaper(); err != nil {
+		return fmt.Errorf("supervise: subreaper: %w", err)
+	}
+	family := local.NewFamily()
+	job := local.New()
+	job.Family = family
+	cfg.Options.ForgetAfter = forgetAfter
+	reg, err := cfg.registry(job, log)
+	if err != nil {
+		return err
+	}
+	defer reg.Close()
+	ln, err := listen(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	s := &supervisor{
+		cfg: cfg, log: log, ln: ln, stop: make(chan struct{}), changed: make(chan struct{}, 1),
+		env: jobEnv{reg: reg, paths: cfg.Paths, log: log}, lastBusy: time.Now(),
+	}
+	s.env.start, _ = osproc.StartTime(os.Getpid())
+	if st, err := os.Stat(cfg.Socket); err == nil {
+		s.sock = st
+	}
+	go s.accept(ctx)
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	log.Info("supervisor listening", "socket", cfg.Socket, "pid", os.Getpid())
+
+	tick := time.NewTicker(min(cfg.IdleExit/4, time.Second))
+	defer tick.Stop()
+	defer family.Sweep() // the last orphans: no job runs any more
+	for {
+		select {
+		case sig := <-sigs:
+			log.Info("supervisor signalled: ending every job", "signal", sig)
+			s.close(true)
+		case <-chld:
+			family.Kick()
+		case <-tick.C:
+			if s.idleFor() >= cfg.IdleExit {
+				s.close(false)
+			}
+		case <-s.changed:
+		}
+		if s.finished() {
+			log.Info("supervisor exiting: no job left")
+			return nil
+		}
+	}
+}
+
+// supervisor is the state of Supervise.
+type supervisor struct {
+	cfg     SupervisorConfig
+	log     *slog.Logger
+	env     jobEnv
+	ln      *net.UnixListener
+	sock    os.FileInfo // the socket as bound, to unlink only our own
+	stop    chan struct{}
+	changed chan struct{}
+
+	mu       sync.Mutex
+	active   int // connections being served (each carries one job)
+	lastBusy time.Time
+	closing  bool
+	stopped  bool // stop is closed
+	listened bool // the listener is closed and the backlog served
+}
+
+// listen binds the socket, replacing a stale one (a supervisor that died
+// without removing it: the caller holds the start lock, so no live one
+// answers there).
+func listen(path string) (*net.UnixListener, error) {
+	_ = os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("supervise: listen %s: %w", path, err)
+	}
+	// The socket is removed by close, and only if it is still ours.
+	ln.SetUnlinkOnClose(false)
+	// The run directory is already private (0700); the socket is too.
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("supervise: socket mode: %w", err)
+	}
+	return ln, nil
+}
+
+func (s *supervisor) accept(ctx context.Context) {
+	for {
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The drain after the socket was removed is over.
+				s.ln.Close()
+				s.mu.Lock()
+				s.listened = true
+				s.mu.Unlock()
+				s.notify()
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.log.Warn("supervisor accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		s.mu.Lock()
+		s.active++
+		s.mu.Unlock()
+		go s.serve(ctx, conn)
+	}
+}
+
+// serve runs the one job a connection asks for.
+func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
+	defer func() {
+		conn.Close() // the launcher's sign that the receipt is written
+		s.mu.Lock()
+		s.active--
+		s.lastBusy = time.Now()
+		s.mu.Unlock()
+		s.notify()
+	}()
+	reply := func(r local.ShimReply) {
+		b, _ := json.Marshal(r)
+		// The launcher may be gone (a serve restart): the job is not
+		// bound to it.
+		_, _ = conn.Write(append(b, '\n'))
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	var req local.ShimRequest
+	if err := json.NewDecoder(conn).Decode(&req); err != nil {
+		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	if req.Foreground {
+		// A foreground job's output goes to its launcher's descriptor,
+		// which only a shim of its own is handed.
+		reply(local.ShimReply{Error: "a foreground job needs a shim of its own"})
+		return
+	}
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		reply(local.ShimReply{Error: local.SupervisorClosing})
+		return
+	}
+	err := superviseJob(ctx, s.env, req, nil, reply, s.stop)
+	if err != nil {
+		s.log.Warn("job not started", "id", req.Spec.ID, "err", err)
+		return
+	}
+	if s.cfg.AfterJob != nil {
+		s.cfg.AfterJob()
+	}
+}
+
+// idleFor is how long the supervisor has had no connection (and so no
+// job).
+func (s *supervisor) idleFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active > 0 {
+		return 0
+	}
+	return time.Since(s.lastBusy)
+}
+
+// close stops taking jobs: the socket is removed first, so that a starter
+// that comes now starts another supervisor, then the connections already
+// queued are still served before the listener closes. With kill, every
+// job is ended too.
+func (s *supervisor) close(kill bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kill && !s.stopped {
+		s.stopped = true
+		close(s.stop)
+	}
+	if s.closing {
+		return
+	}
+	s.closing = true
+	if st, err := os.Stat(s.cfg.Socket); err == nil && s.sock != nil && os.SameFile(st, s.sock) {
+		_ = os.Remove(s.cfg.Socket)
+	}
+	// No new connection can reach a removed socket; what connected
+	// before is in the backlog, and taken until a short wait finds none.
+	_ = s.ln.SetDeadline(time.Now().Add(backlogDrain))
+}
+
+// backlogDrain is how long a closing supervisor keeps accepting after
+// its socket is gone: connections made before that sit in the backlog.
+const backlogDrain = 100 * time.Millisecond
+
+// finished reports whether the supervisor may exit: closed, with no
+// connection queued or served.
+func (s *supervisor) finished() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listened && s.active == 0
+}
+
+func (s *supervisor) notify() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
