@@ -97,6 +97,19 @@ func runAsStarter(home string) int {
 	return 1
 }
 
+// held returns a command that runs until release is called, then runs
+// then: a job whose live state a test reads must still be running, which
+// a fixed sleep does not promise on a loaded machine.
+func held(t *testing.T, then string) (command string, release func()) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "release")
+	return fmt.Sprintf("while [ ! -e %s ]; do sleep 0.02; done; %s", f, then), func() {
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // supervisorPID is the supervisor named by the live state of id.
 func supervisorPID(t *testing.T, d *local.Detached, id string) int {
 	t.Helper()
@@ -441,11 +454,13 @@ func TestSupervisorIdleExit(t *testing.T) {
 	p := profile(t.TempDir())
 	stopSupervisor(t, p)
 	d := p.supervised(exe, idleEnv+"=300ms")
-	h, id := start(t, d, "sleep 0.5")
+	cmd, release := held(t, "true")
+	h, id := start(t, d, cmd)
 	sup, err := osproc.Of(supervisorPID(t, d, id))
 	if err != nil {
 		t.Fatal(err)
 	}
+	release()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := h.Wait(ctx); err != nil {
@@ -512,19 +527,21 @@ func TestSupervisedWaitWakesAtTheEnd(t *testing.T) {
 	stopSupervisor(t, p)
 	d := p.supervised(exe)
 	start(t, d, "sleep 300") // the supervisor stays busy (ended by stopSupervisor)
-	_, id := start(t, d, "sleep 0.3")
+	cmd, release := held(t, "true")
+	_, id := start(t, d, cmd)
 	h, _, err := p.supervised(exe).Attach(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
+	release()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := h.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if el := time.Since(t0); el > 800*time.Millisecond {
-		t.Errorf("Wait returned %v after attaching to a 0.3s job; want it at the job's end", el)
+		t.Errorf("Wait returned %v after the job was let end; want it at the job's end, not at the next periodic look", el)
 	}
 }
 
@@ -548,11 +565,15 @@ func TestSupervisorUnreachableFallsBack(t *testing.T) {
 			st := newStore(t, p)
 			d := p.supervised(exe)
 			tc.breakIt(d, p)
-			h1, id1 := start(t, d, "sleep 0.3; echo a")
-			h2, id2 := start(t, d, "sleep 0.3; echo b")
+			cmd1, release1 := held(t, "echo a")
+			cmd2, release2 := held(t, "echo b")
+			h1, id1 := start(t, d, cmd1)
+			h2, id2 := start(t, d, cmd2)
 			if a, b := supervisorPID(t, d, id1), supervisorPID(t, d, id2); a == b {
 				t.Errorf("both jobs behind process %d; want a shim each", a)
 			}
+			release1()
+			release2()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			for i, h := range []runner.Handle{h1, h2} {
