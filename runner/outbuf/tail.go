@@ -85,15 +85,19 @@ func (r *TailReader) ReadTail(path string, want int64) (Tail, error) {
 	// that overlaps it sees counts of another segment and is retried.
 	for attempt := 0; attempt < 5; attempt++ {
 		var settled bool
-		if t, settled, err = r.readTail(path, want); err != nil || settled {
+		if t, settled, err = r.readTail(path, want, false); err != nil || settled {
 			return t, err
 		}
 		time.Sleep(time.Millisecond << attempt)
 	}
+	// The counts never matched (their write failed: a full disk). The
+	// output is still worth more than an empty answer; its lines are
+	// numbered from the current segment, as if it were the first.
+	t, _, err = r.readTail(path, want, true)
 	return t, err
 }
 
-func (r *TailReader) readTail(path string, want int64) (Tail, bool, error) {
+func (r *TailReader) readTail(path string, want int64, anyCounts bool) (Tail, bool, error) {
 	var side segmentLines
 	if b, err := os.ReadFile(LinesPath(path)); err == nil {
 		if json.Unmarshal(b, &side) != nil {
@@ -107,10 +111,10 @@ func (r *TailReader) readTail(path string, want int64) (Tail, bool, error) {
 	defer cur.Close()
 	curID := statID(cur.fi)
 	if side.Segment != curID {
-		if side.Segment != 0 || exists(path+".1") {
+		if !anyCounts && (side.Segment != 0 || exists(path+".1")) {
 			return Tail{}, false, nil // mid-rotation
 		}
-		side = segmentLines{} // never rotated
+		side = segmentLines{} // never rotated, or counts unknown
 	}
 	text, first, err := r.segmentTail(cur, side.Before, want)
 	if err != nil {
