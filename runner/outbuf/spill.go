@@ -73,12 +73,12 @@ func (s *Spill) rotate() error {
 	prev := s.before
 	s.f, s.size, s.before, s.lines = f, 0, s.before+s.lines, 0
 	// Written after the new segment exists and named by its inode: a
-	// reader that finds another inode knows it looked mid-rotation.
+	// reader that finds another inode knows it looked mid-rotation. A
+	// count that cannot be written (a full disk) costs readers only the
+	// line numbers (ReadTail falls back), so the log goes on without it.
 	side := segmentLines{Segment: fileID(f), Before: s.before, PrevBefore: prev}
 	b, _ := json.Marshal(side)
-	if err := atomicfile.Write(LinesPath(s.path), b, 0o600); err != nil {
-		return fmt.Errorf("spill log line count: %w", err)
-	}
+	_ = atomicfile.Write(LinesPath(s.path), b, 0o600)
 	return nil
 }
 
