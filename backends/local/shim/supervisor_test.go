@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/osproc"
@@ -64,7 +66,7 @@ func runAsSupervisor(home string) int {
 		Ready: func() {
 			fmt.Println(local.SupervisorReady)
 			null, _ := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-			_ = syscall.Dup2(int(null.Fd()), 1)
+			_ = unix.Dup2(int(null.Fd()), 1)
 		},
 	})
 	if err != nil {
