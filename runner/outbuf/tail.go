@@ -130,6 +130,11 @@ func (r *TailReader) readTail(path string, want int64, anyCounts bool) (Tail, bo
 		}
 		if prev != nil {
 			defer prev.Close()
+			if statID(prev.fi) == curID {
+				// Rotated between the two opens: what was current is
+				// now the previous segment.
+				return Tail{}, anyCounts, nil
+			}
 			ptext, pfirst, err := r.segmentTail(prev, side.PrevBefore, want-int64(len(text)))
 			if err != nil {
 				return Tail{}, true, err
