@@ -214,10 +214,18 @@ type StartReceipt struct {
 	QueuePosition int `json:"queue_position,omitempty"`
 }
 
-// StartReceipt is the start receipt of a freshly started process.
+// StartReceipt is the start receipt of a freshly started process. It
+// describes the start: the status is running (queued for a queued start)
+// even when a quick job has already ended by the time it is built, as
+// happens when a runner's supervisor records the end before the start's
+// answer is written. Poll, wait and the completion say how it ended.
 func (in *Info) StartReceipt() StartReceipt {
+	status := in.Status
+	if status != receipts.StatusQueued && status != receipts.StatusFailedToStart {
+		status = receipts.StatusRunning
+	}
 	return StartReceipt{
-		ID: in.ID, Status: in.Status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
+		ID: in.ID, Status: status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
 		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
 		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
 		TraceID: in.TraceID, SpanID: in.SpanID, QueuePosition: in.QueuePosition,
