@@ -69,3 +69,21 @@ func TestRecordJSONUnchanged(t *testing.T) {
 		t.Errorf("%d views, golden has %d", len(got), len(want))
 	}
 }
+
+// TestStartReceiptDescribesTheStart: a start receipt says running for a
+// job that has already ended by the time it is built, and keeps queued
+// and failed_to_start, which are what the start itself came to.
+func TestStartReceiptDescribesTheStart(t *testing.T) {
+	for status, want := range map[string]string{
+		receipts.StatusRunning:       receipts.StatusRunning,
+		receipts.StatusExited:        receipts.StatusRunning,
+		receipts.StatusKilled:        receipts.StatusRunning,
+		receipts.StatusLost:          receipts.StatusRunning,
+		receipts.StatusQueued:        receipts.StatusQueued,
+		receipts.StatusFailedToStart: receipts.StatusFailedToStart,
+	} {
+		if got := (&Info{Status: status}).StartReceipt().Status; got != want {
+			t.Errorf("start receipt of a %s job says %s, want %s", status, got, want)
+		}
+	}
+}
