@@ -174,13 +174,8 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
-	args := d.Args
-	if args == nil {
-		args = []string{"shim"}
-	}
-	cmd := exec.Command(d.Exe, args...)
-	cmd.Env = d.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd, closeLog := d.command(d.Args, "shim")
+	defer closeLog() // the shim keeps its own descriptor
 	var teeDone chan struct{}
 	if tee != nil {
 		// The shim writes the job's output to its descriptor 3; a pipe
@@ -197,13 +192,6 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 			defer r.Close()
 			_, _ = io.Copy(tee, r)
 		}()
-	}
-	if d.ShimLog != "" {
-		f, err := os.OpenFile(d.ShimLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err == nil {
-			defer f.Close() // the shim keeps its own descriptor
-			cmd.Stderr = f
-		}
 	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -264,6 +252,26 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 		close(h.done)
 	}()
 	return h, nil
+}
+
+// command is a hermes process detached from this one (a shim or the
+// supervisor): args, or def alone, run from Exe in a session of its own,
+// with its stderr on the shim log. The caller closes the log once the
+// process has started; the process keeps its own descriptor.
+func (d *Detached) command(args []string, def string) (*exec.Cmd, func()) {
+	if args == nil {
+		args = []string{def}
+	}
+	cmd := exec.Command(d.Exe, args...)
+	cmd.Env = d.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if d.ShimLog != "" {
+		if f, err := os.OpenFile(d.ShimLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+			cmd.Stderr = f
+			return cmd, func() { f.Close() }
+		}
+	}
+	return cmd, func() {}
 }
 
 // List implements runner.Backend.

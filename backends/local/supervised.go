@@ -9,11 +9,10 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/filelock"
 	"github.com/hermesrun/hermes/runner"
 )
 
@@ -115,9 +114,11 @@ func (d *Detached) dialSupervisor(ctx context.Context) (*net.UnixConn, error) {
 	// None answers (none runs, or a dead one left its socket): start one,
 	// under a lock so that starters that race (the requests of one serve,
 	// or two serves of the profile) start only one between them.
-	unlock, err := lockFile(ctx, filepath.Join(d.RunDir, "supervisor.lock"))
+	lctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	unlock, err := filelock.Lock(lctx, filepath.Join(d.RunDir, "supervisor.lock"))
+	cancel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	defer unlock()
 	if conn, err := d.dial(); err == nil {
@@ -148,20 +149,8 @@ func (d *Detached) dial() (*net.UnixConn, error) {
 // waits until it listens. It holds neither this process's stdout nor its
 // stderr: it writes to the shim log.
 func (d *Detached) spawnSupervisor(ctx context.Context) error {
-	args := d.SupervisorArgs
-	if args == nil {
-		args = []string{"supervise"}
-	}
-	cmd := exec.Command(d.Exe, args...)
-	cmd.Env = d.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if d.ShimLog != "" {
-		f, err := os.OpenFile(d.ShimLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err == nil {
-			defer f.Close() // the supervisor keeps its own descriptor
-			cmd.Stderr = f
-		}
-	}
+	cmd, closeLog := d.command(d.SupervisorArgs, "supervise")
+	defer closeLog() // the supervisor keeps its own descriptor
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("supervisor pipe: %w", err)
@@ -192,30 +181,5 @@ func (d *Detached) spawnSupervisor(ctx context.Context) error {
 		return ctx.Err()
 	case <-time.After(startupTimeout):
 		return errors.New("supervisor did not listen within " + startupTimeout.String())
-	}
-}
-
-// lockFile takes an exclusive flock on path, waiting at most
-// startupTimeout, and returns its release.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("supervisor lock: %w", err)
-	}
-	deadline := time.Now().Add(startupTimeout)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("supervisor lock: %w", err)
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("supervisor lock: %w", errors.Join(ctx.Err(), os.ErrDeadlineExceeded))
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
