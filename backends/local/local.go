@@ -334,33 +334,10 @@ func (d *deadlineEOF) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// killOrphans kills and reaps every child of this process, round after
-// round, since each killed process hands its own children to this one. Each
-// is a child, so its pid cannot be recycled before it is reaped here.
-//
-// A one-job shim has no other children by then (its job is reaped), so the
-// orphans are all it has: osproc.Orphans reads them from one small file
-// where scanning every process's stat was 5% of a background start's CPU.
-func killOrphans() {
-	self := os.Getpid()
-	none := func(int) bool { return false }
-	for range 200 {
-		kids, err := osproc.Orphans(none)
-		if err != nil {
-			kids, err = osproc.Children(self)
-		}
-		if err != nil || len(kids) == 0 {
-			return
-		}
-		for _, pid := range kids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		for _, pid := range kids {
-			var ws syscall.WaitStatus
-			_, _ = syscall.Wait4(pid, &ws, 0, nil)
-		}
-	}
-}
+// killOrphans kills and reaps every child of this process. A one-job shim
+// is a family whose one job has ended: every orphan it adopted is ended, by
+// the same sweep as the supervisor's (see Family.Sweep).
+func killOrphans() { NewFamily().Sweep() }
 
 // hermesSecrets are variables that configure hermes itself with
 // credentials. Jobs never need them, and a job run for an untrusted agent
