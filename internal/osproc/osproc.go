@@ -102,19 +102,10 @@ func Descendants(pid int) []int {
 // maxDescendants bounds a walk over a fork bomb.
 const maxDescendants = 4096
 
-// pollGone is WaitGone by polling, where the system offers no better.
-func pollGone(ctx context.Context, id Identity, within time.Duration) bool {
-	deadline := time.Now().Add(within)
-	for id.Alive() {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return true
+// WaitGone blocks until process id has exited, at most for within, and
+// says whether it has: WaitAnyGone of one.
+func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
+	return WaitAnyGone(ctx, []Identity{id}, within) == 0
 }
 
 // pollAnyGone is WaitAnyGone by polling, where the system offers no better.

@@ -53,12 +53,6 @@ const SubreaperSupported = false
 // portable surface); it returns at once and the caller reaps as usual.
 func WaitExitedNoReap(int) error { return errors.ErrUnsupported }
 
-// WaitGone blocks until process id has exited, at most for within, and says
-// whether it has.
-func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
-	return pollGone(ctx, id, within)
-}
-
 // WaitAnyGone blocks until one of ids has exited, at most for within, and
 // returns its index, or -1 if none has.
 func WaitAnyGone(ctx context.Context, ids []Identity, within time.Duration) int {

@@ -103,48 +103,11 @@ func WaitExitedNoReap(pid int) error {
 	}
 }
 
-// WaitGone blocks until process id has exited, at most for within, and says
-// whether it has. It sleeps on a pidfd, so the caller wakes the moment the
-// process ends rather than at its next poll. A pid that no longer is id
-// counts as gone.
-func WaitGone(ctx context.Context, id Identity, within time.Duration) bool {
-	fd, err := unix.PidfdOpen(id.PID, 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) {
-			return true
-		}
-		return pollGone(ctx, id, within) // a kernel before 5.3
-	}
-	defer unix.Close(fd)
-	// The pidfd names whatever has the pid now: prove it is id.
-	if !id.Alive() {
-		return true
-	}
-	deadline := time.Now().Add(within)
-	for {
-		wait := time.Until(deadline)
-		if wait <= 0 {
-			return false
-		}
-		// Short slices, so that a cancelled ctx is noticed.
-		ms := int(min(wait, 200*time.Millisecond) / time.Millisecond)
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, max(ms, 1))
-		if n > 0 {
-			return true
-		}
-		if err != nil && !errors.Is(err, unix.EINTR) {
-			return pollGone(ctx, id, time.Until(deadline))
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-	}
-}
-
 // WaitAnyGone blocks until one of ids has exited, at most for within, and
-// returns its index, or -1 if none has. Like WaitGone it sleeps on pidfds,
-// one per process, so that a waiter watching both a job and its supervisor
-// wakes at whichever ends first.
+// returns its index, or -1 if none has. It sleeps on pidfds, one per
+// process, so that the caller wakes the moment one ends rather than at its
+// next poll, and a waiter watching both a job and its supervisor wakes at
+// whichever ends first. A pid that no longer is its id counts as gone.
 func WaitAnyGone(ctx context.Context, ids []Identity, within time.Duration) int {
 	fds := make([]unix.PollFd, 0, len(ids))
 	index := make([]int, 0, len(ids))
