@@ -31,8 +31,9 @@ command -v tsp >/dev/null || { echo "issue16.sh: tsp (task-spooler) not found" >
 export TS_SOCKET="$tmp/tsp.sock" TS_MAXFINISHED=100000 TS_SLOTS=8
 export HERMES_HOME="$tmp/home" BYTES="${BYTES:-1073741824}"
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -sr), $(nproc) cores, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp" "$n" <<'PY'
-import json, os, re, resource, statistics, subprocess, sys, threading, time, urllib.request
+PYTHONPATH="$root/bench" python3 - "$tmp" "$n" <<'PY'
+import json, os, resource, statistics, subprocess, sys, time
+from servebench import burst, exec_start, http_start, serve, stop_supervisors
 tmp, n = sys.argv[1], int(sys.argv[2])
 hermes = f'{tmp}/hermes'
 env = dict(os.environ)
@@ -89,40 +90,13 @@ def ps_cpu():
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000
 paired('CPU of idle ps  vs  tsp -l', ps_cpu, lambda: cpu(['tsp', '-l']), 'ms CPU', '<= 2.5 ms')
-# 4. serve: local job starts over HTTP, 8 clients
-srv_env = dict(env, HERMES_HOME=f'{tmp}/serve')
-srv = subprocess.Popen([hermes, 'serve', '--listen', '127.0.0.1:0'], stderr=subprocess.PIPE, env=srv_env)
-addr = None
-for line in srv.stderr:
-    try:
-        rec = json.loads(line)
-    except ValueError:
-        continue
-    if rec.get('msg') == 'listening':
-        addr = rec['addr']; break
-threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()
-def burst(job, total=160, workers=8):
-    left = [total]; lock = threading.Lock()
-    def worker():
-        while True:
-            with lock:
-                if left[0] == 0: return
-                left[0] -= 1
-            job()
-    ts = [threading.Thread(target=worker) for _ in range(workers)]
-    t = time.perf_counter()
-    for x in ts: x.start()
-    for x in ts: x.join()
-    return total / (time.perf_counter() - t)
-def http_start():
-    req = urllib.request.Request(f'http://{addr}/v1/processes', data=b'{"command":"true","backend":"local"}',
-                                 headers={'Content-Type': 'application/json'})
-    urllib.request.urlopen(req).read()
-def exec_start():
-    subprocess.run(['bash', '-c', 'true'], check=True)
-paired('serve: starts over HTTP (jobs/s)  vs  bash -c true', lambda: burst(http_start), lambda: burst(exec_start),
-       'jobs/s', '>= 600 jobs/s', k=6)
+# 4. serve: local job starts over HTTP, 8 clients (bench/servebench.py,
+# shared with bench/serve_starts.sh)
+srv, addr = serve(hermes, f'{tmp}/serve')
+paired('serve: starts over HTTP (jobs/s)  vs  bash -c true', lambda: burst(lambda: http_start(addr)),
+       lambda: burst(exec_start), 'jobs/s', '>= 600 jobs/s', k=6)
 srv.terminate(); srv.wait()
+stop_supervisors(f'{tmp}/serve')
 # 5, 6. the CLI's reads: a receipt at the 200,000-character bound among 1,000
 for i in range(999):
     run([hermes, 'run', '--', 'true'])

@@ -22,8 +22,9 @@ if [ ${#bins[@]} -eq 0 ]; then
 	bins=("$tmp/hermes")
 fi
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -sr), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp" "$pairs" "${bins[@]}" <<'PY'
-import json, os, statistics, subprocess, sys, threading, time, urllib.request
+PYTHONPATH="$root/bench" python3 - "$tmp" "$pairs" "${bins[@]}" <<'PY'
+import os, statistics, sys, time
+from servebench import burst, exec_start, http_start, serve, stop_supervisors
 tmp, pairs, bins = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
 deadline = time.time() + float(os.environ.get('LOAD_WAIT', '300'))
@@ -31,42 +32,7 @@ while os.getloadavg()[0] > 3 and time.time() < deadline:
     time.sleep(5)
 before = os.getloadavg()[0]
 
-def serve(i, exe):
-    env = dict(os.environ, HERMES_HOME=f'{tmp}/home{i}')
-    srv = subprocess.Popen([exe, 'serve', '--listen', '127.0.0.1:0'], stderr=subprocess.PIPE, env=env)
-    for line in srv.stderr:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if rec.get('msg') == 'listening':
-            threading.Thread(target=lambda: [None for _ in srv.stderr], daemon=True).start()
-            return srv, rec['addr']
-    raise SystemExit(f'{exe} serve did not listen')
-
-def burst(job, total=160, workers=8):
-    left = [total]; lock = threading.Lock()
-    def worker():
-        while True:
-            with lock:
-                if left[0] == 0: return
-                left[0] -= 1
-            job()
-    ts = [threading.Thread(target=worker) for _ in range(workers)]
-    t = time.perf_counter()
-    for x in ts: x.start()
-    for x in ts: x.join()
-    return total / (time.perf_counter() - t)
-
-def http_start(addr):
-    req = urllib.request.Request(f'http://{addr}/v1/processes', data=b'{"command":"true","backend":"local"}',
-                                 headers={'Content-Type': 'application/json'})
-    urllib.request.urlopen(req).read()
-
-def exec_start():
-    subprocess.run(['bash', '-c', 'true'], check=True)
-
-servers = [serve(i, exe) for i, exe in enumerate(bins)]
+servers = [serve(exe, f'{tmp}/home{i}') for i, exe in enumerate(bins)]
 rates = [[] for _ in bins]; ratios = [[] for _ in bins]; base = []
 for k in range(pairs):
     order = list(range(len(bins))) + ['bash']
@@ -83,20 +49,7 @@ for k in range(pairs):
 after = os.getloadavg()[0]
 for srv, _ in servers:
     srv.terminate(); srv.wait()
-# A runner's local jobs run in its profile's supervisor (hermes supervise),
-# which outlives the runner; end it too, so that its last receipts are
-# written before the profiles are removed.
-for pid in [p for p in os.listdir('/proc') if p.isdigit()]:
-    try:
-        cmd = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\0')
-        envs = open(f'/proc/{pid}/environ', 'rb').read().split(b'\0')
-    except OSError:
-        continue
-    if cmd[1:2] == [b'supervise'] and any(e.startswith(f'HERMES_HOME={tmp}/'.encode()) for e in envs):
-        os.kill(int(pid), 15)
-        end = time.time() + 10
-        while os.path.exists(f'/proc/{pid}') and time.time() < end:
-            time.sleep(0.05)
+stop_supervisors(f'{tmp}/')
 print(f'bash -c true, 8 threads: median {statistics.median(base):.0f} starts/s')
 for i, exe in enumerate(bins):
     q = statistics.quantiles(ratios[i], n=4) if pairs > 1 else [ratios[i][0]] * 3
