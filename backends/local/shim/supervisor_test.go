@@ -345,7 +345,8 @@ func TestSupervisorEndsEachJobsOrphans(t *testing.T) {
 	st := newStore(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ha, ida := start(t, d, escapedCommand("sleep 1"))
+	endA, releaseA := held(t, "true")
+	ha, ida := start(t, d, escapedCommand(endA))
 	hb, idb := start(t, d, escapedCommand("sleep 300"))
 	// The escaped pids are in the spill logs as soon as printed.
 	pidIn := func(id string) int {
@@ -362,6 +363,7 @@ func TestSupervisorEndsEachJobsOrphans(t *testing.T) {
 		}
 	}
 	escA, escB := pidIn(ida), pidIn(idb)
+	releaseA()
 	if _, err := ha.Wait(ctx); err != nil {
 		t.Fatalf("Wait A: %v", err)
 	}
