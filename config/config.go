@@ -64,7 +64,26 @@ type Terminal struct {
 	Timeout                      Duration   `yaml:"timeout"`
 	Docker                       Docker     `yaml:"docker"`
 	Kubernetes                   Kubernetes `yaml:"kubernetes"`
+	Local                        Local      `yaml:"local"`
 }
+
+// Local configures the local backend.
+type Local struct {
+	// Supervisor says what supervises a CLI's background jobs: "shared"
+	// (the default on Linux) hands them to one supervisor per caller
+	// context (same user, umask, limits, cgroup, environment, binary),
+	// which starts each job from its caller's environment; "per_job"
+	// gives each job a shim of its own, so that one supervisor's death
+	// loses one job, not every job it held. A runner (hermes serve)
+	// always uses its own supervisor.
+	Supervisor string `yaml:"supervisor"`
+}
+
+// Supervisor values of Local.
+const (
+	SupervisorShared = "shared"
+	SupervisorPerJob = "per_job"
+)
 
 // Kubernetes configures the kubernetes backend: jobs as Pods.
 type Kubernetes struct {
@@ -218,6 +237,12 @@ func Parse(b []byte) (Config, error) {
 	}
 	if err := c.checkLimits(); err != nil {
 		return Config{}, err
+	}
+	switch c.Terminal.Local.Supervisor {
+	case "", SupervisorShared, SupervisorPerJob:
+	default:
+		return Config{}, fmt.Errorf("terminal.local.supervisor is %q; want %s or %s",
+			clip(c.Terminal.Local.Supervisor), SupervisorShared, SupervisorPerJob)
 	}
 	return c, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/backends/kubernetes"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/internal/callerkey"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
@@ -164,15 +165,42 @@ func (e *Profile) Detached() *local.Detached {
 		RunDir: e.RunDir(), LogDir: e.SpillDir(),
 		ShimLog: e.LogFile(), Logger: e.Logger,
 	}
-	if sock := e.SupervisorSocket(); e.longLived && osproc.SubreaperSupported && len(sock) <= local.MaxSocketPath {
+	switch sock := e.SupervisorSocket(); {
+	case !osproc.SubreaperSupported:
+		// A supervisor of many jobs must be their subreaper (Linux);
+		// elsewhere each job keeps a shim.
+	case e.longLived:
 		// A runner starts hundreds of jobs a second: a shim each costs a
 		// process start and its runtime's init per job, one supervisor
-		// for the profile does not (docs/api.md). A supervisor of many
-		// jobs must be their subreaper (Linux), and its socket path must
-		// fit a unix socket; elsewhere each job keeps a shim.
-		d.Supervisor = sock
+		// for the profile does not (docs/api.md). Its socket path must
+		// fit a unix socket.
+		if len(sock) <= local.MaxSocketPath {
+			d.Supervisor = sock
+		}
+	case !e.supervisor && e.Config.Terminal.Local.Supervisor != config.SupervisorPerJob:
+		// A CLI's background start would wait for a shim's own start
+		// (a process and its runtime's init) before it can answer; a
+		// supervisor already running for callers alike answers at once.
+		// Shims and supervisors themselves (queue dispatch) keep shims.
+		d.CallerSupervisor = func() string { return e.callerSupervisor(env) }
 	}
 	return d
+}
+
+// callerSupervisor is the socket of the supervisor this process's
+// background jobs may share with other callers of the same context
+// (package callerkey), or "" when there is none to share.
+func (e *Profile) callerSupervisor(env []string) string {
+	key, err := callerkey.Key(env)
+	if err != nil {
+		e.Logger.Debug("no shared supervisor: the job gets a shim", "err", err)
+		return ""
+	}
+	sock := filepath.Join(e.RunDir(), "supervisor-"+key+".sock")
+	if len(sock) > local.MaxSocketPath {
+		return ""
+	}
+	return sock
 }
 
 // SupervisorSocket is where the profile's many-job supervisor listens.

@@ -41,12 +41,19 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 	return err
 }
 
-// RunSupervisor supervises the detached jobs a long-lived runner of this
-// profile hands over (`hermes supervise`), until it has been idle a while.
+// RunSupervisor supervises the detached jobs handed to it (`hermes
+// supervise`) by a long-lived runner of this profile, or by CLI processes
+// of one context, until it has been idle a while.
 // Its stdout receives local.SupervisorReady once the socket listens, and
 // is then pointed at /dev/null, so that the supervisor holds no descriptor
 // of its starter.
-func (e *Profile) RunSupervisor(ctx context.Context) error {
+//
+// socket is where it listens: the runner's (SupervisorSocket) when empty,
+// else the one its starter named for callers alike (callerSupervisor).
+func (e *Profile) RunSupervisor(ctx context.Context, socket string) error {
+	if socket == "" {
+		socket = e.SupervisorSocket()
+	}
 	return shim.Supervise(ctx, shim.SupervisorConfig{
 		Config: shim.Config{
 			Paths:   e.Detached(),
@@ -54,7 +61,7 @@ func (e *Profile) RunSupervisor(ctx context.Context) error {
 			Options: e.supervisorOptions(),
 			Logger:  e.Logger,
 		},
-		Socket: e.SupervisorSocket(),
+		Socket: socket,
 		Ready: func() {
 			_, _ = fmt.Fprintln(os.Stdout, local.SupervisorReady)
 			if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {

@@ -2,16 +2,20 @@ package profile_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/profile"
 )
 
-// TestDetachedSupervisor: only a long-lived profile (hermes serve) hands
-// its local jobs to the profile's supervisor, and only where its socket
-// path fits a unix socket.
+// TestDetachedSupervisor: a long-lived profile (hermes serve) hands its
+// local jobs to the profile's supervisor, and only where its socket path
+// fits a unix socket. A CLI's go to the supervisor of its caller context
+// (TestCallerSupervisor).
 func TestDetachedSupervisor(t *testing.T) {
 	short := t.TempDir()
 	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 100))
@@ -36,6 +40,64 @@ func TestDetachedSupervisor(t *testing.T) {
 			defer e.Close()
 			if got := e.Detached().Supervisor; got != tc.want {
 				t.Errorf("Supervisor = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCallerSupervisor: a CLI process shares a supervisor with callers of
+// its context, named by callerkey under the profile's run dir, unless the
+// profile asks for a shim per job, the socket path would not fit, or the
+// process is itself a shim or supervisor (its queue dispatch).
+func TestCallerSupervisor(t *testing.T) {
+	if !osproc.SubreaperSupported {
+		t.Skip("no subreaper here: every job has a shim")
+	}
+	short := t.TempDir()
+	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 90))
+	perJob := t.TempDir()
+	if err := os.WriteFile(filepath.Join(perJob, "config.yaml"), []byte("terminal:\n  local:\n    supervisor: per_job\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sockName := regexp.MustCompile(`^supervisor-[0-9a-f]{16}\.sock$`)
+	for _, tc := range []struct {
+		name       string
+		home       string
+		supervisor bool
+		want       string // "": no shared supervisor; "key": one under home/run
+	}{
+		{"cli", short, false, "key"},
+		{"per_job config", perJob, false, ""},
+		{"home too deep for a socket", deep, false, ""},
+		{"a shim's own dispatch", short, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"HERMES_HOME": tc.home}
+			e, err := profile.Open(context.Background(), profile.Options{
+				Getenv: func(k string) string { return env[k] }, Supervisor: tc.supervisor,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			d := e.Detached()
+			if d.Supervisor != "" {
+				t.Fatalf("a CLI got the runner's supervisor %q", d.Supervisor)
+			}
+			got := ""
+			if d.CallerSupervisor != nil {
+				got = d.CallerSupervisor()
+			}
+			switch {
+			case tc.want == "" && got != "":
+				t.Fatalf("CallerSupervisor() = %q, want none", got)
+			case tc.want == "key" && (filepath.Dir(got) != filepath.Join(tc.home, "run") || !sockName.MatchString(filepath.Base(got))):
+				t.Fatalf("CallerSupervisor() = %q, want run/supervisor-<key>.sock under %s", got, tc.home)
+			}
+			if tc.want == "key" {
+				if again := d.CallerSupervisor(); again != got {
+					t.Fatalf("the same caller got %q, then %q", got, again)
+				}
 			}
 		})
 	}

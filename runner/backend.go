@@ -25,6 +25,12 @@ type Spec struct {
 	// Env holds extra KEY=VALUE pairs on top of the backend's base
 	// environment. TRACEPARENT/TRACESTATE arrive here.
 	Env []string
+	// BaseEnv, when set, replaces the base environment of a backend that
+	// runs jobs as its own children (local): a supervisor shared by
+	// several callers starts each job from its caller's environment, not
+	// its own. Others ignore it. It holds the caller's secrets, so it is
+	// never serialised.
+	BaseEnv []string `json:"-"`
 	// Timeout, when positive, bounds the run; the supervisor enforces it.
 	Timeout time.Duration
 	// Image is the container image (docker backend only).

@@ -28,6 +28,9 @@ type StartRequest struct {
 	Image   string
 	Cwd     string
 	Env     []string
+	// BaseEnv, when set, replaces the backend's base environment (see
+	// Spec.BaseEnv). It is never queued or recorded.
+	BaseEnv []string
 	Timeout time.Duration
 	Stdin   bool
 	// Owner says whose process it is. Its ParentSessionID empty means
@@ -123,7 +126,7 @@ func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error
 // startOn starts a checked, admitted request on backend b.
 func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*Info, error) {
 	spec := Spec{
-		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env,
+		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env, BaseEnv: req.BaseEnv,
 		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
 		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()},
 	}

@@ -53,8 +53,16 @@ type Detached struct {
 	// demand, and a job goes to a shim of its own when it cannot be
 	// reached. Empty means a shim per job.
 	Supervisor string
+	// CallerSupervisor, when set and Supervisor is not, names the socket
+	// of the supervisor this caller may share with others alike (the same
+	// package callerkey key): a short-lived caller (the CLI) then hands
+	// its background jobs to it instead of starting a shim for each, and
+	// each request carries this process's environment (Env), which the
+	// job starts from. It is asked at each background start; "" means a
+	// shim.
+	CallerSupervisor func() string
 	// SupervisorArgs start the supervisor from Exe; default
-	// ["supervise"].
+	// ["supervise", "--socket", <socket>].
 	SupervisorArgs []string
 	// spawnFailed is when a supervisor last failed to start (unix
 	// nanoseconds), 0 if it did not.
@@ -77,6 +85,10 @@ type ShimRequest struct {
 	// which the launcher passes on to its own output.
 	Foreground  bool `json:"foreground,omitempty"`
 	LauncherPID int  `json:"launcher_pid,omitempty"`
+	// Environ, when set, is the environment the job starts from instead
+	// of its supervisor's: the launcher's own, for a supervisor that
+	// callers share (see Detached.CallerSupervisor).
+	Environ []string `json:"environ,omitempty"`
 }
 
 // ShimReply is the single JSON line a shim answers on stdout once the child
@@ -164,8 +176,8 @@ func (d *Detached) LogPath(id string) string { return filepath.Join(d.LogDir, id
 func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	tee := spec.Tee
 	spec.Tee = nil
-	if tee == nil && d.Supervisor != "" {
-		h, err := d.startSupervised(ctx, spec)
+	if sock, forward := d.supervisorFor(tee); sock != "" {
+		h, err := d.startSupervised(ctx, spec, sock, forward)
 		if !errors.Is(err, errUnreachable) {
 			return h, err
 		}

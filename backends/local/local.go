@@ -102,7 +102,10 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 	}
 	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", spec.Command}}
 	cmd.Dir = spec.Cwd
-	base := b.BaseEnv
+	base := spec.BaseEnv
+	if base == nil {
+		base = b.BaseEnv
+	}
 	if base == nil {
 		base = os.Environ()
 	}

@@ -32,15 +32,48 @@ var errUnreachable = errors.New("supervisor unreachable")
 // (sun_path is 108 bytes with its terminating NUL).
 const MaxSocketPath = 107
 
-// startSupervised hands spec to the profile's supervisor, starting it if
-// none answers, and returns a handle that learns of the job's end when the
-// supervisor closes the connection (after the receipt is written).
-func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
-	conn, err := d.dialSupervisor(ctx)
+// supervisorFor picks the supervisor of a job: none for a foreground one
+// (tee set: its shim is tied to this process), the runner's, or this
+// caller's; forward says whether the request must carry this process's
+// environment.
+func (d *Detached) supervisorFor(tee io.Writer) (sock string, forward bool) {
+	switch {
+	case tee != nil:
+		return "", false
+	case d.Supervisor != "":
+		return d.Supervisor, false
+	case d.CallerSupervisor != nil:
+		sock = d.CallerSupervisor()
+		return sock, sock != ""
+	}
+	return "", false
+}
+
+// startSupervised hands spec to the supervisor at sock, starting it if none
+// answers, and returns a handle that learns of the job's end when the
+// supervisor closes the connection (after the receipt is written). With
+// forward, the job starts from this process's environment and directory
+// rather than the supervisor's.
+func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec, sock string, forward bool) (runner.Handle, error) {
+	sreq := ShimRequest{Spec: spec}
+	if forward {
+		sreq.Environ = d.Env
+		if sreq.Environ == nil {
+			sreq.Environ = os.Environ()
+		}
+		if sreq.Spec.Cwd == "" {
+			cwd, err := os.Getwd()
+			if err != nil {
+				return nil, fmt.Errorf("current directory: %w", err)
+			}
+			sreq.Spec.Cwd = cwd
+		}
+	}
+	conn, err := d.dialSupervisor(ctx, sock)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUnreachable, err)
 	}
-	req, err := json.Marshal(ShimRequest{Spec: spec})
+	req, err := json.Marshal(sreq)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -99,13 +132,13 @@ func (h *shimHandle) follow(conn net.Conn, r io.Reader) {
 	h.watch()
 }
 
-// dialSupervisor connects to the profile's supervisor, starting one if
-// none answers.
-func (d *Detached) dialSupervisor(ctx context.Context) (*net.UnixConn, error) {
-	if len(d.Supervisor) > MaxSocketPath {
-		return nil, fmt.Errorf("socket path %s is too long for a unix socket", d.Supervisor)
+// dialSupervisor connects to the supervisor at sock, starting one if none
+// answers.
+func (d *Detached) dialSupervisor(ctx context.Context, sock string) (*net.UnixConn, error) {
+	if len(sock) > MaxSocketPath {
+		return nil, fmt.Errorf("socket path %s is too long for a unix socket", sock)
 	}
-	if conn, err := d.dial(); err == nil {
+	if conn, err := dial(sock); err == nil {
 		return conn, nil
 	}
 	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
@@ -115,13 +148,15 @@ func (d *Detached) dialSupervisor(ctx context.Context) (*net.UnixConn, error) {
 	// under a lock so that starters that race (the requests of one serve,
 	// or two serves of the profile) start only one between them.
 	lctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	// One lock for every supervisor of the profile: a lock file per
+	// caller context would outlive its supervisor, and starts are rare.
 	unlock, err := filelock.Lock(lctx, filepath.Join(d.RunDir, "supervisor.lock"))
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	defer unlock()
-	if conn, err := d.dial(); err == nil {
+	if conn, err := dial(sock); err == nil {
 		return conn, nil
 	}
 	if t := d.spawnFailed.Load(); t != 0 && time.Since(time.Unix(0, t)) < spawnBackoff {
@@ -129,27 +164,31 @@ func (d *Detached) dialSupervisor(ctx context.Context) (*net.UnixConn, error) {
 		// the job goes to a shim without paying for another try.
 		return nil, errors.New("supervisor failed to start; retrying later")
 	}
-	if err := d.spawnSupervisor(ctx); err != nil {
+	if err := d.spawnSupervisor(ctx, sock); err != nil {
 		d.spawnFailed.Store(time.Now().UnixNano())
 		return nil, err
 	}
 	d.spawnFailed.Store(0)
-	return d.dial()
+	return dial(sock)
 }
 
 // spawnBackoff is how long after a supervisor failed to start jobs go to
 // shims without another try.
 const spawnBackoff = 5 * time.Second
 
-func (d *Detached) dial() (*net.UnixConn, error) {
-	return net.DialUnix("unix", nil, &net.UnixAddr{Name: d.Supervisor, Net: "unix"})
+func dial(sock string) (*net.UnixConn, error) {
+	return net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
 }
 
 // spawnSupervisor starts `hermes supervise` in a session of its own and
 // waits until it listens. It holds neither this process's stdout nor its
 // stderr: it writes to the shim log.
-func (d *Detached) spawnSupervisor(ctx context.Context) error {
-	cmd, closeLog := d.command(d.SupervisorArgs, "supervise")
+func (d *Detached) spawnSupervisor(ctx context.Context, sock string) error {
+	args := d.SupervisorArgs
+	if args == nil {
+		args = []string{"supervise", "--socket", sock}
+	}
+	cmd, closeLog := d.command(args, "supervise")
 	defer closeLog() // the supervisor keeps its own descriptor
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -548,7 +548,9 @@ func (c *ShimCmd) Run(g *Globals) error {
 
 // SuperviseCmd is the entry point of a profile's many-job supervisor,
 // which a runner (hermes serve) starts on demand.
-type SuperviseCmd struct{}
+type SuperviseCmd struct {
+	Socket string `help:"Unix socket to listen on (default: the runner's, run/supervisor.sock)."`
+}
 
 // Run implements the command. Like the shim, the supervisor handles
 // SIGTERM/SIGINT itself: it ends its jobs, records them, and exits.
@@ -559,7 +561,7 @@ func (c *SuperviseCmd) Run(g *Globals) error {
 		return err
 	}
 	defer e.Close()
-	return e.RunSupervisor(ctx)
+	return e.RunSupervisor(ctx, c.Socket)
 }
 
 // WatchCmd supervises one detached container or pod job until it ends.

@@ -67,7 +67,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 	// Nobody reads a signal-interrupted shim's receipt, so the job's end is
 	// what terminates a shim: SIGTERM and SIGINT kill the job first.
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	defer surviveHangupAndPipe()()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
@@ -175,8 +175,8 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	m := spec.Meta
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
 	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
-		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, Timeout: spec.Timeout,
-		Owner: m.Owner, Trace: m.Trace, StartedAt: m.StartedAt,
+		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, BaseEnv: req.Environ,
+		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, StartedAt: m.StartedAt,
 	})
 	if err != nil {
 		// The registry recorded a failed_to_start receipt already.
@@ -291,4 +291,21 @@ func apply(ctx context.Context, reg *runner.Registry, id string, m local.CtlMess
 	default:
 		return errors.New("unknown op " + m.Op)
 	}
+}
+
+// surviveHangupAndPipe keeps SIGHUP and SIGPIPE from ending this process
+// by catching and dropping them, until the returned func is called. It
+// does not ignore them: an ignored signal stays ignored across exec, so
+// every job would inherit it, and a job's `yes | head -1` would print
+// "Broken pipe" instead of ending quietly, as it does under a shell. A
+// signal this process inherited ignored (nohup) stays ignored, for its
+// jobs too, as for any other child of its starter.
+func surviveHangupAndPipe() (stop func()) {
+	dropped := make(chan os.Signal, 1) // never read: signal drops what does not fit
+	for _, s := range []os.Signal{syscall.SIGHUP, syscall.SIGPIPE} {
+		if !signal.Ignored(s) {
+			signal.Notify(dropped, s)
+		}
+	}
+	return func() { signal.Stop(dropped) }
 }

@@ -65,7 +65,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	if cfg.IdleExit <= 0 {
 		cfg.IdleExit = DefaultIdleExit
 	}
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	defer surviveHangupAndPipe()()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)

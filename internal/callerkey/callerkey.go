@@ -1,0 +1,51 @@
+// Package callerkey names the context a process hands down to its children
+// beyond their environment and working directory: credentials, umask,
+// resource limits, ignored signals, capabilities, CPU affinity, cgroup,
+// namespaces, root, and the executable itself.
+//
+// Two hermes CLI processes with the same key would start identical jobs, so
+// they may share one supervisor (hermes supervise) that starts jobs for
+// both, each request carrying its caller's environment and directory. A
+// caller whose key differs (another umask, a tighter ulimit, another
+// cgroup, a rebuilt binary) gets a supervisor of its own, never a job that
+// inherited somebody else's context.
+package callerkey
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+)
+
+// callOnly are environment variables that describe one call rather than
+// configure the process that serves it: the job receives them from its
+// request, and a supervisor never reads them, so they do not split
+// supervisors (an agent's every turn has a TRACEPARENT of its own).
+var callOnly = []string{"_", "PWD", "OLDPWD", "SHLVL", "TRACEPARENT", "TRACESTATE", "BAGGAGE",
+	"HERMES_SESSION_ID", "COLUMNS", "LINES"}
+
+// Key returns a short hex name for this process's context with environ as
+// the environment its supervisor would get. It fails where the platform
+// cannot tell (then nothing may be shared).
+func Key(environ []string) (string, error) {
+	h := sha256.New()
+	if err := writeContext(h); err != nil {
+		return "", err
+	}
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(callOnly, name) {
+			env = append(env, kv)
+		}
+	}
+	// Sorted, so that the order variables were set in does not matter;
+	// NUL-separated, because no variable holds a NUL.
+	slices.Sort(env)
+	for _, kv := range env {
+		h.Write([]byte(kv))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+}

@@ -1,0 +1,83 @@
+package callerkey
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"hash"
+	"os"
+	"slices"
+	"syscall"
+)
+
+// inheritedStatus are the lines of /proc/self/status that a child inherits
+// across fork and exec (the rest change per process).
+var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn",
+	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
+	"Seccomp_filters", "Cpus_allowed_list", "Mems_allowed_list", "THP_enabled"}
+
+var namespaces = []string{"cgroup", "ipc", "mnt", "net", "pid_for_children",
+	"time_for_children", "user", "uts"}
+
+// writeContext writes what a child of this process inherits to h. The soft
+// limit of open files is the one exception: the Go runtime raises its own
+// at start and hands its children the original, which it does not expose.
+func writeContext(h hash.Hash) error {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return fmt.Errorf("process status: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		name, _, ok := bytes.Cut(sc.Bytes(), []byte{':'})
+		if ok && slices.Contains(inheritedStatus, string(name)) {
+			h.Write(sc.Bytes())
+			h.Write([]byte{'\n'})
+		}
+	}
+	for _, f := range []string{"/proc/self/cgroup", "/proc/self/oom_score_adj"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("process context: %w", err)
+		}
+		h.Write(b)
+	}
+	for _, ns := range namespaces {
+		// A kernel without one of them (time: before 5.6) has no link:
+		// the same absence on both sides.
+		l, _ := os.Readlink("/proc/self/ns/" + ns)
+		fmt.Fprintf(h, "ns %s %s\n", ns, l)
+	}
+	for r := 0; r < 16; r++ {
+		var lim syscall.Rlimit
+		if err := syscall.Getrlimit(r, &lim); err != nil {
+			continue
+		}
+		if r == syscall.RLIMIT_NOFILE {
+			lim.Cur = 0
+		}
+		fmt.Fprintf(h, "rlimit %d %d %d\n", r, lim.Cur, lim.Max)
+	}
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		return fmt.Errorf("priority: %w", err)
+	}
+	fmt.Fprintf(h, "prio %d\n", prio)
+	var root syscall.Stat_t
+	if err := syscall.Stat("/", &root); err != nil {
+		return fmt.Errorf("root: %w", err)
+	}
+	fmt.Fprintf(h, "root %d %d\n", root.Dev, root.Ino)
+	// The executable, down to its content's last change: a rebuilt hermes
+	// must not hand its jobs to the supervisor of the old one.
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return fmt.Errorf("executable: %w", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
+		return fmt.Errorf("executable: %w", err)
+	}
+	fmt.Fprintf(h, "exe %s %d %d %d %d.%d\n", exe, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	return nil
+}

@@ -1,0 +1,116 @@
+package callerkey
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The helper mode prints this process's key for a fixed environment, so
+// that a test can compare the contexts of children it starts differently.
+func TestMain(m *testing.M) {
+	if os.Getenv("CALLERKEY_HELPER") == "1" {
+		k, err := Key(fixedEnv)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		fmt.Println(k)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+var fixedEnv = []string{"PATH=/usr/bin:/bin", "HERMES_HOME=/h"}
+
+func TestKeyOfTheEnvironment(t *testing.T) {
+	base, err := Key([]string{"A=1", "B=2", "PWD=/x", "TRACEPARENT=00-aa-bb-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		env  []string
+		same bool
+	}{
+		{"another order", []string{"B=2", "TRACEPARENT=00-aa-bb-01", "A=1", "PWD=/x"}, true},
+		{"another call's variables", []string{"A=1", "B=2", "PWD=/y", "OLDPWD=/x", "SHLVL=3", "TRACEPARENT=00-cc-dd-01", "HERMES_SESSION_ID=s2"}, true},
+		{"a value changed", []string{"A=1", "B=3", "PWD=/x"}, false},
+		{"a variable added", []string{"A=1", "B=2", "C=", "PWD=/x"}, false},
+		{"a variable gone", []string{"A=1", "PWD=/x"}, false},
+		{"hermes configured otherwise", []string{"A=1", "B=2", "PWD=/x", "HERMES_REDIS_URL=redis://127.0.0.1:1/0"}, false},
+		{"no split between name and value", []string{"A=1B=2", "PWD=/x"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, err := Key(tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (k == base) != tt.same {
+				t.Fatalf("key %s vs %s: same = %v, want %v", k, base, k == base, tt.same)
+			}
+		})
+	}
+}
+
+// TestKeyOfTheProcessContext starts this test binary under bash with one
+// inherited attribute changed at a time: each must change the key, and a
+// child with nothing changed must have the parent's.
+func TestKeyOfTheProcessContext(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash here:", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyUnder := func(t *testing.T, prefix string) string {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", prefix+` exec "$0" -test.run=^$`, exe)
+		cmd.Env = append(os.Environ(), "CALLERKEY_HELPER=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", prefix, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	mine, err := Key(fixedEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keyUnder(t, ""); got != mine {
+		t.Fatalf("a child with this context has key %s, this process %s", got, mine)
+	}
+	if got := keyUnder(t, "umask 0022;"); got != mine && currentUmask(t) == "0022" {
+		t.Fatalf("the same umask changed the key: %s vs %s", got, mine)
+	}
+	for _, prefix := range []string{
+		"umask 0077;",
+		"ulimit -S -c 12345;",
+		"ulimit -S -s 4096;",
+		"trap '' HUP;",
+		"renice -n 3 $$ >/dev/null;",
+	} {
+		t.Run(prefix, func(t *testing.T) {
+			if got := keyUnder(t, prefix); got == mine {
+				t.Fatalf("key unchanged (%s) under %q", got, prefix)
+			}
+		})
+	}
+}
+
+func currentUmask(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Umask:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

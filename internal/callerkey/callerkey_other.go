@@ -1,0 +1,14 @@
+//go:build !linux
+
+package callerkey
+
+import (
+	"errors"
+	"hash"
+)
+
+// writeContext cannot read a process's inherited context here: without
+// it no two callers are known to be alike.
+func writeContext(hash.Hash) error {
+	return errors.ErrUnsupported
+}
