@@ -60,7 +60,7 @@ type CLI struct {
 	Session   SessionCmd   `cmd:"" help:"Agent sessions: start, end, show, ls, and take the completions of notify jobs."`
 	Shim      ShimCmd      `cmd:"" hidden:"" help:"Supervise one detached job (internal)."`
 	Watch     WatchCmd     `cmd:"" hidden:"" help:"Supervise one detached container or pod job (internal)."`
-	Supervise SuperviseCmd `cmd:"" hidden:"" help:"Supervise the detached local jobs of a runner's profile (internal)."`
+	Supervise SuperviseCmd `cmd:"" hidden:"" help:"Supervise many detached local jobs: a runner's, or those of CLI callers alike (internal)."`
 	Serve     ServeCmd     `cmd:"" help:"Run the shared runner: the HTTP JSON API that hermes --runner talks to."`
 	// MCP serves the agent tools to MCP hosts (Claude Code, Codex, Cursor, VS Code).
 	VersionCommand VersionCmd    `cmd:"" name:"version" help:"Print the version, commit, build date and Go version (--json for a record)."`
@@ -122,20 +122,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	var cli CLI
-	exitCode := -1
-	parser, err := kong.New(&cli,
+	kctx, exitCode, err := parse(&cli, negativeValues(args), stdout, stderr,
 		kong.Name("hermes"),
 		kong.Description("hermes runs shell commands for AI agents: in the foreground, or as detached background jobs whose results outlive the command that started them. Each finished process leaves a bounded, redacted, session-scoped receipt under $HERMES_HOME (or in Redis)."),
 		kong.Vars{"version": versionString()},
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exitCode = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
-	if err != nil {
+	if errors.Is(err, errCommandTree) {
 		fmt.Fprintf(stderr, "hermes: internal error: %v\n", err)
 		return 70
 	}
-	kctx, err := parser.Parse(negativeValues(args))
 	if exitCode >= 0 { // --help or --version
 		return exitCode
 	}
