@@ -26,12 +26,18 @@ var callOnly = []string{"_", "PWD", "OLDPWD", "SHLVL", "TRACEPARENT", "TRACESTAT
 	"HERMES_SESSION_ID", "COLUMNS", "LINES"}
 
 // Key returns a short hex name for this process's context with environ as
-// the environment its supervisor would get. It fails where the platform
-// cannot tell (then nothing may be shared).
-func Key(environ []string) (string, error) {
+// the environment its supervisor would get, and files as the files that
+// configure it (a profile's config.yaml): their identity (inode, size,
+// modification time) is part of the key, so an edit starts a new
+// supervisor, as it would a new shim. It fails where the platform cannot
+// tell (then nothing may be shared).
+func Key(environ []string, files ...string) (string, error) {
 	h := sha256.New()
 	if err := writeContext(h); err != nil {
 		return "", err
+	}
+	for _, f := range files {
+		writeFileIdentity(h, f)
 	}
 	env := make([]string, 0, len(environ))
 	for _, kv := range environ {

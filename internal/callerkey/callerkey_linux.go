@@ -22,6 +22,17 @@ var namespaces = []string{"cgroup", "ipc", "mnt", "net", "pid_for_children",
 // writeContext writes what a child of this process inherits to h. The soft
 // limit of open files is the one exception: the Go runtime raises its own
 // at start and hands its children the original, which it does not expose.
+// writeFileIdentity writes what tells one version of file from another; a
+// missing or unreadable file is written as such.
+func writeFileIdentity(h hash.Hash, file string) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(file, &st); err != nil {
+		fmt.Fprintf(h, "file %q %v\n", file, err)
+		return
+	}
+	fmt.Fprintf(h, "file %q %d %d %d %d.%d\n", file, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+}
+
 func writeContext(h hash.Hash) error {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {

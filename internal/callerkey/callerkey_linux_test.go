@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The helper mode prints this process's key for a fixed environment, so
@@ -113,4 +115,42 @@ func currentUmask(t *testing.T) string {
 		}
 	}
 	return ""
+}
+
+// TestKeyOfTheConfigFiles: an edited, replaced or removed config file
+// changes the key; the same file unchanged does not.
+func TestKeyOfTheConfigFiles(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	key := func() string {
+		t.Helper()
+		k, err := Key(fixedEnv, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	absent := key()
+	if err := os.WriteFile(cfg, []byte("security: {redact_output: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	written := key()
+	if written == absent {
+		t.Fatal("creating the config file left the key as it was")
+	}
+	if again := key(); again != written {
+		t.Fatalf("the same file gave %s, then %s", written, again)
+	}
+	later := time.Now().Add(2 * time.Second)
+	if err := os.Chtimes(cfg, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if key() == written {
+		t.Fatal("a modified config file left the key as it was")
+	}
+	if err := os.Remove(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if key() != absent {
+		t.Fatal("a removed config file does not give the key of an absent one")
+	}
 }
