@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -116,6 +117,27 @@ func FuzzParse(f *testing.F) {
 		}
 		if err == nil && code < 0 && kctx.Command() != wk.Command() {
 			t.Fatalf("%q: command %q, whole tree %q", args, kctx.Command(), wk.Command())
+		}
+	})
+}
+
+// BenchmarkParse: `run -b -- true` parsed from the whole tree, as hermes
+// did, and by parse (the command's own tree).
+func BenchmarkParse(b *testing.B) {
+	args := []string{"run", "-b", "--", "true"}
+	b.Run("whole-tree", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			wholeTree(b, args)
+		}
+	})
+	b.Run("own-tree", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var cli CLI
+			if _, code, err := parse(&cli, args, io.Discard, io.Discard, parserOpts...); err != nil || code >= 0 {
+				b.Fatal(code, err)
+			}
 		}
 	})
 }
