@@ -19,6 +19,9 @@
 #   serve poll of a finished id vs its /healthz      server BenchmarkPollBesideHealthz
 #   1 GiB through hermes run vs | cat, and RSS       bench/rss (BYTES to change)
 set -euo pipefail
+# Binaries are built as released (scripts/release.sh): static, without cgo,
+# which also starts faster (no dynamic loader, no libc threads).
+export CGO_ENABLED=0
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"

@@ -14,6 +14,9 @@
 #   bench/rss.sh                  # 1 GiB, one run of each
 #   BYTES=268435456 RUNS=3 bench/rss.sh
 set -euo pipefail
+# Binaries are built as released (scripts/release.sh): static, without cgo,
+# which also starts faster (no dynamic loader, no libc threads).
+export CGO_ENABLED=0
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

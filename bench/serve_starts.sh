@@ -9,6 +9,9 @@
 # binary given, ./cmd/hermes is built. Like issue16.sh it waits for a load
 # average below 3 (LOAD_WAIT seconds, default 300) and prints the load.
 set -euo pipefail
+# Binaries are built as released (scripts/release.sh): static, without cgo,
+# which also starts faster (no dynamic loader, no libc threads).
+export CGO_ENABLED=0
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"

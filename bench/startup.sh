@@ -9,6 +9,9 @@
 # Medians, the ratio's interquartile range and the load average; a row
 # measured at load above 3 is marked as no result.
 set -euo pipefail
+# Binaries are built as released (scripts/release.sh): static, without cgo,
+# which also starts faster (no dynamic loader, no libc threads).
+export CGO_ENABLED=0
 root="$(cd "$(dirname "$0")/.." && pwd)"
 hermes="${1:-}" n="${2:-60}"
 tmp="$(mktemp -d)"

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "==> building bin/hermes"
-go build -o bin/hermes ./cmd/hermes
+# Static, without cgo, as released (scripts/release.sh).
+CGO_ENABLED=0 go build -o bin/hermes ./cmd/hermes
 export HERMES_HOME="${HERMES_HOME:-$(mktemp -d -t hermes-demo.XXXXXX)}"
 echo "==> profile: HERMES_HOME=$HERMES_HOME"
 

@@ -22,7 +22,10 @@ func BuildHermes(dir string) (string, error) {
 	if ov := os.Getenv("HERMES_TEST_OVERLAY"); ov != "" {
 		args = append(args, "-overlay", ov)
 	}
-	out, err := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes")...).CombinedOutput()
+	cmd := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes")...)
+	// The binary as released (scripts/release.sh): static, without cgo.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build hermes: %v\n%s", err, out)
 	}
