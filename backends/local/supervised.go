@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hermesrun/hermes/internal/filelock"
@@ -93,6 +95,13 @@ func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec, sock s
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !d.begun(spec.ID) {
+			// The supervisor went (killed, or exiting with this
+			// connection still in its backlog) before it took the job:
+			// it makes the job's control FIFO before it starts anything,
+			// and there is none, so the job may go elsewhere.
+			return nil, fmt.Errorf("%w: supervisor closed the connection before taking the job: %w", errUnreachable, err)
+		}
 		return nil, fmt.Errorf("supervisor did not report (see its log): %w", err)
 	}
 	var rep ShimReply
@@ -115,6 +124,17 @@ func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec, sock s
 	h := &shimHandle{d: d, id: spec.ID, pid: rep.PID, done: make(chan struct{})}
 	go h.follow(conn, br)
 	return h, nil
+}
+
+// begun reports whether a supervisor began to start job id: its control
+// FIFO or its state file exists.
+func (d *Detached) begun(id string) bool {
+	for _, p := range []string{d.CtlPath(id), d.StatePath(id)} {
+		if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // follow waits for the supervisor to close the connection, which it does

@@ -609,6 +609,18 @@ func TestLostShim(t *testing.T) {
 	if err != nil || st.ShimPID <= 0 || st.PID != sr.PID {
 		t.Fatalf("shim state = %+v, %v", st, err)
 	}
+	// Its output must be read before the shim goes: a job writing to a
+	// pipe nobody reads dies of SIGPIPE, as under a shell, and nothing
+	// would be left to find lost.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if got, _ := p.poll(nil, sr.SessionID); strings.Contains(got.OutputTail, "started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job never printed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := syscall.Kill(st.ShimPID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

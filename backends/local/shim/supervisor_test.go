@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -479,10 +480,13 @@ func TestSupervisorIdleExit(t *testing.T) {
 	if _, err := os.Stat(p.socket()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket of an exited supervisor: %v", err)
 	}
-	h, id = start(t, d, "true")
+	// Held, so that its state file is still there to name its supervisor.
+	cmd, release = held(t, "true")
+	h, id = start(t, d, cmd)
 	if next := supervisorPID(t, d, id); next == sup.PID {
 		t.Errorf("job went to the exited supervisor")
 	}
+	release()
 	_, _ = h.Wait(ctx)
 }
 
@@ -555,20 +559,39 @@ func TestSupervisorUnreachableFallsBack(t *testing.T) {
 	exe, _ := os.Executable()
 	for _, tc := range []struct {
 		name    string
-		breakIt func(d *local.Detached, p paths)
+		breakIt func(t *testing.T, d *local.Detached, p paths)
 	}{
-		{"socket path too long for a unix socket", func(d *local.Detached, p paths) {
+		{"socket path too long for a unix socket", func(_ *testing.T, d *local.Detached, p paths) {
 			d.Supervisor = filepath.Join(p.home, strings.Repeat("x", 120), "supervisor.sock")
 		}},
-		{"supervisor fails to start", func(d *local.Detached, _ paths) {
+		{"supervisor fails to start", func(_ *testing.T, d *local.Detached, _ paths) {
 			d.SupervisorArgs = []string{"not-a-supervisor"} // runs as a shim with no request
+		}},
+		{"supervisor dies with the request unread", func(t *testing.T, d *local.Detached, _ paths) {
+			// A listener that takes each connection and closes it, as a
+			// supervisor SIGKILLed with connections in its backlog does.
+			_ = os.MkdirAll(filepath.Dir(d.Supervisor), 0o700)
+			ln, err := net.Listen("unix", d.Supervisor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					c.Close()
+				}
+			}()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := profile(t.TempDir())
 			st := newStore(t, p)
 			d := p.supervised(exe)
-			tc.breakIt(d, p)
+			tc.breakIt(t, d, p)
 			cmd1, release1 := held(t, "echo a")
 			cmd2, release2 := held(t, "echo b")
 			h1, id1 := start(t, d, cmd1)
