@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/profile"
@@ -100,5 +101,43 @@ func TestCallerSupervisor(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSupervisorSocketIsChecked: `hermes supervise --socket` removes what
+// is at its path before it binds, so it takes only the paths a hermes
+// process names: the runner's socket, or a caller supervisor's in the
+// profile's run dir.
+func TestSupervisorSocketIsChecked(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"HERMES_HOME": home}
+	e, err := profile.Open(context.Background(), profile.Options{
+		Getenv: func(k string) string { return env[k] }, Supervisor: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	victim := filepath.Join(t.TempDir(), "precious")
+	if err := os.WriteFile(victim, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, sock := range []string{
+		victim,
+		filepath.Join(home, "run", "precious"),
+		filepath.Join(home, "run", "supervisor-0123.sock"),
+		filepath.Join(home, "run", "supervisor-0123456789ABCDEF.sock"),
+		filepath.Join(home, "supervisor-0123456789abcdef.sock"),
+		filepath.Join(home, "run", "..", "supervisor-0123456789abcdef.sock"),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := e.RunSupervisor(ctx, sock)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "not a supervisor socket") {
+			t.Errorf("RunSupervisor(%q) = %v, want it refused", sock, err)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("the file at a refused path is gone: %v", err)
 	}
 }

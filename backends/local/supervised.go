@@ -184,12 +184,35 @@ func (d *Detached) dialSupervisor(ctx context.Context, sock string) (*net.UnixCo
 		// the job goes to a shim without paying for another try.
 		return nil, errors.New("supervisor failed to start; retrying later")
 	}
+	d.removeDeadSockets(sock)
 	if err := d.spawnSupervisor(ctx, sock); err != nil {
 		d.spawnFailed.Store(time.Now().UnixNano())
 		return nil, err
 	}
 	d.spawnFailed.Store(0)
 	return dial(sock)
+}
+
+// removeDeadSockets removes the sockets of caller supervisors that died
+// without removing them (SIGKILL, a crash): one is left per caller context
+// otherwise. A socket nobody listens on refuses connections; the start lock
+// is held, so no supervisor is binding one meanwhile. keep is the one about
+// to be bound.
+func (d *Detached) removeDeadSockets(keep string) {
+	socks, _ := filepath.Glob(filepath.Join(d.RunDir, "supervisor-*.sock"))
+	for _, s := range socks {
+		if s == keep {
+			continue
+		}
+		conn, err := dial(s)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(s)
+		}
+	}
 }
 
 // spawnBackoff is how long after a supervisor failed to start jobs go to
@@ -209,6 +232,12 @@ func (d *Detached) spawnSupervisor(ctx context.Context, sock string) error {
 		args = []string{"supervise", "--socket", sock}
 	}
 	cmd, closeLog := d.command(args, "supervise")
+	if sock != d.Supervisor {
+		// A supervisor shared by callers outlives the one that started
+		// it: it must not hold that caller's directory (or its mount)
+		// busy. Its jobs get their directory from each request.
+		cmd.Dir = "/"
+	}
 	defer closeLog() // the supervisor keeps its own descriptor
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -141,3 +141,36 @@ func BenchmarkParse(b *testing.B) {
 		}
 	})
 }
+
+// TestNoCommandTakesTheCLI: a command parsed from its own tree runs under
+// a root of another type than CLI (parseNarrow's StructOf), so kong could
+// not bind *CLI to a Run or hook method: no command method may take one,
+// and CLI itself has no methods kong would call.
+func TestNoCommandTakesTheCLI(t *testing.T) {
+	cliPtr := reflect.TypeFor[*CLI]()
+	if n := cliPtr.NumMethod(); n != 0 {
+		t.Fatalf("*CLI has %d methods; the narrow tree's root would lack them", n)
+	}
+	var walk func(ct reflect.Type, path string)
+	walk = func(ct reflect.Type, path string) {
+		for i := 0; i < ct.NumField(); i++ {
+			f := ct.Field(i)
+			if _, isCmd := f.Tag.Lookup("cmd"); !isCmd {
+				continue
+			}
+			pt := reflect.PointerTo(f.Type)
+			for m := 0; m < pt.NumMethod(); m++ {
+				mt := pt.Method(m).Type
+				for a := 0; a < mt.NumIn(); a++ {
+					if mt.In(a) == cliPtr || mt.In(a) == cliPtr.Elem() {
+						t.Errorf("%s %s.%s takes the CLI", path, f.Type.Name(), pt.Method(m).Name)
+					}
+				}
+			}
+			if f.Type.Kind() == reflect.Struct {
+				walk(f.Type, path+" "+f.Name)
+			}
+		}
+	}
+	walk(reflect.TypeFor[CLI](), "hermes")
+}

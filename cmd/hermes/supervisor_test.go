@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/internal/osproc"
 )
@@ -16,15 +18,16 @@ import (
 type jobReport struct {
 	ppid                 int
 	parent, old, dir, um string
+	parentDir            string
 	sigIgn, rest         string
 }
 
 // callerJob prints the context a job got: its parent (the supervisor or
 // shim) and that parent's command line, a call-only variable (OLDPWD), its
-// directory, umask and ignored signals; then a pipeline whose producer
-// must die of SIGPIPE quietly, as under a shell.
-const callerJob = `printf 'ppid=%s\nparent=%s\nold=%s\ndir=%s\numask=%s\nsigign=%s\n' "$PPID" ` +
-	`"$(tr '\0' ' ' </proc/$PPID/cmdline)" "${OLDPWD-unset}" "$PWD" "$(umask)" ` +
+// directory, umask and ignored signals, and its parent's directory; then a
+// pipeline whose producer must die of SIGPIPE quietly, as under a shell.
+const callerJob = `printf 'ppid=%s\nparent=%s\nparentdir=%s\nold=%s\ndir=%s\numask=%s\nsigign=%s\n' "$PPID" ` +
+	`"$(tr '\0' ' ' </proc/$PPID/cmdline)" "$(readlink /proc/$PPID/cwd)" "${OLDPWD-unset}" "$PWD" "$(umask)" ` +
 	`"$(sed -n 's/^SigIgn:\t//p' /proc/self/status)"; yes | head -1`
 
 func (p *testProfile) report(t *testing.T, extra []string, id string) jobReport {
@@ -41,6 +44,8 @@ func (p *testProfile) report(t *testing.T, extra []string, id string) jobReport 
 			r.ppid, _ = strconv.Atoi(v)
 		case "parent":
 			r.parent = v
+		case "parentdir":
+			r.parentDir = v
 		case "old":
 			r.old = v
 		case "dir":
@@ -77,8 +82,11 @@ func TestCallerSupervisor(t *testing.T) {
 	// A starts the supervisor, which therefore has A's OLDPWD itself
 	// (a directory: bash drops an OLDPWD that is not one).
 	old := t.TempDir()
-	a := p.background([]string{"OLDPWD=" + old}, callerJob, "--cwd", dirA)
-	b := p.background(nil, callerJob, "--cwd", dirB)
+	// The callers' environments travel to the supervisor with each
+	// request; none of it may land on disk.
+	sentinel := "sentinel-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	a := p.background([]string{"OLDPWD=" + old, "HERMES_TEST_SENTINEL=" + sentinel}, callerJob, "--cwd", dirA)
+	b := p.background([]string{"HERMES_TEST_SENTINEL=" + sentinel}, callerJob, "--cwd", dirB)
 	ra, rb := p.report(t, nil, a.SessionID), p.report(t, nil, b.SessionID)
 	if ra.ppid != rb.ppid {
 		t.Fatalf("callers alike got two supervisors: %d (%s) and %d (%s)", ra.ppid, ra.parent, rb.ppid, rb.parent)
@@ -91,6 +99,7 @@ func TestCallerSupervisor(t *testing.T) {
 		got, want string
 	}{
 		{"A's OLDPWD", ra.old, old},
+		{"the supervisor's directory (not its starter's)", ra.parentDir, "/"},
 		{"B's OLDPWD (the supervisor has A's)", rb.old, "unset"},
 		{"A's directory", ra.dir, dirA},
 		{"B's directory", rb.dir, dirB},
@@ -102,6 +111,19 @@ func TestCallerSupervisor(t *testing.T) {
 		if strings.TrimSpace(c.got) != strings.TrimSpace(c.want) {
 			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
 		}
+	}
+
+	err := filepath.WalkDir(p.home, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), sentinel) {
+			t.Errorf("%s holds a caller's environment", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// Another value of a variable the supervisor itself could read.

@@ -3,25 +3,26 @@ package callerkey
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"hash"
+	"io/fs"
 	"os"
 	"slices"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // inheritedStatus are the lines of /proc/self/status that a child inherits
 // across fork and exec (the rest change per process).
-var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn",
+var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn", "SigBlk",
 	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
 	"Seccomp_filters", "Cpus_allowed_list", "Mems_allowed_list", "THP_enabled"}
 
 var namespaces = []string{"cgroup", "ipc", "mnt", "net", "pid_for_children",
 	"time_for_children", "user", "uts"}
 
-// writeContext writes what a child of this process inherits to h. The soft
-// limit of open files is the one exception: the Go runtime raises its own
-// at start and hands its children the original, which it does not expose.
 // writeFileIdentity writes what tells one version of file from another; a
 // missing or unreadable file is written as such.
 func writeFileIdentity(h hash.Hash, file string) {
@@ -33,6 +34,14 @@ func writeFileIdentity(h hash.Hash, file string) {
 	fmt.Fprintf(h, "file %q %d %d %d %d.%d\n", file, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
+// ErrConfined is Key's answer for a process that may have confined itself
+// in ways no file shows (no_new_privs is what Landlock and a process's own
+// seccomp filters require): such a caller shares no supervisor.
+var ErrConfined = errors.New("no_new_privs is set: the process may be confined in ways that cannot be compared")
+
+// writeContext writes what a child of this process inherits to h. The soft
+// limit of open files is the one exception: the Go runtime raises its own
+// at start and hands its children the original, which it does not expose.
 func writeContext(h hash.Hash) error {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -40,18 +49,39 @@ func writeContext(h hash.Hash) error {
 	}
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
-		name, _, ok := bytes.Cut(sc.Bytes(), []byte{':'})
-		if ok && slices.Contains(inheritedStatus, string(name)) {
-			h.Write(sc.Bytes())
-			h.Write([]byte{'\n'})
+		name, value, ok := bytes.Cut(sc.Bytes(), []byte{':'})
+		if !ok || !slices.Contains(inheritedStatus, string(name)) {
+			continue
 		}
+		if string(name) == "NoNewPrivs" && string(bytes.TrimSpace(value)) != "0" {
+			return ErrConfined
+		}
+		h.Write(sc.Bytes())
+		h.Write([]byte{'\n'})
 	}
-	for _, f := range []string{"/proc/self/cgroup", "/proc/self/oom_score_adj"} {
+	for _, f := range []string{"/proc/self/cgroup", "/proc/self/oom_score_adj", "/proc/self/personality",
+		"/proc/self/timerslack_ns", "/proc/self/loginuid", "/proc/self/sessionid"} {
 		b, err := os.ReadFile(f)
-		if err != nil {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("process context: %w", err)
 		}
-		h.Write(b)
+		fmt.Fprintf(h, "%s %q\n", f, b)
+	}
+	// The security label (SELinux, AppArmor, Smack): absent, or
+	// unreadable without an LSM, alike on both sides then.
+	for _, f := range []string{"/proc/self/attr/current", "/proc/self/attr/apparmor/current"} {
+		b, _ := os.ReadFile(f)
+		fmt.Fprintf(h, "%s %q\n", f, b)
+	}
+	// I/O priority and CPU scheduling policy (ionice, chrt): children
+	// inherit both.
+	const ioprioWhoProcess = 1
+	ioprio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, 0, 0)
+	fmt.Fprintf(h, "ioprio %d %d\n", ioprio, errno)
+	if attr, err := unix.SchedGetAttr(0, 0); err == nil {
+		fmt.Fprintf(h, "sched %d %d %d %d\n", attr.Policy, attr.Flags, attr.Priority, attr.Nice)
+	} else {
+		fmt.Fprintf(h, "sched %v\n", err)
 	}
 	for _, ns := range namespaces {
 		// A kernel without one of them (time: before 5.6) has no link:

@@ -89,16 +89,30 @@ func TestKeyOfTheProcessContext(t *testing.T) {
 	if got := keyUnder(t, "umask 0022;"); got != mine && currentUmask(t) == "0022" {
 		t.Fatalf("the same umask changed the key: %s vs %s", got, mine)
 	}
-	for _, prefix := range []string{
-		"umask 0077;",
-		"ulimit -S -c 12345;",
-		"ulimit -S -s 4096;",
-		"trap '' HUP;",
-		"renice -n 3 $$ >/dev/null;",
+	// setarch changes the personality of the program it runs.
+	t.Run("setarch -R", func(t *testing.T) {
+		if _, err := exec.LookPath("setarch"); err != nil {
+			t.Skip("no setarch here:", err)
+		}
+		if got := keyUnder(t, `exec setarch "$(uname -m)" -R "$0" -test.run=^$; :`); got == mine {
+			t.Fatalf("key unchanged (%s) under another personality", got)
+		}
+	})
+	for _, c := range []struct{ prefix, tool string }{
+		{"umask 0077;", "bash"},
+		{"ulimit -S -c 12345;", "bash"},
+		{"ulimit -S -s 4096;", "bash"},
+		{"trap '' HUP;", "bash"},
+		{"renice -n 3 $$ >/dev/null || exit 3;", "renice"},
+		{"ionice -c 3 -p $$ || exit 3;", "ionice"},
+		{"chrt -b -p 0 $$ || exit 3;", "chrt"},
 	} {
-		t.Run(prefix, func(t *testing.T) {
-			if got := keyUnder(t, prefix); got == mine {
-				t.Fatalf("key unchanged (%s) under %q", got, prefix)
+		t.Run(c.prefix, func(t *testing.T) {
+			if _, err := exec.LookPath(c.tool); err != nil {
+				t.Skipf("no %s here: %v", c.tool, err)
+			}
+			if got := keyUnder(t, c.prefix); got == mine {
+				t.Fatalf("key unchanged (%s) under %q", got, c.prefix)
 			}
 		})
 	}
@@ -152,5 +166,24 @@ func TestKeyOfTheConfigFiles(t *testing.T) {
 	}
 	if key() != absent {
 		t.Fatal("a removed config file does not give the key of an absent one")
+	}
+}
+
+// TestKeyRefusesNoNewPrivs: a process with no_new_privs may be confined in
+// ways no file shows (Landlock, its own seccomp filters): it gets no key,
+// so it shares no supervisor.
+func TestKeyRefusesNoNewPrivs(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv here:", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setpriv", "--no-new-privs", exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "CALLERKEY_HELPER=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no_new_privs") {
+		t.Fatalf("under no_new_privs: %v, %s; want the confinement error", err, out)
 	}
 }

@@ -18,6 +18,7 @@
 // long-lived process gains at most that first mapping's size.
 //
 // Every step is advice: where the kernel has no THP, or refuses, nothing
-// changes but the few microseconds spent asking. Other systems than Linux
+// changes but the few microseconds spent asking; where the administrator
+// set THP to "never", nothing is asked. Other systems than Linux
 // get a no-op.
 package hugeheap

@@ -25,6 +25,10 @@ func init() {
 	probe = new([16]byte)
 	addr := uintptr(unsafe.Pointer(probe))
 	probe = nil
+	if thpNever() {
+		// MADV_COLLAPSE would override the administrator's choice.
+		return
+	}
 	lo, hi, ok := mappingOf(addr)
 	if !ok {
 		return
@@ -52,6 +56,28 @@ func advise(lo, hi, touched uintptr) syscall.Errno {
 		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, start, end-start, madvCollapse)
 	}
 	return 0
+}
+
+// thpNever reports whether the administrator turned transparent huge pages
+// off ("[never]" selected in sysfs).
+func thpNever() bool {
+	fd, err := syscall.Open("/sys/kernel/mm/transparent_hugepage/enabled", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return false // no THP in this kernel: the advice is refused anyway
+	}
+	defer syscall.Close(fd)
+	var buf [128]byte
+	n, _ := syscall.Read(fd, buf[:])
+	return n > 0 && contains(buf[:n], "[never]")
+}
+
+func contains(b []byte, s string) bool {
+	for i := 0; i+len(s) <= len(b); i++ {
+		if string(b[i:i+len(s)]) == s {
+			return true
+		}
+	}
+	return false
 }
 
 // mappingOf finds the writable private mapping holding addr in
