@@ -201,7 +201,7 @@ func (d *Detached) dialSupervisor(ctx context.Context, sock string) (*net.UnixCo
 func (d *Detached) removeDeadSockets(keep string) {
 	socks, _ := filepath.Glob(filepath.Join(d.RunDir, "supervisor-*.sock"))
 	for _, s := range socks {
-		if s == keep {
+		if st, err := os.Lstat(s); s == keep || err != nil || st.Mode().Type() != fs.ModeSocket {
 			continue
 		}
 		conn, err := dial(s)
