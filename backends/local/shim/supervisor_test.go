@@ -253,10 +253,13 @@ func TestSupervisorOutlivesStarter(t *testing.T) {
 	// jobs rather than starting another.
 	d := p.supervised(exe)
 	sup := supervisorPID(t, d, ids[2])
-	h, id := start(t, d, "echo four")
+	// Held, so that its state file is still there to name its supervisor.
+	four, release := held(t, "echo four")
+	h, id := start(t, d, four)
 	if got := supervisorPID(t, d, id); got != sup {
 		t.Errorf("a new starter's job went to supervisor %d, the running one is %d", got, sup)
 	}
+	release()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _ = h.Wait(ctx)
