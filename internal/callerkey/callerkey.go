@@ -14,9 +14,15 @@ package callerkey
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"strings"
 )
+
+// ErrConfined is Key's answer for a process that may have confined itself
+// in ways no file shows (no_new_privs is what Landlock and a process's own
+// seccomp filters require): such a caller shares no supervisor.
+var ErrConfined = errors.New("no_new_privs is set: the process may be confined in ways that cannot be compared")
 
 // callOnly are environment variables that describe one call rather than
 // configure the process that serves it: the job receives them from its

@@ -34,11 +34,6 @@ func writeFileIdentity(h hash.Hash, file string) {
 	fmt.Fprintf(h, "file %q %d %d %d %d.%d\n", file, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
-// ErrConfined is Key's answer for a process that may have confined itself
-// in ways no file shows (no_new_privs is what Landlock and a process's own
-// seccomp filters require): such a caller shares no supervisor.
-var ErrConfined = errors.New("no_new_privs is set: the process may be confined in ways that cannot be compared")
-
 // writeContext writes what a child of this process inherits to h. The soft
 // limit of open files is the one exception: the Go runtime raises its own
 // at start and hands its children the original, which it does not expose.

@@ -203,10 +203,12 @@ func notIgnored(t *testing.T) string {
 			ign, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 		}
 	}
+	// Bit n-1 of SigIgn is signal n: SIGHUP is 1, SIGINT 2.
+	const hup, intr = 1 << 0, 1 << 1
 	switch {
-	case ign&(1<<(1-1)) == 0:
+	case ign&hup == 0:
 		return "HUP"
-	case ign&(1<<(2-1)) == 0:
+	case ign&intr == 0:
 		return "INT"
 	}
 	t.Skip("SIGHUP and SIGINT are both ignored here already")
