@@ -196,7 +196,7 @@ func (e *Profile) callerSupervisor(env []string) string {
 		e.Logger.Debug("no shared supervisor: the job gets a shim", "err", err)
 		return ""
 	}
-	sock := filepath.Join(e.RunDir(), "supervisor-"+key+".sock")
+	sock := local.CallerSocket(e.RunDir(), key)
 	if len(sock) > local.MaxSocketPath {
 		return ""
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
@@ -43,22 +42,6 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 	return err
 }
 
-// isCallerSocket reports whether name is one callerSupervisor gives a
-// caller supervisor's socket: supervisor-<16 hex digits>.sock.
-func isCallerSocket(name string) bool {
-	key, ok := strings.CutPrefix(name, "supervisor-")
-	key, ok2 := strings.CutSuffix(key, ".sock")
-	if !ok || !ok2 || len(key) != 16 {
-		return false
-	}
-	for _, c := range key {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // RunSupervisor supervises the detached jobs handed to it (`hermes
 // supervise`) by a long-lived runner of this profile, or by CLI processes
 // of one context, until it has been idle a while.
@@ -74,7 +57,7 @@ func (e *Profile) RunSupervisor(ctx context.Context, socket string) error {
 	}
 	// The supervisor removes what is at its socket path before binding:
 	// only a path a hermes process would name is taken.
-	if socket != e.SupervisorSocket() && (filepath.Dir(socket) != e.RunDir() || !isCallerSocket(filepath.Base(socket))) {
+	if socket != e.SupervisorSocket() && (filepath.Dir(socket) != e.RunDir() || !local.IsCallerSocket(filepath.Base(socket))) {
 		return fmt.Errorf("supervise: --socket %q is not a supervisor socket of this profile (%s)", socket, e.RunDir())
 	}
 	return shim.Supervise(ctx, shim.SupervisorConfig{

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +30,35 @@ const SupervisorClosing = "supervisor is shutting down"
 // errUnreachable marks a failure to hand a job to the supervisor that
 // proves the job was not started: it may go to a shim of its own instead.
 var errUnreachable = errors.New("supervisor unreachable")
+
+// A caller supervisor's socket is named supervisor-<key>.sock, key being
+// 16 hex digits (package callerkey); the runner's is supervisor.sock.
+const (
+	callerSocketPrefix = "supervisor-"
+	callerSocketSuffix = ".sock"
+	callerKeyLen       = 16
+)
+
+// CallerSocket is where the supervisor shared by the callers whose context
+// key is key listens, in runDir.
+func CallerSocket(runDir, key string) string {
+	return filepath.Join(runDir, callerSocketPrefix+key+callerSocketSuffix)
+}
+
+// IsCallerSocket reports whether name, a base name, is a CallerSocket's.
+func IsCallerSocket(name string) bool {
+	key, ok := strings.CutPrefix(name, callerSocketPrefix)
+	key, ok2 := strings.CutSuffix(key, callerSocketSuffix)
+	if !ok || !ok2 || len(key) != callerKeyLen {
+		return false
+	}
+	for _, c := range key {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // MaxSocketPath is the longest unix socket path the kernel takes
 // (sun_path is 108 bytes with its terminating NUL).
@@ -199,7 +229,7 @@ func (d *Detached) dialSupervisor(ctx context.Context, sock string) (*net.UnixCo
 // is held, so no supervisor is binding one meanwhile. keep is the one about
 // to be bound.
 func (d *Detached) removeDeadSockets(keep string) {
-	socks, _ := filepath.Glob(filepath.Join(d.RunDir, "supervisor-*.sock"))
+	socks, _ := filepath.Glob(filepath.Join(d.RunDir, callerSocketPrefix+"*"+callerSocketSuffix))
 	for _, s := range socks {
 		if st, err := os.Lstat(s); s == keep || err != nil || st.Mode().Type() != fs.ModeSocket {
 			continue
