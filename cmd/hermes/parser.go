@@ -95,7 +95,7 @@ func narrowField(args []string) (reflect.StructField, bool) {
 		}
 		for j := 0; j < ct.NumField(); j++ {
 			f := ct.Field(j)
-			if _, isCmd := f.Tag.Lookup("cmd"); isCmd && commandName(f) == a {
+			if _, isCmd := f.Tag.Lookup("cmd"); isCmd && kongName(f) == a {
 				// completion walks the whole tree it was parsed with.
 				return f, f.Name != "Completion"
 			}
@@ -109,18 +109,16 @@ func narrowField(args []string) (reflect.StructField, bool) {
 func globalFlag(ct reflect.Type, name string) (reflect.StructField, bool) {
 	for i := 0; i < ct.NumField(); i++ {
 		f := ct.Field(i)
-		if _, isCmd := f.Tag.Lookup("cmd"); !isCmd && flagName(f) == name {
+		if _, isCmd := f.Tag.Lookup("cmd"); !isCmd && kongName(f) == name {
 			return f, true
 		}
 	}
 	return reflect.StructField{}, false
 }
 
-// commandName and flagName are kong's names for a field: its name tag, or
-// its Go name in kebab case.
-func commandName(f reflect.StructField) string { return flagName(f) }
-
-func flagName(f reflect.StructField) string {
+// kongName is kong's name for a field, a command's or a flag's: its name
+// tag, or its Go name in kebab case.
+func kongName(f reflect.StructField) string {
 	if n := f.Tag.Get("name"); n != "" {
 		return n
 	}
