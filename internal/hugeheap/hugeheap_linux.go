@@ -71,6 +71,9 @@ func thpNever() bool {
 	return n > 0 && contains(buf[:n], "[never]")
 }
 
+// contains and indexByte are bytes.Contains and bytes.IndexByte: importing
+// bytes (and through it unicode) would make this package initialise after
+// os and a dozen others, past allocations it is meant to come before.
 func contains(b []byte, s string) bool {
 	for i := 0; i+len(s) <= len(b); i++ {
 		if string(b[i:i+len(s)]) == s {
