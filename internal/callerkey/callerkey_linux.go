@@ -15,8 +15,11 @@ import (
 )
 
 // inheritedStatus are the lines of /proc/self/status that a child inherits
-// across fork and exec (the rest change per process).
-var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn", "SigBlk",
+// across fork and exec (the rest change per process). SigBlk is not among
+// them: in a Go process it is the main thread's mask of the moment, which
+// the runtime changes while it starts threads (one call in twelve saw all
+// signals blocked), not the mask its children get.
+var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn",
 	"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp",
 	"Seccomp_filters", "Cpus_allowed_list", "Mems_allowed_list", "THP_enabled"}
 
@@ -34,9 +37,10 @@ func writeFileIdentity(h hash.Hash, file string) {
 	fmt.Fprintf(h, "file %q %d %d %d %d.%d\n", file, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
-// writeContext writes what a child of this process inherits to h. The soft
-// limit of open files is the one exception: the Go runtime raises its own
-// at start and hands its children the original, which it does not expose.
+// writeContext writes what a child of this process inherits to h. Two
+// things are left out because a Go process cannot read them: the soft limit
+// of open files (the runtime raises its own at start and hands its children
+// the original) and the blocked-signal mask its children start with.
 func writeContext(h hash.Hash) error {
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
