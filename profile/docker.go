@@ -85,7 +85,7 @@ func (w watched) Start(ctx context.Context, spec runner.Spec) (runner.Handle, er
 
 func (e *Profile) spawnWatcher(id, backend string) error {
 	cmd := exec.Command(e.exe, "watch", "--backend", backend, id)
-	cmd.Env = append(os.Environ(), "HERMES_HOME="+e.Home)
+	cmd.Env = e.Environ()
 	if e.longLived {
 		cmd.Env = append(cmd.Env, dispatcherEnv+"=runner") // see Detached
 	}

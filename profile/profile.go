@@ -33,6 +33,11 @@ import (
 type Options struct {
 	// Getenv reads the environment; default os.Getenv.
 	Getenv func(string) string
+	// Environ is the whole environment Getenv reads, which the profile's
+	// jobs and helper processes start from; default os.Environ(). A
+	// supervisor running a handed-off command (package handoff) passes
+	// its caller's.
+	Environ []string
 	// Exe is the hermes binary that shims are started from; default
 	// os.Executable().
 	Exe string
@@ -67,6 +72,7 @@ type Profile struct {
 	Limits admission.Limits
 
 	getenv     func(string) string
+	environ    []string
 	exe        string
 	supervisor bool
 	longLived  bool
@@ -87,7 +93,10 @@ func Open(ctx context.Context, opts Options) (*Profile, error) {
 	if err := os.MkdirAll(filepath.Join(prof.Home, "logs"), 0o700); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
 	}
-	e := &Profile{Profile: prof, getenv: opts.Getenv, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor,
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	e := &Profile{Profile: prof, getenv: opts.Getenv, environ: opts.Environ, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor,
 		longLived: opts.LongLived, Limits: prof.Config.Limits.Admission()}
 	if e.Logger == nil {
 		e.Logger = e.fileLogger()
@@ -154,7 +163,7 @@ func (e *Profile) openStores(ctx context.Context) error {
 
 // Detached is the local backend that runs jobs behind shims.
 func (e *Profile) Detached() *local.Detached {
-	env := append(os.Environ(), "HERMES_HOME="+e.Home)
+	env := e.Environ()
 	if e.longLived {
 		// The runner starts its tenants' queued jobs (and claims them);
 		// its shims must not.
@@ -196,11 +205,18 @@ func (e *Profile) callerSupervisor(env []string) string {
 		e.Logger.Debug("no shared supervisor: the job gets a shim", "err", err)
 		return ""
 	}
-	sock := local.CallerSocket(e.RunDir(), key)
+	sock := callerkey.Socket(e.RunDir(), key)
 	if len(sock) > local.MaxSocketPath {
 		return ""
 	}
 	return sock
+}
+
+// Environ is the environment of the profile's helper processes (shims,
+// supervisors, watchers) and of the jobs they start: the process's (or
+// its caller's), naming the profile.
+func (e *Profile) Environ() []string {
+	return append(e.environ[:len(e.environ):len(e.environ)], "HERMES_HOME="+e.Home)
 }
 
 // SupervisorSocket is where the profile's many-job supervisor listens.

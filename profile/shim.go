@@ -9,6 +9,8 @@ import (
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
+	"github.com/hermesrun/hermes/internal/callerkey"
+	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/runner"
 	"golang.org/x/sys/unix"
 )
@@ -51,14 +53,19 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 //
 // socket is where it listens: the runner's (SupervisorSocket) when empty,
 // else the one its starter named for callers alike (callerSupervisor).
-func (e *Profile) RunSupervisor(ctx context.Context, socket string) error {
+// Such a supervisor also runs the commands its callers hand off (package
+// handoff) with cli; the runner's does not.
+func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli func(context.Context, handoff.Call, [3]*os.File) int) error {
 	if socket == "" {
 		socket = e.SupervisorSocket()
 	}
 	// The supervisor removes what is at its socket path before binding:
 	// only a path a hermes process would name is taken.
-	if socket != e.SupervisorSocket() && (filepath.Dir(socket) != e.RunDir() || !local.IsCallerSocket(filepath.Base(socket))) {
+	if socket != e.SupervisorSocket() && (filepath.Dir(socket) != e.RunDir() || !callerkey.IsSocket(filepath.Base(socket))) {
 		return fmt.Errorf("supervise: --socket %q is not a supervisor socket of this profile (%s)", socket, e.RunDir())
+	}
+	if socket == e.SupervisorSocket() {
+		cli = nil
 	}
 	return shim.Supervise(ctx, shim.SupervisorConfig{
 		Config: shim.Config{
@@ -68,6 +75,7 @@ func (e *Profile) RunSupervisor(ctx context.Context, socket string) error {
 			Logger:  e.Logger,
 		},
 		Socket: socket,
+		CLI:    cli,
 		Ready: func() {
 			_, _ = fmt.Fprintln(os.Stdout, local.SupervisorReady)
 			if null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0); err == nil {
@@ -86,4 +94,14 @@ func (e *Profile) RunSupervisor(ctx context.Context, socket string) error {
 			}
 		},
 	})
+}
+
+// StartCallerSupervisor makes sure the supervisor shared by callers of
+// this process's context is running, starting it if none is: a command
+// that could have been handed off to it (package handoff) but found none
+// leaves one for the calls that follow. It does nothing where such
+// supervisors are not used (terminal.local.supervisor: per_job, or no
+// subreaper).
+func (e *Profile) StartCallerSupervisor(ctx context.Context) error {
+	return e.Detached().EnsureCallerSupervisor(ctx)
 }

@@ -131,7 +131,7 @@ func TestSupervisorSocketIsChecked(t *testing.T) {
 		filepath.Join(home, "run", "..", "supervisor-0123456789abcdef.sock"),
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := e.RunSupervisor(ctx, sock)
+		err := e.RunSupervisor(ctx, sock, nil)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "not a supervisor socket") {
 			t.Errorf("RunSupervisor(%q) = %v, want it refused", sock, err)

@@ -11,10 +11,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/callerkey"
 	"github.com/hermesrun/hermes/internal/filelock"
 	"github.com/hermesrun/hermes/runner"
 )
@@ -30,35 +30,6 @@ const SupervisorClosing = "supervisor is shutting down"
 // errUnreachable marks a failure to hand a job to the supervisor that
 // proves the job was not started: it may go to a shim of its own instead.
 var errUnreachable = errors.New("supervisor unreachable")
-
-// A caller supervisor's socket is named supervisor-<key>.sock, key being
-// 16 hex digits (package callerkey); the runner's is supervisor.sock.
-const (
-	callerSocketPrefix = "supervisor-"
-	callerSocketSuffix = ".sock"
-	callerKeyLen       = 16
-)
-
-// CallerSocket is where the supervisor shared by the callers whose context
-// key is key listens, in runDir.
-func CallerSocket(runDir, key string) string {
-	return filepath.Join(runDir, callerSocketPrefix+key+callerSocketSuffix)
-}
-
-// IsCallerSocket reports whether name, a base name, is a CallerSocket's.
-func IsCallerSocket(name string) bool {
-	key, ok := strings.CutPrefix(name, callerSocketPrefix)
-	key, ok2 := strings.CutSuffix(key, callerSocketSuffix)
-	if !ok || !ok2 || len(key) != callerKeyLen {
-		return false
-	}
-	for _, c := range key {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
 
 // MaxSocketPath is the longest unix socket path the kernel takes
 // (sun_path is 108 bytes with its terminating NUL).
@@ -79,6 +50,26 @@ func (d *Detached) supervisorFor(tee io.Writer) (sock string, forward bool) {
 		return sock, sock != ""
 	}
 	return "", false
+}
+
+// EnsureCallerSupervisor starts the caller supervisor of d
+// (CallerSupervisor) unless it is already running, and returns once it
+// listens. Without one it does nothing.
+func (d *Detached) EnsureCallerSupervisor(ctx context.Context) error {
+	if d.CallerSupervisor == nil {
+		return nil
+	}
+	sock := d.CallerSupervisor()
+	if sock == "" {
+		return nil
+	}
+	conn, err := d.dialSupervisor(ctx, sock)
+	if err != nil {
+		return err
+	}
+	// A connection that sends nothing is no request: the supervisor
+	// drops it at once.
+	return conn.Close()
 }
 
 // startSupervised hands spec to the supervisor at sock, starting it if none
@@ -229,7 +220,7 @@ func (d *Detached) dialSupervisor(ctx context.Context, sock string) (*net.UnixCo
 // is held, so no supervisor is binding one meanwhile. keep is the one about
 // to be bound.
 func (d *Detached) removeDeadSockets(keep string) {
-	socks, _ := filepath.Glob(filepath.Join(d.RunDir, callerSocketPrefix+"*"+callerSocketSuffix))
+	socks, _ := filepath.Glob(callerkey.SocketGlob(d.RunDir))
 	for _, s := range socks {
 		if st, err := os.Lstat(s); s == keep || err != nil || st.Mode().Type() != fs.ModeSocket {
 			continue

@@ -18,6 +18,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
+	// handoff initialises before the rest of hermes (hugeheap, imported
+	// first for the heap it advises, imports it): it may hand the whole
+	// command to the caller supervisor and exit before the rest starts.
+	"github.com/hermesrun/hermes/internal/handoff"
 	_ "github.com/hermesrun/hermes/internal/hugeheap"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
@@ -101,6 +105,12 @@ type Globals struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Environ is the environment Getenv reads, which local jobs start
+	// from; nil is os.Environ().
+	Environ []string
+	// Getwd returns the working directory commands resolve against; nil
+	// is os.Getwd.
+	Getwd func() (string, error)
 	// RunnerURL and RunnerToken, when set, send process commands to a
 	// shared runner.
 	RunnerURL   string
@@ -110,6 +120,16 @@ type Globals struct {
 	interrupts *interrupts
 }
 
+// getwd is the directory the command resolves against.
+func (g *Globals) getwd() (string, error) {
+	if g.Getwd != nil {
+		return g.Getwd()
+	}
+	return os.Getwd()
+}
+
+// run is this process's command, with its signals: SIGTERM ends it, and
+// so does Ctrl-C unless the command routes it elsewhere.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == "shim" {
 		// Started for every local job, and taking no flags: building the
@@ -121,6 +141,57 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	// A signal this process inherited ignored stays ignored: a shell's
+	// background jobs ignore SIGINT, and so must this process's children;
+	// and the caller key computed before this point (package handoff)
+	// must still hold when a background start computes it again.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if !signal.Ignored(syscall.SIGTERM) {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM)
+		defer stop()
+	}
+	// Ctrl-C ends the command, unless the command routes it elsewhere
+	// for a while (hermes chat: the turn in progress).
+	intr := &interrupts{}
+	if !signal.Ignored(os.Interrupt) {
+		sigint := make(chan os.Signal, 1)
+		signal.Notify(sigint, os.Interrupt)
+		defer signal.Stop(sigint)
+		go func() {
+			for {
+				select {
+				case <-sigint:
+					if !intr.deliver() {
+						cancel()
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	return command(ctx, args, &Globals{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, interrupts: intr})
+}
+
+// handedOff runs a command a CLI process of this context handed to this
+// supervisor (package handoff), as that process would have: its
+// arguments, environment, directory and descriptors. ctx ends when the
+// caller is interrupted or gone. kong still reads the flags it takes from
+// the environment (HERMES_RUNNER_*) from this process's own: callers of
+// one key differ only in call-only variables, none of which is a flag's.
+func handedOff(ctx context.Context, call handoff.Call, stdio [3]*os.File) int {
+	return command(ctx, call.Args, &Globals{
+		Stdout: stdio[1], Stderr: stdio[2], Getenv: handoff.Lookup(call.Env), Environ: call.Env,
+		Getwd: func() (string, error) { return call.Dir, nil },
+	})
+}
+
+// command parses args and runs the command with g's descriptors and
+// environment (the other fields of g are filled from the command line).
+func command(ctx context.Context, args []string, g *Globals) int {
+	stdout, stderr := g.Stdout, g.Stderr
 	var cli CLI
 	kctx, exitCode, err := parse(&cli, negativeValues(args), stdout, stderr,
 		kong.Name("hermes"),
@@ -139,33 +210,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hermes: error: %s (see hermes --help)\n", oneLine(err.Error()))
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	// Ctrl-C ends the command, unless the command routes it elsewhere
-	// for a while (hermes chat: the turn in progress).
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	intr := &interrupts{}
-	sigint := make(chan os.Signal, 1)
-	signal.Notify(sigint, os.Interrupt)
-	defer signal.Stop(sigint)
-	go func() {
-		for {
-			select {
-			case <-sigint:
-				if !intr.deliver() {
-					cancel()
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	if err := runner.CheckLabel("HERMES_SESSION_ID", os.Getenv("HERMES_SESSION_ID")); err != nil {
+	if err := runner.CheckLabel("HERMES_SESSION_ID", g.Getenv("HERMES_SESSION_ID")); err != nil {
 		fmt.Fprintf(stderr, "hermes: error: %s\n", err)
 		return 2
 	}
-	g := &Globals{JSON: cli.JSON, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, interrupts: intr}
+	g.JSON = cli.JSON
 	g.RunnerURL, g.RunnerToken = cli.Runner, cli.RunnerToken
 	if cli.RunnerTokenFile != "" && g.RunnerToken == "" {
 		tok, err := firstToken(cli.RunnerTokenFile)

@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/profile"
@@ -31,11 +32,25 @@ import (
 // ("hermes <name>"), which joins the caller's trace (TRACEPARENT) and ends
 // when the engine closes.
 func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (context.Context, *profile.Profile, *runner.Registry, error) {
-	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv})
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Environ: g.Environ})
 	if err != nil {
 		return ctx, nil, nil, err
 	}
 	warn(g, e)
+	if sock := handoff.Missed(); sock != "" && name != "run" {
+		// This command would have been handed off to a caller
+		// supervisor had one been running (a background run starts one
+		// itself): start it now, beside the command, so that the calls
+		// that follow are.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := e.StartCallerSupervisor(context.WithoutCancel(ctx)); err != nil {
+				e.Logger.Debug("no caller supervisor", "err", err)
+			}
+		}()
+		e.Defer(func() { <-done })
+	}
 	reg, err := e.Registry(mode)
 	if err != nil {
 		e.Close()
@@ -561,7 +576,7 @@ func (c *SuperviseCmd) Run(g *Globals) error {
 		return err
 	}
 	defer e.Close()
-	return e.RunSupervisor(ctx, c.Socket)
+	return e.RunSupervisor(ctx, c.Socket, handedOff)
 }
 
 // WatchCmd supervises one detached container or pod job until it ends.

@@ -99,7 +99,7 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	// directory if it has it too (see client.Options.CallerCwd).
 	if cwd == "" && g.RunnerURL == "" {
 		var err error
-		if cwd, err = os.Getwd(); err != nil {
+		if cwd, err = g.getwd(); err != nil {
 			return req, fmt.Errorf("current directory: %w", err)
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/hermesrun/hermes/client"
@@ -34,7 +33,7 @@ func service(ctx context.Context, g *Globals, name string) (context.Context, run
 // remote connects to the shared runner. The command's span joins the
 // caller's trace (TRACEPARENT) and travels to the runner in traceparent.
 func remote(ctx context.Context, g *Globals, name string) (context.Context, *client.Client, func(), error) {
-	cwd, _ := os.Getwd()
+	cwd, _ := g.getwd()
 	c, err := client.New(g.RunnerURL, client.Options{Token: g.RunnerToken, CallerCwd: cwd})
 	if err != nil {
 		return ctx, nil, nil, badInput("--runner: %v", err)

@@ -12,11 +12,12 @@
 package callerkey
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
+	"hash"
+	"hash/fnv"
 	"slices"
-	"strings"
+
+	"github.com/hermesrun/hermes/internal/earlystart"
 )
 
 // ErrConfined is Key's answer for a process that may have confined itself
@@ -37,8 +38,14 @@ var callOnly = []string{"_", "PWD", "OLDPWD", "SHLVL", "TRACEPARENT", "TRACESTAT
 // modification time) is part of the key, so an edit starts a new
 // supervisor, as it would a new shim. It fails where the platform cannot
 // tell (then nothing may be shared).
+//
+// The hash is FNV-1a, not a cryptographic one: a key only names a socket
+// in a directory its owner alone can open, so a process able to engineer a
+// collision could as well connect to any socket there; and package handoff
+// computes keys before crypto's packages have initialised (see
+// earlystart).
 func Key(environ []string, files ...string) (string, error) {
-	h := sha256.New()
+	h := fnv.New128a()
 	if err := writeContext(h); err != nil {
 		return "", err
 	}
@@ -47,7 +54,7 @@ func Key(environ []string, files ...string) (string, error) {
 	}
 	env := make([]string, 0, len(environ))
 	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
+		name, _, _ := earlystart.Cut(kv, '=')
 		if !slices.Contains(callOnly, name) {
 			env = append(env, kv)
 		}
@@ -59,5 +66,31 @@ func Key(environ []string, files ...string) (string, error) {
 		h.Write([]byte(kv))
 		h.Write([]byte{0})
 	}
-	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+	const digits = "0123456789abcdef"
+	var key [2 * 8]byte
+	for i, b := range h.Sum(nil)[:8] {
+		key[2*i], key[2*i+1] = digits[b>>4], digits[b&15]
+	}
+	return string(key[:]), nil
+}
+
+// field writes one named, length-prefixed value to h: no value can be
+// read as another's start.
+func field(h hash.Hash, name string, value []byte) {
+	b := append([]byte(name), ' ')
+	b = earlystart.AppendInt(b, int64(len(value)))
+	b = append(b, ' ')
+	h.Write(b)
+	h.Write(value)
+	h.Write([]byte{'\n'})
+}
+
+// numbers writes a named list of numbers to h.
+func numbers(h hash.Hash, name string, vs ...int64) {
+	b := []byte(name)
+	for _, v := range vs {
+		b = append(b, ' ')
+		b = earlystart.AppendInt(b, v)
+	}
+	h.Write(append(b, '\n'))
 }

@@ -1,17 +1,12 @@
 package callerkey
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"fmt"
 	"hash"
-	"io/fs"
-	"os"
 	"slices"
 	"syscall"
+	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/hermesrun/hermes/internal/earlystart"
 )
 
 // inheritedStatus are the lines of /proc/self/status that a child inherits
@@ -26,15 +21,20 @@ var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn",
 var namespaces = []string{"cgroup", "ipc", "mnt", "net", "pid_for_children",
 	"time_for_children", "user", "uts"}
 
+// The package reads the process with bare syscalls (package earlystart):
+// handoff computes a key before os and fmt have initialised.
+
 // writeFileIdentity writes what tells one version of file from another; a
 // missing or unreadable file is written as such.
 func writeFileIdentity(h hash.Hash, file string) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(file, &st); err != nil {
-		fmt.Fprintf(h, "file %q %v\n", file, err)
+		field(h, "file", []byte(file))
+		numbers(h, "missing", int64(err.(syscall.Errno)))
 		return
 	}
-	fmt.Fprintf(h, "file %q %d %d %d %d.%d\n", file, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	field(h, "file", []byte(file))
+	numbers(h, "identity", int64(st.Dev), int64(st.Ino), st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
 // writeContext writes what a child of this process inherits to h. Two
@@ -42,51 +42,54 @@ func writeFileIdentity(h hash.Hash, file string) {
 // of open files (the runtime raises its own at start and hands its children
 // the original) and the blocked-signal mask its children start with.
 func writeContext(h hash.Hash) error {
-	status, err := os.ReadFile("/proc/self/status")
+	status, err := earlystart.ReadFile("/proc/self/status")
 	if err != nil {
-		return fmt.Errorf("process status: %w", err)
+		return &contextError{"process status", err}
 	}
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		name, value, ok := bytes.Cut(sc.Bytes(), []byte{':'})
-		if !ok || !slices.Contains(inheritedStatus, string(name)) {
+	for len(status) > 0 {
+		line := status
+		if i := earlystart.IndexByte(status, '\n'); i >= 0 {
+			line, status = status[:i], status[i+1:]
+		} else {
+			status = nil
+		}
+		name, value, ok := earlystart.Cut(string(line), ':')
+		if !ok || !slices.Contains(inheritedStatus, name) {
 			continue
 		}
-		if string(name) == "NoNewPrivs" && string(bytes.TrimSpace(value)) != "0" {
+		if name == "NoNewPrivs" && trimSpace(value) != "0" {
 			return ErrConfined
 		}
-		h.Write(sc.Bytes())
-		h.Write([]byte{'\n'})
+		field(h, "status", line)
 	}
 	for _, f := range []string{"/proc/self/cgroup", "/proc/self/oom_score_adj", "/proc/self/personality",
 		"/proc/self/timerslack_ns", "/proc/self/loginuid", "/proc/self/sessionid"} {
-		b, err := os.ReadFile(f)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("process context: %w", err)
+		b, err := earlystart.ReadFile(f)
+		if err != nil && err != syscall.ENOENT {
+			return &contextError{f, err}
 		}
-		fmt.Fprintf(h, "%s %q\n", f, b)
+		field(h, f, b)
 	}
 	// The security label (SELinux, AppArmor, Smack): absent, or
 	// unreadable without an LSM, alike on both sides then.
 	for _, f := range []string{"/proc/self/attr/current", "/proc/self/attr/apparmor/current"} {
-		b, _ := os.ReadFile(f)
-		fmt.Fprintf(h, "%s %q\n", f, b)
+		b, _ := earlystart.ReadFile(f)
+		field(h, f, b)
 	}
 	// I/O priority and CPU scheduling policy (ionice, chrt): children
-	// inherit both.
+	// inherit both. The policy comes with SCHED_RESET_ON_FORK, and the
+	// nice value is the priority below.
 	const ioprioWhoProcess = 1
-	ioprio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, ioprioWhoProcess, 0, 0)
-	fmt.Fprintf(h, "ioprio %d %d\n", ioprio, errno)
-	if attr, err := unix.SchedGetAttr(0, 0); err == nil {
-		fmt.Fprintf(h, "sched %d %d %d %d\n", attr.Policy, attr.Flags, attr.Priority, attr.Nice)
-	} else {
-		fmt.Fprintf(h, "sched %v\n", err)
-	}
+	ioprio, _, errno := syscall.Syscall(syscall.SYS_IOPRIO_GET, ioprioWhoProcess, 0, 0)
+	numbers(h, "ioprio", int64(ioprio), int64(errno))
+	policy, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
+	var param struct{ priority int32 }
+	_, _, perrno := syscall.RawSyscall(syscall.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&param)), 0)
+	numbers(h, "sched", int64(policy), int64(errno), int64(param.priority), int64(perrno))
 	for _, ns := range namespaces {
 		// A kernel without one of them (time: before 5.6) has no link:
 		// the same absence on both sides.
-		l, _ := os.Readlink("/proc/self/ns/" + ns)
-		fmt.Fprintf(h, "ns %s %s\n", ns, l)
+		field(h, "ns "+ns, readlink("/proc/self/ns/"+ns))
 	}
 	for r := 0; r < 16; r++ {
 		var lim syscall.Rlimit
@@ -96,28 +99,64 @@ func writeContext(h hash.Hash) error {
 		if r == syscall.RLIMIT_NOFILE {
 			lim.Cur = 0
 		}
-		fmt.Fprintf(h, "rlimit %d %d %d\n", r, lim.Cur, lim.Max)
+		numbers(h, "rlimit", int64(r), int64(lim.Cur), int64(lim.Max))
 	}
 	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
 	if err != nil {
-		return fmt.Errorf("priority: %w", err)
+		return &contextError{"priority", err}
 	}
-	fmt.Fprintf(h, "prio %d\n", prio)
+	numbers(h, "prio", int64(prio))
 	var root syscall.Stat_t
 	if err := syscall.Stat("/", &root); err != nil {
-		return fmt.Errorf("root: %w", err)
+		return &contextError{"root", err}
 	}
-	fmt.Fprintf(h, "root %d %d\n", root.Dev, root.Ino)
+	numbers(h, "root", int64(root.Dev), int64(root.Ino))
 	// The executable, down to its content's last change: a rebuilt hermes
 	// must not hand its jobs to the supervisor of the old one.
-	exe, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		return fmt.Errorf("executable: %w", err)
-	}
+	exe := readlink("/proc/self/exe")
 	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
-		return fmt.Errorf("executable: %w", err)
+	if exe == nil {
+		return &contextError{"executable", syscall.ENOENT}
 	}
-	fmt.Fprintf(h, "exe %s %d %d %d %d.%d\n", exe, st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec)
+	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
+		return &contextError{"executable", err}
+	}
+	field(h, "exe", exe)
+	numbers(h, "exe", int64(st.Dev), int64(st.Ino), st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 	return nil
 }
+
+// readlink is os.Readlink over a bare syscall; nil when there is no link.
+func readlink(path string) []byte {
+	for size := 256; size <= 1<<16; size *= 4 {
+		buf := make([]byte, size)
+		n, err := syscall.Readlink(path, buf)
+		if err != nil {
+			return nil
+		}
+		if n < size {
+			return buf[:n]
+		}
+	}
+	return nil
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// contextError is a failure to read part of the context.
+type contextError struct {
+	what string
+	err  error
+}
+
+func (e *contextError) Error() string { return "process context: " + e.what + ": " + e.err.Error() }
+
+func (e *contextError) Unwrap() error { return e.err }

@@ -3,6 +3,11 @@ package hugeheap
 import (
 	"syscall"
 	"unsafe"
+
+	"github.com/hermesrun/hermes/internal/earlystart"
+	// A command handed off to a supervisor exits in handoff's init: it
+	// must come first, so that such a process never pays for the advice.
+	_ "github.com/hermesrun/hermes/internal/handoff"
 )
 
 const (
@@ -68,19 +73,7 @@ func thpNever() bool {
 	defer syscall.Close(fd)
 	var buf [128]byte
 	n, _ := syscall.Read(fd, buf[:])
-	return n > 0 && contains(buf[:n], "[never]")
-}
-
-// contains and indexByte are bytes.Contains and bytes.IndexByte: importing
-// bytes (and through it unicode) would make this package initialise after
-// os and a dozen others, past allocations it is meant to come before.
-func contains(b []byte, s string) bool {
-	for i := 0; i+len(s) <= len(b); i++ {
-		if string(b[i:i+len(s)]) == s {
-			return true
-		}
-	}
-	return false
+	return n > 0 && earlystart.Contains(buf[:n], "[never]")
 }
 
 // mappingOf finds the writable private mapping holding addr in
@@ -103,7 +96,7 @@ func mappingOf(addr uintptr) (lo, hi uintptr, ok bool) {
 		n += m
 		rest := buf[:n]
 		for {
-			nl := indexByte(rest, '\n')
+			nl := earlystart.IndexByte(rest, '\n')
 			if nl < 0 {
 				break
 			}
@@ -149,13 +142,4 @@ func hex(b []byte) (uintptr, int) {
 		}
 	}
 	return v, len(b)
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }

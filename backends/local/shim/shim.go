@@ -69,7 +69,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	// what terminates a shim: SIGTERM and SIGINT kill the job first.
 	defer surviveHangupAndPipe()()
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	notifyUnlessIgnored(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	stop := make(chan struct{})
 	finished := make(chan struct{})
@@ -302,10 +302,19 @@ func apply(ctx context.Context, reg *runner.Registry, id string, m local.CtlMess
 // jobs too, as for any other child of its starter.
 func surviveHangupAndPipe() (stop func()) {
 	dropped := make(chan os.Signal, 1) // never read: signal drops what does not fit
-	for _, s := range []os.Signal{syscall.SIGHUP, syscall.SIGPIPE} {
+	notifyUnlessIgnored(dropped, syscall.SIGHUP, syscall.SIGPIPE)
+	return func() { signal.Stop(dropped) }
+}
+
+// notifyUnlessIgnored is signal.Notify for those of sigs this process did
+// not inherit ignored. Notify would stop ignoring them, and the jobs would
+// not inherit what their caller's other children do (a shell's background
+// jobs ignore SIGINT); the caller key (package callerkey) would differ from
+// the one its callers computed too, which is how they find this process.
+func notifyUnlessIgnored(c chan<- os.Signal, sigs ...os.Signal) {
+	for _, s := range sigs {
 		if !signal.Ignored(s) {
-			signal.Notify(dropped, s)
+			signal.Notify(c, s)
 		}
 	}
-	return func() { signal.Stop(dropped) }
 }

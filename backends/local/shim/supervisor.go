@@ -1,10 +1,12 @@
 package shim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -13,7 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
 )
 
@@ -31,6 +36,12 @@ type SupervisorConfig struct {
 	// AfterJob, if set, is called after each job's receipt is written
 	// (a profile's queue dispatch).
 	AfterJob func()
+	// CLI, if set, runs a command a hermes CLI process of the same
+	// context handed off (package handoff) with the caller's stdin,
+	// stdout and stderr, and returns its exit status; ctx ends when the
+	// caller is interrupted or gone. Without it, hand-offs are declined
+	// and the callers run their commands themselves.
+	CLI func(ctx context.Context, call handoff.Call, stdio [3]*os.File) int
 }
 
 // DefaultIdleExit is how long an idle supervisor waits for more jobs.
@@ -67,7 +78,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	}
 	defer surviveHangupAndPipe()()
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	notifyUnlessIgnored(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	// Every exit of a child (a job, or an orphan re-parented here) wakes
 	// a sweep that reaps the orphans: a many-job process cannot wait for
@@ -218,8 +229,18 @@ func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
 		_, _ = conn.Write(append(b, '\n'))
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	first, fds, err := readFirst(conn)
+	if err != nil {
+		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
+		return
+	}
+	if len(first) > 0 && first[0] == handoff.Magic[0] {
+		s.serveCLI(ctx, conn, first, fds)
+		return
+	}
+	closeAll(fds)
 	var req local.ShimRequest
-	if err := json.NewDecoder(conn).Decode(&req); err != nil {
+	if err := json.NewDecoder(io.MultiReader(bytes.NewReader(first), conn)).Decode(&req); err != nil {
 		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
 		return
 	}
@@ -237,7 +258,7 @@ func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
 		reply(local.ShimReply{Error: local.SupervisorClosing})
 		return
 	}
-	err := superviseJob(ctx, s.env, req, nil, reply, s.stop)
+	err = superviseJob(ctx, s.env, req, nil, reply, s.stop)
 	if err != nil {
 		s.log.Warn("job not started", "id", req.Spec.ID, "err", err)
 		return
@@ -245,6 +266,137 @@ func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
 	if s.cfg.AfterJob != nil {
 		s.cfg.AfterJob()
 	}
+}
+
+// readFirst reads what a connection sent first, with the descriptors that
+// came with it (a hand-off sends its caller's stdio).
+func readFirst(conn *net.UnixConn) ([]byte, []int, error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+	var fds []int
+	if oobn > 0 {
+		if msgs, perr := syscall.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for _, m := range msgs {
+				if rights, rerr := syscall.ParseUnixRights(&m); rerr == nil {
+					fds = append(fds, rights...)
+				}
+			}
+		}
+	}
+	if n == 0 && err != nil {
+		closeAll(fds)
+		return nil, nil, err
+	}
+	return buf[:n], fds, nil
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		_ = syscall.Close(fd)
+	}
+}
+
+// serveCLI runs a command handed off by a CLI process (package handoff):
+// first holds the start of the request, fds the caller's stdin, stdout and
+// stderr. A call it does not take is closed unanswered, and the caller
+// runs the command itself.
+func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []byte, fds []int) {
+	defer closeAll(fds)
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if s.cfg.CLI == nil || stopped || len(fds) != 3 {
+		return
+	}
+	call, err := readCall(conn, first)
+	if err != nil {
+		s.log.Warn("bad hand-off", "err", err)
+		return
+	}
+	if !handoff.Eligible(call.Args, handoff.Lookup(call.Env)) {
+		return
+	}
+	// The command's name only: its arguments may hold a secret.
+	s.log.Debug("running a handed-off command", "command", handoff.CommandName(call.Args))
+	_ = conn.SetReadDeadline(time.Time{})
+	if _, err := conn.Write([]byte{handoff.Accepted}); err != nil {
+		return
+	}
+	var stdio [3]*os.File
+	for i, name := range []string{"/dev/stdin", "/dev/stdout", "/dev/stderr"} {
+		stdio[i] = os.NewFile(uintptr(fds[i]), name)
+	}
+	fds = nil // the files own them now
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		// The caller sends nothing more: what ends its read is the
+		// caller's end (a signal killed it), which cancels the command.
+		var b [1]byte
+		_, _ = conn.Read(b[:])
+		cancel()
+	}()
+	code := s.cfg.CLI(cctx, call, stdio)
+	out := fmt.Appendf(nil, "%c%d\n", handoff.Exit, code)
+	if code != 0 {
+		// A command whose output met a closed pipe would have died of
+		// SIGPIPE in the caller's process: so does the caller.
+		for i := 1; i <= 2; i++ {
+			if brokenPipe(stdio[i]) {
+				out = []byte{handoff.BrokenPipe, byte('0' + i)}
+				break
+			}
+		}
+	}
+	// The caller's descriptors are closed before it learns the end, so
+	// that whoever reads its output sees EOF when it exits.
+	for _, f := range stdio {
+		f.Close()
+	}
+	_, _ = conn.Write(out)
+}
+
+// readCall reads the rest of a hand-off request that began with first.
+func readCall(conn *net.UnixConn, first []byte) (handoff.Call, error) {
+	buf := first
+	for {
+		if len(buf) >= len(handoff.Magic) {
+			if string(buf[:len(handoff.Magic)]) != handoff.Magic {
+				return handoff.Call{}, errors.New("not a hand-off request")
+			}
+			call, _, err := handoff.Decode(buf[len(handoff.Magic):])
+			if !errors.Is(err, handoff.ErrShort) {
+				return call, err
+			}
+		}
+		if len(buf) > handoff.MaxCall+len(handoff.Magic)+16 {
+			return handoff.Call{}, errors.New("hand-off request too large")
+		}
+		more := make([]byte, 64<<10)
+		n, err := conn.Read(more)
+		if n == 0 && err != nil {
+			return handoff.Call{}, err
+		}
+		buf = append(buf, more[:n]...)
+	}
+}
+
+// brokenPipe reports whether f is a pipe or socket whose reader has gone.
+// It reaches the descriptor through SyscallConn, since Fd would make it
+// blocking, and the caller shares its flags with whoever else holds it.
+func brokenPipe(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	broken := false
+	_ = rc.Control(func(fd uintptr) {
+		pfd := []unix.PollFd{{Fd: int32(fd)}}
+		n, err := unix.Poll(pfd, 0)
+		broken = err == nil && n > 0 && pfd[0].Revents&unix.POLLERR != 0
+	})
+	return broken
 }
 
 // idleFor is how long the supervisor has had no connection (and so no

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
+	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
@@ -38,6 +39,8 @@ const (
 	starterEnv = "HERMES_SUPTEST_START"
 	// idleEnv sets the supervisor's idle exit.
 	idleEnv = "HERMES_SUPTEST_IDLE"
+	// cliEnv gives the supervisor testCLI to run hand-offs with.
+	cliEnv = "HERMES_SUPTEST_CLI"
 )
 
 func (p paths) socket() string { return filepath.Join(p.home, "run", "supervisor.sock") }
@@ -59,7 +62,12 @@ func runAsSupervisor(home string) int {
 		return 1
 	}
 	idle, _ := time.ParseDuration(os.Getenv(idleEnv))
+	var cli func(context.Context, handoff.Call, [3]*os.File) int
+	if os.Getenv(cliEnv) != "" {
+		cli = testCLI
+	}
 	err = shim.Supervise(context.Background(), shim.SupervisorConfig{
+		CLI: cli,
 		Config: shim.Config{Paths: p.detached(""), Store: st,
 			Options: runner.Options{KillGrace: runner.DefaultKillGrace}},
 		Socket:   p.socket(),

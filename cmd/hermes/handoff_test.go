@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/internal/osproc"
+)
+
+// TestHandOff: the short commands of a CLI process go to the caller
+// supervisor of its context when one runs (package handoff), and answer
+// exactly as the process itself would: the same output, errors and exit
+// status, the caller's session, directory and environment. The first such
+// command, finding none, runs itself and leaves one for the next.
+func TestHandOff(t *testing.T) {
+	if !osproc.SubreaperSupported {
+		t.Skip("no caller supervisors on this system")
+	}
+	t.Parallel()
+	p := newProfile(t)
+	// Debug logs name each command a supervisor runs for a caller.
+	p.env = append(p.env, "HERMES_LOG_LEVEL=debug")
+	// The same profile spelled with a trailing slash: a caller whose
+	// profile needs resolving hands nothing off (handoff.Home), so its
+	// commands run themselves, and start no supervisor either.
+	self := []string{"HERMES_HOME=" + p.home + "/"}
+	handedOff := func() int {
+		b, _ := os.ReadFile(filepath.Join(p.home, "logs", "hermes.log"))
+		return strings.Count(string(b), `"msg":"running a handed-off command"`)
+	}
+
+	p.ok("ps")
+	socks, _ := filepath.Glob(filepath.Join(p.home, "run", "supervisor-*.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("after a ps with no supervisor: sockets %q, want the one it started", socks)
+	}
+	if n := handedOff(); n != 0 {
+		t.Fatalf("%d commands handed off before any supervisor ran", n)
+	}
+
+	// A start for session A, from a directory of its own and with a
+	// variable only this call has (OLDPWD is call-only).
+	dir, old := t.TempDir(), t.TempDir()
+	sessA, sessB := []string{"HERMES_SESSION_ID=sess-a"}, []string{"HERMES_SESSION_ID=sess-b"}
+	cmd := runIn(t, p, append(slices.Clone(sessA), "OLDPWD="+old), dir, "run", "-b", "-q", "--", `printf '%s|%s|%s\n' "$PWD" "$OLDPWD" "$HERMES_SESSION_ID"; exit 3`)
+	id := strings.TrimSpace(cmd.stdout)
+	if cmd.code != 0 || !idPattern.MatchString(id) {
+		t.Fatalf("run -b through the supervisor:\n%s", cmd)
+	}
+	if res := p.run(sessA, "wait", id); res.code != 3 {
+		t.Fatalf("wait = %d, want the job's 3:\n%s", res.code, res)
+	}
+	st := jsonOf[cliStatus](t, p.run(sessA, "poll", "--json", id))
+	if want := dir + "|" + old + "|sess-a"; strings.TrimSpace(st.OutputTail) != want {
+		t.Fatalf("the job saw %q, want its caller's directory, environment and session %q", st.OutputTail, want)
+	}
+	// The supervisor that ran the start gave the job to itself: the key
+	// it computed for its caller is its own.
+	if socks, _ := filepath.Glob(filepath.Join(p.home, "run", "supervisor-*.sock")); len(socks) != 1 {
+		t.Fatalf("after a handed-off start: sockets %q, want the one supervisor", socks)
+	}
+	before := handedOff()
+	if before < 3 {
+		t.Fatalf("run -b, wait and poll: %d handed off, want 3", before)
+	}
+
+	// Every short command answers alike whether handed off or not,
+	// errors and exit statuses included; and scoping holds.
+	for _, args := range [][]string{
+		{"ps"}, {"ps", "--retained"}, {"--json", "ps", "--retained"}, {"ps", "--retained", "-q"},
+		{"poll", id}, {"poll", "--json", id}, {"wait", id}, {"wait", "--timeout", "0", id},
+		{"log", id}, {"log", "--json", "--offset", "-1", id}, {"log", "--tail", "1", id},
+		{"poll", "proc_00000000dead"}, {"wait", "--timeout", "-1s", id}, {"log", "--limit", "-2", id},
+	} {
+		for _, sess := range [][]string{sessA, sessB} {
+			n := handedOff()
+			got := p.run(sess, args...)
+			if handedOff() != n+1 {
+				t.Errorf("hermes %q (%s) was not handed off", args, sess[0])
+			}
+			want := p.run(append(slices.Clone(sess), self...), args...)
+			if got.stdout != want.stdout || got.stderr != want.stderr || got.code != want.code {
+				t.Errorf("hermes %q (%s):\nhanded off: %s\nitself:     %s", args, sess[0], got, want)
+			}
+		}
+	}
+	if ps := p.run(sessB, "ps", "--retained", "-q"); strings.Contains(ps.stdout, id) {
+		t.Errorf("session B lists session A's job %s:\n%s", id, ps)
+	}
+
+	// What is not a short command, or not of this profile's context,
+	// runs itself.
+	n := handedOff()
+	p.run(sessA, "inspect", id)
+	p.run(sessA, "log", "-f", id)
+	p.run(append(slices.Clone(sessA), "HERMES_HOME=rel"), "ps")
+	if got := handedOff(); got != n {
+		t.Errorf("%d commands handed off that must run themselves", got-n)
+	}
+
+	// A caller killed while its command runs ends the command, not the
+	// supervisor.
+	long := p.background(sessA, "sleep 30")
+	n = handedOff()
+	c := exec.Command(hermesBin, "wait", long.SessionID)
+	c.Env, c.Dir = append(slices.Clone(p.env), sessA...), p.home
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for handedOff() == n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if handedOff() == n {
+		t.Fatal("wait was not handed off")
+	}
+	_ = c.Process.Kill()
+	_ = c.Wait()
+	if st, _ := p.poll(sessA, long.SessionID); st.Status != "running" {
+		t.Fatalf("after its waiter was killed the job is %q", st.Status)
+	}
+}
+
+// runIn runs hermes in dir with p's environment plus extra.
+func runIn(t *testing.T, p *testProfile, extra []string, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(hermesBin, args...)
+	cmd.Env, cmd.Dir = append(slices.Clone(p.env), extra...), dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	res := result{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("hermes %q: %v\n%s", args, err, res)
+	}
+	return res
+}

@@ -1,0 +1,199 @@
+package handoff
+
+import (
+	"syscall"
+	"unsafe"
+
+	"github.com/hermesrun/hermes/internal/callerkey"
+	"github.com/hermesrun/hermes/internal/earlystart"
+)
+
+// ackTimeout bounds the wait, in seconds, for a supervisor to take the
+// command. One that has not answered by then is stopped or wedged: the
+// process runs the command itself (the supervisor runs nothing it has not
+// acknowledged, and an acknowledgement written to a closed connection is
+// never read).
+const ackTimeout = 10
+
+// missed is the socket of this process's caller supervisor when none
+// listened there, for Missed.
+var missed string
+
+// Missed returns the socket a handed-off command would have gone to when
+// no supervisor listened there (else ""): the command, run here instead,
+// may start one for the calls that follow.
+func Missed() string { return missed }
+
+// init hands the command off when it can, and then exits with its status;
+// otherwise it returns and hermes starts as usual. It runs before the
+// packages that make up most of a hermes process's start, with bare
+// syscalls only (see package earlystart): os has not initialised yet.
+func init() {
+	args := commandLine()
+	if args == nil || !Eligible(args, getenv) {
+		return
+	}
+	home := Home(getenv)
+	env := syscall.Environ()
+	// The key a background start of this process computes (profile's
+	// callerSupervisor): its environment plus the profile it names.
+	key, err := callerkey.Key(append(env[:len(env):len(env)], "HERMES_HOME="+home), home+"/config.yaml")
+	if err != nil {
+		return
+	}
+	sock := callerkey.Socket(home+"/run", key)
+	if len(sock) > maxSocketPath {
+		return
+	}
+	dir, err := getwd()
+	if err != nil {
+		return
+	}
+	if code, ok := hand(sock, Call{Args: args, Env: env, Dir: dir}); ok {
+		syscall.Exit(code)
+	}
+}
+
+// getenv is os.Getenv.
+func getenv(name string) string {
+	v, _ := syscall.Getenv(name)
+	return v
+}
+
+// maxSocketPath is the longest unix socket path (sun_path less its NUL).
+const maxSocketPath = 107
+
+// commandLine is os.Args[1:], read from /proc: os has not initialised.
+func commandLine() []string {
+	b, err := earlystart.ReadFile("/proc/self/cmdline")
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	var args []string
+	for len(b) > 0 {
+		i := earlystart.IndexByte(b, 0)
+		if i < 0 {
+			i = len(b)
+		}
+		args = append(args, string(b[:i]))
+		b = b[min(i+1, len(b)):]
+	}
+	if len(args) == 0 {
+		return nil
+	}
+	return args[1:]
+}
+
+// getwd is os.Getwd: $PWD when it names the working directory (a path
+// through a symlink stays as the caller's shell spells it), else the
+// kernel's.
+func getwd() (string, error) {
+	var dot, pwd syscall.Stat_t
+	if p := getenv("PWD"); earlystart.HasPrefix(p, "/") &&
+		syscall.Stat(".", &dot) == nil && syscall.Stat(p, &pwd) == nil && dot.Dev == pwd.Dev && dot.Ino == pwd.Ino {
+		return p, nil
+	}
+	return syscall.Getwd()
+}
+
+// hand sends call to the supervisor at sock and returns the command's exit
+// status, or false when the supervisor did not take it.
+func hand(sock string, call Call) (int, bool) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		if err == syscall.ENOENT || err == syscall.ECONNREFUSED {
+			missed = sock
+		}
+		return 0, false
+	}
+	frame := call.Encode()
+	// The descriptors go with the first bytes; the rest follows.
+	n, err := syscall.SendmsgN(fd, frame, syscall.UnixRights(0, 1, 2), nil, 0)
+	if err != nil {
+		return 0, false
+	}
+	for n < len(frame) {
+		m, err := syscall.Write(fd, frame[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, false
+		}
+		n += m
+	}
+	tv := syscall.Timeval{Sec: ackTimeout}
+	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv) != nil {
+		return 0, false
+	}
+	var b [32]byte
+	for {
+		m, err := syscall.Read(fd, b[:1])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || m != 1 || b[0] != Accepted {
+			// Not taken: the supervisor is closing, or declined.
+			return 0, false
+		}
+		break
+	}
+	// Taken: from here on the command is the supervisor's to run, and
+	// this process reports how it ended, however long that takes. A
+	// signal that ends this process (Ctrl-C, SIGTERM) closes the
+	// connection, and the supervisor cancels the command.
+	tv = syscall.Timeval{}
+	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
+	reply := b[:0]
+	for len(reply) < cap(reply) {
+		m, err := syscall.Read(fd, b[len(reply):cap(reply)])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			break
+		}
+		reply = b[:len(reply)+m]
+	}
+	return result(reply), true
+}
+
+// result turns the supervisor's last reply into this process's exit.
+func result(reply []byte) int {
+	switch {
+	case len(reply) >= 2 && reply[0] == BrokenPipe:
+		// The command wrote to a closed pipe: die of SIGPIPE as it would
+		// have (the Go runtime ignores a SIGPIPE it did not cause, so
+		// the default action is restored first).
+		var dfl [4]uint64 // struct sigaction, all zero: SIG_DFL
+		_, _, _ = syscall.RawSyscall6(syscall.SYS_RT_SIGACTION, uintptr(syscall.SIGPIPE),
+			uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
+		_ = syscall.Kill(syscall.Getpid(), syscall.SIGPIPE)
+		return 141 // the shell's status for it, should the signal not end us
+	case len(reply) >= 3 && reply[0] == Exit && reply[len(reply)-1] == '\n':
+		if code, ok := atoi(reply[1 : len(reply)-1]); ok {
+			return code
+		}
+	}
+	_, _ = syscall.Write(2, []byte("hermes: error: the supervisor running this command ended before it did\n"))
+	return 1
+}
+
+// atoi reads a small non-negative decimal.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 4 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
