@@ -55,7 +55,7 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 // else the one its starter named for callers alike (callerSupervisor).
 // Such a supervisor also runs the commands its callers hand off (package
 // handoff) with cli; the runner's does not.
-func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli func(context.Context, handoff.Call, [3]*os.File) int) error {
+func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int) error {
 	if socket == "" {
 		socket = e.SupervisorSocket()
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +92,24 @@ func TestHandOff(t *testing.T) {
 			}
 		}
 	}
+	// Output into a pipe nobody reads: SIGPIPE, and nothing on stderr.
+	for _, extra := range [][]string{sessA, append(slices.Clone(sessA), self...)} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		var stderr bytes.Buffer
+		c := exec.Command(hermesBin, "log", id)
+		c.Env, c.Dir, c.Stdout, c.Stderr = append(slices.Clone(p.env), extra...), p.home, w, &stderr
+		err = c.Run()
+		w.Close()
+		ws, _ := c.ProcessState.Sys().(syscall.WaitStatus)
+		if !ws.Signaled() || ws.Signal() != syscall.SIGPIPE || stderr.Len() != 0 {
+			t.Errorf("log into a closed pipe (%s): %v, stderr %q; want death by SIGPIPE, silent", extra[len(extra)-1], err, stderr.String())
+		}
+	}
+
 	if ps := p.run(sessB, "ps", "--retained", "-q"); strings.Contains(ps.stdout, id) {
 		t.Errorf("session B lists session A's job %s:\n%s", id, ps)
 	}

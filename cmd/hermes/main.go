@@ -181,9 +181,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // caller is interrupted or gone. kong still reads the flags it takes from
 // the environment (HERMES_RUNNER_*) from this process's own: callers of
 // one key differ only in call-only variables, none of which is a flag's.
-func handedOff(ctx context.Context, call handoff.Call, stdio [3]*os.File) int {
+func handedOff(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 	return command(ctx, call.Args, &Globals{
-		Stdout: stdio[1], Stderr: stdio[2], Getenv: handoff.Lookup(call.Env), Environ: call.Env,
+		Stdout: stdout, Stderr: stderr, Getenv: handoff.Lookup(call.Env), Environ: call.Env,
 		Getwd: func() (string, error) { return call.Dir, nil },
 	})
 }

@@ -20,7 +20,7 @@ import (
 // hand-offs: `ps` prints its arguments and directory, exits with
 // $EXIT; `wait` blocks until cancelled and then creates $MARK; `log`
 // writes to its stdout and fails (a closed pipe, for the test).
-func testCLI(ctx context.Context, call handoff.Call, stdio [3]*os.File) int {
+func testCLI(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 	get := handoff.Lookup(call.Env)
 	switch handoff.CommandName(call.Args) {
 	case "wait":
@@ -28,13 +28,14 @@ func testCLI(ctx context.Context, call handoff.Call, stdio [3]*os.File) int {
 		_ = os.WriteFile(get("MARK"), nil, 0o600)
 		return 130
 	case "log":
-		if _, err := stdio[1].WriteString("output\n"); err != nil {
+		if _, err := io.WriteString(stdout, "output\n"); err != nil {
+			fmt.Fprintf(stderr, "hermes: error: %v\n", err) // never seen: the caller died of it
 			return 1
 		}
 		return 0
 	}
-	fmt.Fprintf(stdio[1], "out:%s\n", strings.Join(call.Args, " "))
-	fmt.Fprintf(stdio[2], "dir:%s\n", call.Dir)
+	fmt.Fprintf(stdout, "out:%s\n", strings.Join(call.Args, " "))
+	fmt.Fprintf(stderr, "dir:%s\n", call.Dir)
 	code, _ := strconv.Atoi(get("EXIT"))
 	return code
 }
@@ -103,12 +104,18 @@ func TestSupervisorRunsHandedOffCommands(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q", out, errOut)
 	}
 
-	// Output to a pipe nobody reads any more.
+	// Output to a pipe nobody reads any more: the caller is to die of
+	// SIGPIPE, and the command's complaint about it never shows.
 	outR, outW = pipe()
 	outR.Close()
-	_, reply = handOff(t, p.socket(), handoff.Call{Args: []string{"log", "proc_1"}, Env: env, Dir: "/"}, outW, os.Stderr)
+	errR, errW = pipe()
+	_, reply = handOff(t, p.socket(), handoff.Call{Args: []string{"log", "proc_1"}, Env: env, Dir: "/"}, outW, errW)
+	errW.Close()
 	if got := reply(); got != "ap1" {
 		t.Fatalf("reply %q, want acknowledgement and a broken pipe on stdout", got)
+	}
+	if errOut, _ := io.ReadAll(errR); len(errOut) != 0 {
+		t.Fatalf("stderr after the broken pipe: %q", errOut)
 	}
 
 	// A caller that goes away cancels its command.

@@ -12,14 +12,14 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
+	"github.com/hermesrun/hermes/internal/tty"
 )
 
 // SupervisorConfig is what a many-job supervisor needs.
@@ -39,9 +39,12 @@ type SupervisorConfig struct {
 	// CLI, if set, runs a command a hermes CLI process of the same
 	// context handed off (package handoff) with the caller's stdin,
 	// stdout and stderr, and returns its exit status; ctx ends when the
-	// caller is interrupted or gone. Without it, hand-offs are declined
-	// and the callers run their commands themselves.
-	CLI func(ctx context.Context, call handoff.Call, stdio [3]*os.File) int
+	// caller is interrupted or gone. stdout and stderr are the caller's
+	// *os.File where they are terminals; elsewhere they are writers that
+	// stop at a closed pipe, as the caller itself would have. Without
+	// CLI, hand-offs are declined and the callers run their commands
+	// themselves.
+	CLI func(ctx context.Context, call handoff.Call, stdin io.Reader, stdout, stderr io.Writer) int
 }
 
 // DefaultIdleExit is how long an idle supervisor waits for more jobs.
@@ -337,17 +340,12 @@ func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []b
 		_, _ = conn.Read(b[:])
 		cancel()
 	}()
-	code := s.cfg.CLI(cctx, call, stdio)
+	var broke atomic.Uint32
+	code := s.cfg.CLI(cctx, call, stdio[0], callerOutput(stdio[1], 1, &broke), callerOutput(stdio[2], 2, &broke))
 	out := fmt.Appendf(nil, "%c%d\n", handoff.Exit, code)
-	if code != 0 {
-		// A command whose output met a closed pipe would have died of
-		// SIGPIPE in the caller's process: so does the caller.
-		for i := 1; i <= 2; i++ {
-			if brokenPipe(stdio[i]) {
-				out = []byte{handoff.BrokenPipe, byte('0' + i)}
-				break
-			}
-		}
+	if n := broke.Load(); n != 0 {
+		// The caller dies of SIGPIPE, as it would have at that write.
+		out = []byte{handoff.BrokenPipe, byte('0' + n)}
 	}
 	// The caller's descriptors are closed before it learns the end, so
 	// that whoever reads its output sees EOF when it exits.
@@ -355,6 +353,45 @@ func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []b
 		f.Close()
 	}
 	_, _ = conn.Write(out)
+}
+
+// callerOutput is descriptor n (1 or 2) of a caller as its handed-off
+// command writes to it: f itself when it is a terminal (the command may
+// format for one), else a pipeOutput.
+func callerOutput(f *os.File, n uint32, broke *atomic.Uint32) io.Writer {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return f
+	}
+	term := false
+	// Through SyscallConn: Fd would make the descriptor blocking, and the
+	// caller shares its flags with whoever else holds it.
+	_ = rc.Control(func(fd uintptr) { term = tty.IsTerminal(fd) })
+	if term {
+		return f
+	}
+	return pipeOutput{f: f, n: n, broke: broke}
+}
+
+// pipeOutput writes to a caller's stdout or stderr. In the caller's own
+// process, the first write to either that met a closed pipe would have
+// ended it with SIGPIPE; here it records which descriptor broke, and the
+// command writes nothing more to either (its error message included).
+type pipeOutput struct {
+	f     *os.File
+	n     uint32
+	broke *atomic.Uint32
+}
+
+func (o pipeOutput) Write(p []byte) (int, error) {
+	if o.broke.Load() != 0 {
+		return 0, syscall.EPIPE
+	}
+	n, err := o.f.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		o.broke.CompareAndSwap(0, o.n)
+	}
+	return n, err
 }
 
 // readCall reads the rest of a hand-off request that began with first.
@@ -380,23 +417,6 @@ func readCall(conn *net.UnixConn, first []byte) (handoff.Call, error) {
 		}
 		buf = append(buf, more[:n]...)
 	}
-}
-
-// brokenPipe reports whether f is a pipe or socket whose reader has gone.
-// It reaches the descriptor through SyscallConn, since Fd would make it
-// blocking, and the caller shares its flags with whoever else holds it.
-func brokenPipe(f *os.File) bool {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
-	broken := false
-	_ = rc.Control(func(fd uintptr) {
-		pfd := []unix.PollFd{{Fd: int32(fd)}}
-		n, err := unix.Poll(pfd, 0)
-		broken = err == nil && n > 0 && pfd[0].Revents&unix.POLLERR != 0
-	})
-	return broken
 }
 
 // idleFor is how long the supervisor has had no connection (and so no

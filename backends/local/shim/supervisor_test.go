@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -62,7 +63,7 @@ func runAsSupervisor(home string) int {
 		return 1
 	}
 	idle, _ := time.ParseDuration(os.Getenv(idleEnv))
-	var cli func(context.Context, handoff.Call, [3]*os.File) int
+	var cli func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int
 	if os.Getenv(cliEnv) != "" {
 		cli = testCLI
 	}
