@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,6 +80,14 @@ func startRunnerServe(t *testing.T, bin string, env []string) string {
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			t.Error("hermes serve ignored SIGTERM")
+		}
+		// The runner's supervisor outlives it, by design; a test ends it
+		// while the profile is still there to record its jobs in (with
+		// the profile gone, it would retry their receipts for ever).
+		for _, kv := range env {
+			if home, ok := strings.CutPrefix(kv, "HERMES_HOME="); ok {
+				endSupervisors(t, home)
+			}
 		}
 	})
 	select {
@@ -282,4 +291,33 @@ func withoutPID(t *testing.T, s string) string {
 	}
 	b, _ := json.Marshal(list)
 	return string(b)
+}
+
+// endSupervisors sends SIGTERM to the supervisors (hermes supervise) of the
+// profile at home and waits until they are gone.
+func endSupervisors(t *testing.T, home string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		if len(args) >= 4 && args[1] == "supervise" && args[2] == "--socket" && strings.HasPrefix(args[3], home+"/run/") {
+			pids = append(pids, pid)
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("supervisor %d of %s ignored SIGTERM", pid, home)
+		}
+	}
 }
