@@ -19,6 +19,11 @@ const (
 	// redactHoldMax bounds what is held back to keep a private key block
 	// whole; past it the block is masked to the end of what is held.
 	redactHoldMax = 1 << 20
+	// redactQueueMax is how much may wait for the masking goroutine
+	// before Write blocks: above redactHoldMax, so that a held key block
+	// never stops the writer for good, and bounded, so that a job that
+	// prints faster than its log is written holds memory, not more.
+	redactQueueMax = redactHoldMax + 4*redactFlushAt
 	// redactIdleLine and redactIdlePartial are how long output may wait
 	// for more before it is written on: complete lines soon, a partial
 	// line (a secret may be arriving in pieces) a little later.
@@ -38,117 +43,219 @@ var (
 // in-memory buffer keeps a margin; a private key block is held until its
 // END line. Held output is written on after a short idle time so that
 // readers of the log (another process following a live job) keep up.
+//
+// Masking and writing run on a goroutine of their own, started by the
+// first Write: Write only appends to what is held. On two cores the job's
+// pipe is then emptied while the previous part is masked and written,
+// instead of the job waiting on both in turn.
 type redactingWriter struct {
+	w io.Writer
+
 	mu      sync.Mutex
-	w       io.Writer
+	taken   sync.Cond // on mu: the worker took output out of pending
 	pending []byte
-	timer   *time.Timer
-	// inKey is set while a private key block masked to the end of a
-	// flushed part has not reached its END line: its body is dropped.
-	inKey  bool
-	closed bool
-	err    error
+	writes  uint64 // calls of Write, for the worker to tell idle output
+	started bool
+	closed  bool
+	err     error // the first error of w; later output is dropped
+	kick    chan struct{}
+	done    chan struct{} // closed by the worker once everything is written
+
+	// inKey, owned by the worker, is set while a private key block masked
+	// to the end of a flushed part has not reached its END line: its body
+	// is dropped.
+	inKey bool
 }
 
-func newRedactingWriter(w io.Writer) *redactingWriter { return &redactingWriter{w: w} }
+func newRedactingWriter(w io.Writer) *redactingWriter {
+	r := &redactingWriter{w: w, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	r.taken.L = &r.mu
+	return r
+}
 
-// Write implements io.Writer.
+// Write implements io.Writer. It blocks only while redactQueueMax bytes
+// wait to be masked.
 func (r *redactingWriter) Write(p []byte) (int, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	for len(r.pending) >= redactQueueMax && !r.closed && r.err == nil {
+		r.taken.Wait()
+	}
 	if r.closed {
+		r.mu.Unlock()
 		return 0, io.ErrClosedPipe
 	}
-	r.pending = append(r.pending, p...)
-	if len(r.pending) >= redactFlushAt {
-		r.flush(len(r.pending)-RedactMargin, false)
-	}
-	r.arm(redactIdleLine)
-	return len(p), r.err
-}
-
-func (r *redactingWriter) arm(d time.Duration) {
-	if len(r.pending) == 0 {
-		return
-	}
-	if r.timer == nil {
-		r.timer = time.AfterFunc(d, r.idle)
-		return
-	}
-	r.timer.Reset(d)
-}
-
-// idle writes on what waited: whole lines first, a partial line once it
-// has waited longer.
-func (r *redactingWriter) idle() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || len(r.pending) == 0 {
-		return
-	}
 	before := len(r.pending)
-	r.flush(len(r.pending), false)
-	if len(r.pending) == 0 {
-		return
+	r.pending = append(r.pending, p...)
+	r.writes++
+	if !r.started {
+		r.started = true
+		go r.run()
 	}
-	if len(r.pending) == before {
-		// Nothing could go at a line end: the partial line has waited.
-		r.flush(len(r.pending), true)
-		return
+	err := r.err
+	r.mu.Unlock()
+	// The worker is woken when output arrives with nothing held, when a
+	// part is full, and when a held key block reaches its bound: waking
+	// it on every write of a chatty job would cost more than the masking.
+	after := before + len(p)
+	if before == 0 || before < redactFlushAt && after >= redactFlushAt || before < redactHoldMax && after >= redactHoldMax {
+		r.wake()
 	}
-	r.arm(redactIdlePartial)
+	return len(p), err
+}
+
+func (r *redactingWriter) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run is the worker: it writes on full parts as they come, whole lines
+// once the output has paused for redactIdleLine, a partial line once it
+// has paused for redactIdlePartial more (or at once when it is all that is
+// held), and everything at Close.
+func (r *redactingWriter) run() {
+	defer close(r.done)
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	var (
+		seen  uint64 // writes when the timer was set
+		fired bool   // the timer, not a kick, woke the worker
+		quiet int    // timer periods without a write
+	)
+	for {
+		r.mu.Lock()
+		for len(r.pending) >= redactFlushAt && !r.closed && r.flush(len(r.pending)-RedactMargin, false) {
+		}
+		if r.closed {
+			r.flushAll() // unlocks
+			return
+		}
+		var wait time.Duration
+		switch {
+		case len(r.pending) == 0:
+			quiet = 0
+		case !fired || r.writes != seen:
+			// Output came since the timer was set: wait for a pause.
+			quiet, wait = 0, redactIdleLine
+		default:
+			quiet++
+			moved := true
+			switch {
+			case quiet == 1:
+				// Whole lines go now; a partial line that is all
+				// there is has waited long enough too.
+				moved = r.flush(len(r.pending), false) || r.flush(len(r.pending), true)
+			case time.Duration(quiet-1)*redactIdleLine >= redactIdlePartial:
+				moved = r.flush(len(r.pending), true)
+			}
+			if len(r.pending) > 0 {
+				wait = redactIdleLine
+				if !moved {
+					// Only part of a rune: it waits for the rest
+					// (or Close), checked now and then.
+					wait = redactIdlePartial
+				}
+			}
+		}
+		seen = r.writes
+		r.mu.Unlock()
+
+		fired = false
+		if wait > 0 {
+			idle.Reset(wait)
+		}
+		select {
+		case <-r.kick:
+			idle.Stop()
+		case <-idle.C:
+			fired = true
+		}
+	}
 }
 
 // flush writes on pending[:cut'] where cut' is the last line end at or
-// before limit (or limit itself when the line is overlong, or force).
-func (r *redactingWriter) flush(limit int, force bool) {
+// before limit (or limit itself when the line is overlong, or force). It
+// is called by the worker with mu held, which it releases while masking
+// and writing: Write only appends, so the part being written stays as it
+// is. It reports whether any output was taken out of pending.
+func (r *redactingWriter) flush(limit int, force bool) bool {
 	if limit <= 0 {
-		return
+		return false
 	}
 	cut := lastNewline(r.pending[:limit]) + 1
 	if cut == 0 {
 		if !force && limit < redactFlushAt-RedactMargin {
-			return
+			return false
 		}
+		// Do not split a multi-byte rune: its lead byte is at most
+		// UTFMax-1 bytes back. Bytes that are not UTF-8 are cut anywhere
+		// (walking back over all of them would never cut at all).
 		cut = limit
-		for cut > 0 && !utf8.RuneStart(r.pending[cut-1]) {
-			cut--
-		}
-		if cut > 0 && r.pending[cut-1] >= utf8.RuneSelf {
-			cut-- // do not split a multi-byte rune
+		for back := 0; back < utf8.UTFMax && back < cut; back++ {
+			if b := r.pending[cut-back-1]; utf8.RuneStart(b) {
+				if b >= utf8.RuneSelf {
+					cut -= back + 1
+				}
+				break
+			}
 		}
 		if cut <= 0 {
-			return
-		}
-	}
-	if !r.inKey {
-		// Keep an unterminated private key block for the next part,
-		// unless it has grown past reason.
-		if b := lastPEMBegin(r.pending[:cut]); b >= 0 && !bytes.Contains(r.pending[b:cut], pemEnd) {
-			if b > 0 {
-				cut = b
-			} else if len(r.pending) < redactHoldMax && !force {
-				return
-			} else {
-				r.inKey = true // masked to the end below; drop its body after
-				r.write(redact.String(transient(r.pending[:cut])))
-				r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
-				return
-			}
+			return false
 		}
 	}
 	part := r.pending[:cut]
-	if r.inKey {
+	if !r.inKey {
+		// Keep an unterminated private key block for the next part,
+		// unless it has grown past reason.
+		if b := lastPEMBegin(part); b >= 0 && !bytes.Contains(part[b:], pemEnd) {
+			if b > 0 {
+				cut, part = b, part[:b]
+			} else if len(r.pending) < redactHoldMax && !force {
+				return false
+			} else {
+				r.inKey = true // masked to the end below; drop its body after
+			}
+		}
+	} else {
 		e := bytes.Index(part, pemEnd)
 		if e < 0 {
-			r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
-			return // still inside the key's body
+			r.take(cut) // still inside the key's body
+			return true
 		}
 		r.inKey = false
 		part = part[e:]
 	}
+	r.mu.Unlock()
 	r.write(redact.String(transient(part)))
-	r.pending = r.pending[:copy(r.pending, r.pending[cut:])]
+	r.mu.Lock()
+	r.take(cut)
+	return true
+}
+
+// take drops pending[:n], written on, and lets a blocked Write go on.
+func (r *redactingWriter) take(n int) {
+	r.pending = r.pending[:copy(r.pending, r.pending[n:])]
+	r.taken.Broadcast()
+}
+
+// flushAll writes on everything held, at Close. It is called with mu
+// held and releases it.
+func (r *redactingWriter) flushAll() {
+	part := r.pending
+	if r.inKey {
+		if e := bytes.Index(part, pemEnd); e >= 0 {
+			part = part[e:]
+		} else {
+			part = nil
+		}
+	}
+	r.pending = nil
+	r.mu.Unlock()
+	if len(part) > 0 {
+		// Closed: nothing appends to the array part views any more.
+		r.write(redact.String(transient(part)))
+	}
 }
 
 // lastNewline is bytes.LastIndexByte(b, '\n'), which is a byte-at-a-time
@@ -194,36 +301,47 @@ func transient(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
+// write writes s on to w unless w has failed. The worker calls it without
+// mu (the error is read by Write under mu, so it is set under mu).
 func (r *redactingWriter) write(s string) {
-	if r.err != nil {
+	r.mu.Lock()
+	failed := r.err != nil
+	r.mu.Unlock()
+	if failed {
 		return
 	}
 	if _, err := io.WriteString(r.w, s); err != nil {
+		r.mu.Lock()
 		r.err = err
+		r.taken.Broadcast()
+		r.mu.Unlock()
 	}
 }
 
-// Close writes on everything held (masked) and stops the idle timer. It
-// does not close w.
+// Close writes on everything held (masked) and waits until it is written.
+// It does not close w.
 func (r *redactingWriter) Close() error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
-		return r.err
+		r.mu.Unlock()
+		<-r.done
+		return r.errLocked()
 	}
 	r.closed = true
-	if r.timer != nil {
-		r.timer.Stop()
+	started := r.started
+	r.taken.Broadcast()
+	r.mu.Unlock()
+	if !started {
+		close(r.done)
+		return nil
 	}
-	if len(r.pending) > 0 {
-		if r.inKey {
-			if e := bytes.Index(r.pending, pemEnd); e >= 0 {
-				r.write(redact.String(string(r.pending[e:])))
-			}
-		} else {
-			r.write(redact.String(string(r.pending)))
-		}
-		r.pending = nil
-	}
+	r.wake()
+	<-r.done
+	return r.errLocked()
+}
+
+func (r *redactingWriter) errLocked() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return r.err
 }

@@ -102,3 +102,137 @@ func TestLastNewline(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactingWriterKeepsEveryByte: output with nothing to mask reaches
+// the log unchanged and in order, whatever the chunking: multi-byte runes
+// across part boundaries, one overlong line of them, and bytes that are not
+// UTF-8 at all (which must still be cut into parts, not held for ever).
+func TestRedactingWriterKeepsEveryByte(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stream string
+		chunk  int
+	}{
+		{"lines of runes", strings.Repeat("héllo wörld ✓ 日本\n", 20000), 4093},
+		{"one line of runes", strings.Repeat("✓日", 200000), 65536},
+		{"continuation bytes only", strings.Repeat("\x80", 3*redactQueueMax), 1 << 16},
+		{"small writes", strings.Repeat("line\n", 50000), 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out syncBuffer
+			w := newRedactingWriter(&out)
+			for s := tc.stream; s != ""; {
+				n := min(tc.chunk, len(s))
+				if _, err := w.Write([]byte(s[:n])); err != nil {
+					t.Fatal(err)
+				}
+				s = s[n:]
+			}
+			// Parts go on while the job runs, not all at Close.
+			deadline := time.Now().Add(10 * time.Second)
+			for len(out.String()) < len(tc.stream)-redactFlushAt-RedactMargin {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d bytes written on before Close", len(out.String()), len(tc.stream))
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := out.String(); got != tc.stream {
+				t.Fatalf("log differs from the output: %d bytes, want %d", len(got), len(tc.stream))
+			}
+		})
+	}
+}
+
+// gate is a writer that blocks until it is opened.
+type gate struct {
+	open chan struct{}
+	out  syncBuffer
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	<-g.open
+	return g.out.Write(p)
+}
+
+// TestRedactingWriterBoundsWhatWaits: a log that cannot keep up (a slow
+// disk) makes Write wait once redactQueueMax bytes are held, instead of
+// holding everything the job prints; Close ends a waiting Write.
+func TestRedactingWriterBoundsWhatWaits(t *testing.T) {
+	g := &gate{open: make(chan struct{})}
+	w := newRedactingWriter(g)
+	chunk := []byte(strings.Repeat("0123456789abcde\n", 4096)) // 64 KiB
+	wrote := make(chan int, 1)
+	go func() {
+		n := 0
+		for range 64 { // 4 MiB
+			if _, err := w.Write(chunk); err != nil {
+				break
+			}
+			n += len(chunk)
+		}
+		wrote <- n
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		held := len(w.pending)
+		w.mu.Unlock()
+		if held > redactQueueMax+len(chunk) {
+			t.Fatalf("%d bytes held, bound %d", held, redactQueueMax)
+		}
+		if held >= redactQueueMax {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d bytes held before the writer stopped", held)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case n := <-wrote:
+		t.Fatalf("all %d bytes accepted by a log that wrote none", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.open)
+	n := <-wrote
+	if n != 64*len(chunk) {
+		t.Fatalf("wrote %d bytes, want %d", n, 64*len(chunk))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.out.String(); got != strings.Repeat(string(chunk), 64) {
+		t.Fatalf("log holds %d bytes, want %d", len(got), 64*len(chunk))
+	}
+
+	// Closed while a Write waits: the Write ends with an error.
+	g2 := &gate{open: make(chan struct{})}
+	w2 := newRedactingWriter(g2)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := w2.Write(chunk); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- w2.Close() }()
+	select {
+	case err := <-errs:
+		if err == nil {
+			t.Fatal("no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a waiting Write did not end at Close")
+	}
+	close(g2.open)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

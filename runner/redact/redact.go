@@ -74,9 +74,10 @@ func String(s string) string {
 func redact(s string) (string, bool) {
 	var b strings.Builder
 	var prev behind // s[prev.last:] has not been copied to b yet
+	starts := startPairs()
 	// The last byte cannot start a secret: every rule needs at least two.
 	for i := 0; i+1 < len(s); i++ {
-		if k := uint(s[i])<<8 | uint(s[i+1]); startPairs[k>>6]&(1<<(k&63)) == 0 {
+		if !starts[uint16(s[i])|uint16(s[i+1])<<8] {
 			continue
 		}
 		m := matchAt(s, i, prev)

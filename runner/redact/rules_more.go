@@ -14,14 +14,14 @@ func matchVendor(s string, i int) match {
 		return match{}
 	}
 	rest := s[i:]
-	for _, v := range vendorTokens {
+	for _, v := range vendorsByFirst[s[i]] {
 		if strings.HasPrefix(rest, v.prefix) {
 			if m := prefixed(s, i, len(v.prefix), v.class, v.min); m.hit {
 				return m
 			}
 		}
 	}
-	if strings.HasPrefix(rest, "hooks.slack.com/services/") {
+	if s[i] == 'h' && strings.HasPrefix(rest, "hooks.slack.com/services/") {
 		return prefixed(s, i, len("hooks.slack.com/services/"), isWebhookPath, 20)
 	}
 	return match{}
@@ -52,6 +52,17 @@ var vendorTokens = []vendorToken{
 	{"pypi-", isKeyChar, 40}, // PyPI upload tokens
 	{"SG.", isSendGrid, 40},  // SendGrid
 }
+
+// vendorsByFirst holds vendorTokens by the first byte of their prefix, so a
+// word that merely starts with a trigger letter ("do", "red") is compared
+// with the one or two prefixes it could be, not all of them.
+var vendorsByFirst = func() *[256][]vendorToken {
+	var t [256][]vendorToken
+	for _, v := range vendorTokens {
+		t[v.prefix[0]] = append(t[v.prefix[0]], v)
+	}
+	return &t
+}()
 
 // matchShortFlag finds passwords given as short flags: the attached form
 // (mysql -pSECRET) anywhere it looks like a password, and the separate form
