@@ -142,3 +142,18 @@ func BenchmarkFileStoreGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFileStoreList lists a store holding 1,000 small receipts, as
+// `hermes ps --retained` does.
+func BenchmarkFileStoreList(b *testing.B) {
+	s, _ := filledStore(b, receipts.DefaultMaxRetained)
+	scope := receipts.Scope{Owners: []string{"bench-owner"}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := s.List(ctx, scope, receipts.Filter{})
+		if err != nil || len(got) != receipts.DefaultMaxRetained {
+			b.Fatalf("List: %d receipts, %v", len(got), err)
+		}
+	}
+}
