@@ -325,7 +325,7 @@ func (r *redactingWriter) Close() error {
 	if r.closed {
 		r.mu.Unlock()
 		<-r.done
-		return r.errLocked()
+		return r.firstErr()
 	}
 	r.closed = true
 	started := r.started
@@ -337,10 +337,11 @@ func (r *redactingWriter) Close() error {
 	}
 	r.wake()
 	<-r.done
-	return r.errLocked()
+	return r.firstErr()
 }
 
-func (r *redactingWriter) errLocked() error {
+// firstErr is the first error of w, if any.
+func (r *redactingWriter) firstErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.err
