@@ -17,9 +17,10 @@ const (
 	// writers is how many write batches may be in flight at once. Two:
 	// while one runs on the server, the next is sent and waits there
 	// instead of being sent only when the first returns. With one, Redis
-	// idled a third of the time between batches (50 callers: 62k
-	// receipts/s against 70-75k with two, and 65-72k with three, which
-	// split the callers into smaller batches; bench/redis_store.sh).
+	// idled a third of the time between batches (BenchmarkRedisStorePut,
+	// 50 callers, alternating rounds: 60-63k receipts/s with one, 72-77k
+	// with two, 65-72k with three, which splits the callers into smaller
+	// batches).
 	writers = 2
 	// readers is how many read batches may be in flight at once.
 	readers = 2
