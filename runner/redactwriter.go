@@ -44,8 +44,9 @@ var (
 // END line. Held output is written on after a short idle time so that
 // readers of the log (another process following a live job) keep up.
 //
-// Masking and writing run on a goroutine of their own, started by the
-// first Write: Write only appends to what is held. On two cores the job's
+// Masking and writing run on a goroutine of their own, started by a Write
+// that finds none and ended once nothing is held (a quiet job costs no
+// goroutine): Write only appends to what is held. On two cores the job's
 // pipe is then emptied while the previous part is masked and written,
 // instead of the job waiting on both in turn.
 type redactingWriter struct {
@@ -55,11 +56,11 @@ type redactingWriter struct {
 	taken   sync.Cond // on mu: the worker took output out of pending
 	pending []byte
 	writes  uint64 // calls of Write, for the worker to tell idle output
-	started bool
+	started bool   // a worker is running
 	closed  bool
 	err     error // the first error of w; later output is dropped
 	kick    chan struct{}
-	done    chan struct{} // closed by the worker once everything is written
+	done    chan struct{} // closed by the running worker when it ends
 
 	// inKey, owned by the worker, is set while a private key block masked
 	// to the end of a flushed part has not reached its END line: its body
@@ -68,7 +69,7 @@ type redactingWriter struct {
 }
 
 func newRedactingWriter(w io.Writer) *redactingWriter {
-	r := &redactingWriter{w: w, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &redactingWriter{w: w, kick: make(chan struct{}, 1)}
 	r.taken.L = &r.mu
 	return r
 }
@@ -88,8 +89,8 @@ func (r *redactingWriter) Write(p []byte) (int, error) {
 	r.pending = append(r.pending, p...)
 	r.writes++
 	if !r.started {
-		r.started = true
-		go r.run()
+		r.started, r.done = true, make(chan struct{})
+		go r.run(r.done)
 	}
 	err := r.err
 	r.mu.Unlock()
@@ -114,8 +115,8 @@ func (r *redactingWriter) wake() {
 // once the output has paused for redactIdleLine, a partial line once it
 // has paused for redactIdlePartial more (or at once when it is all that is
 // held), and everything at Close.
-func (r *redactingWriter) run() {
-	defer close(r.done)
+func (r *redactingWriter) run(done chan struct{}) {
+	defer close(done)
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	var (
@@ -134,7 +135,6 @@ func (r *redactingWriter) run() {
 		var wait time.Duration
 		switch {
 		case len(r.pending) == 0:
-			quiet = 0
 		case !fired || r.writes != seen:
 			// Output came since the timer was set: wait for a pause.
 			quiet, wait = 0, redactIdleLine
@@ -157,6 +157,13 @@ func (r *redactingWriter) run() {
 					wait = redactIdlePartial
 				}
 			}
+		}
+		if len(r.pending) == 0 {
+			// All written: the next Write starts another worker.
+			r.started = false
+			r.mu.Unlock()
+			idle.Stop()
+			return
 		}
 		seen = r.writes
 		r.mu.Unlock()
@@ -322,21 +329,14 @@ func (r *redactingWriter) write(s string) {
 // It does not close w.
 func (r *redactingWriter) Close() error {
 	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		<-r.done
-		return r.firstErr()
-	}
 	r.closed = true
-	started := r.started
+	running, done := r.started, r.done
 	r.taken.Broadcast()
 	r.mu.Unlock()
-	if !started {
-		close(r.done)
-		return nil
+	if running {
+		r.wake()
+		<-done
 	}
-	r.wake()
-	<-r.done
 	return r.firstErr()
 }
 

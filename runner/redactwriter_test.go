@@ -236,3 +236,37 @@ func TestRedactingWriterBoundsWhatWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRedactingWriterQuietJobHoldsNoGoroutine: once everything written is
+// in the log, the worker ends (thousands of quiet jobs cost no goroutine
+// each), and the next write starts another.
+func TestRedactingWriterQuietJobHoldsNoGoroutine(t *testing.T) {
+	var out syncBuffer
+	w := newRedactingWriter(&out)
+	running := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.started
+	}
+	for round, line := range []string{"first\n", "second\n", "third, partial"} {
+		if _, err := w.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for running() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: worker still running, log %q", round, out.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if got, want := out.String(), "first\nsecond\nthird, partial"; got != want {
+		t.Fatalf("log = %q, want %q", got, want)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("late\n")); err == nil {
+		t.Fatal("a write after Close was taken")
+	}
+}
