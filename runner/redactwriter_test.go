@@ -26,6 +26,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// writeChunks writes stream to w in writes of chunk bytes.
+func writeChunks(t *testing.T, w *redactingWriter, stream string, chunk int) {
+	t.Helper()
+	for s := stream; s != ""; {
+		n := min(chunk, len(s))
+		if _, err := w.Write([]byte(s[:n])); err != nil {
+			t.Fatal(err)
+		}
+		s = s[n:]
+	}
+}
+
 const testKey = "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
 
 func TestRedactingWriterNeverPersistsASecret(t *testing.T) {
@@ -46,13 +58,7 @@ func TestRedactingWriterNeverPersistsASecret(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out syncBuffer
 			w := newRedactingWriter(&out)
-			for s := tc.stream; s != ""; {
-				n := min(tc.chunk, len(s))
-				if _, err := w.Write([]byte(s[:n])); err != nil {
-					t.Fatal(err)
-				}
-				s = s[n:]
-			}
+			writeChunks(t, w, tc.stream, tc.chunk)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -121,13 +127,7 @@ func TestRedactingWriterKeepsEveryByte(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out syncBuffer
 			w := newRedactingWriter(&out)
-			for s := tc.stream; s != ""; {
-				n := min(tc.chunk, len(s))
-				if _, err := w.Write([]byte(s[:n])); err != nil {
-					t.Fatal(err)
-				}
-				s = s[n:]
-			}
+			writeChunks(t, w, tc.stream, tc.chunk)
 			// Parts go on while the job runs, not all at Close.
 			deadline := time.Now().Add(10 * time.Second)
 			for len(out.String()) < len(tc.stream)-redactFlushAt-RedactMargin {

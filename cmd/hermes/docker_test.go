@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -156,30 +155,13 @@ func waitContainerState(t *testing.T, home, id string, state container.Container
 // home (those watching id, when id is not empty), found by their command
 // line and environment in /proc.
 func watchersOf(home, id string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	return testenv.Processes(func(pid int, args []string) bool {
 		if len(args) < 3 || args[0] != hermesBin || args[1] != "watch" || (id != "" && args[len(args)-1] != id) {
-			continue
+			return false
 		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "HERMES_HOME="+home) {
-			continue
-		}
-		if alive(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		return err == nil && slices.Contains(strings.Split(string(env), "\x00"), "HERMES_HOME="+home) && alive(pid)
+	})
 }
 
 // receiptPath is where the embedded store keeps id's receipt.
@@ -224,11 +206,16 @@ func readReceipt(t *testing.T, home, id string) (storedReceipt, []byte, os.FileI
 // try runs hermes like profile.run but reports failures instead of ending
 // the test, so that goroutines may call it.
 func (p *testProfile) try(extra []string, args ...string) (result, error) {
+	return p.tryIn(extra, p.home, args...)
+}
+
+// tryIn is try with dir as the working directory.
+func (p *testProfile) tryIn(extra []string, dir string, args ...string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hermesBin, args...)
 	cmd.Env = append(slices.Clip(p.env), extra...)
-	cmd.Dir = p.home
+	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,19 +149,9 @@ func TestHandOff(t *testing.T) {
 // runIn runs hermes in dir with p's environment plus extra.
 func runIn(t *testing.T, p *testProfile, extra []string, dir string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(hermesBin, args...)
-	cmd.Env, cmd.Dir = append(slices.Clone(p.env), extra...), dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	res := result{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		res.code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("hermes %q: %v\n%s", args, err, res)
+	res, err := p.tryIn(extra, dir, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return res
 }

@@ -12,12 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 )
 
 // cliRun is one invocation's outcome.
@@ -297,19 +298,11 @@ func withoutPID(t *testing.T, s string) string {
 // profile at home and waits until they are gone.
 func endSupervisors(t *testing.T, home string) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		args := strings.Split(string(b), "\x00")
-		if len(args) >= 4 && args[1] == "supervise" && args[2] == "--socket" && strings.HasPrefix(args[3], home+"/run/") {
-			pids = append(pids, pid)
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-		}
+	pids := testenv.Processes(func(_ int, args []string) bool {
+		return len(args) >= 4 && args[1] == "supervise" && args[2] == "--socket" && strings.HasPrefix(args[3], home+"/run/")
+	})
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, pid := range pids {

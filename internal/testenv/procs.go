@@ -30,3 +30,25 @@ func ProcessGroup(pgid int) []int {
 	}
 	return pids
 }
+
+// Processes lists the processes, read from /proc, whose command line
+// (its arguments, argv[0] first) match accepts: tests use it to find the
+// hermes processes they started indirectly (supervisors, watchers).
+func Processes(match func(pid int, args []string) bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		if match(pid, strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/handoff"
 )
 
@@ -60,6 +61,20 @@ func handOff(t *testing.T, sock string, call handoff.Call, stdout, stderr *os.Fi
 	}
 }
 
+// keepUp starts a job through d that holds its supervisor up until the
+// test ends, when the job is released and waited for.
+func keepUp(t *testing.T, d *local.Detached) {
+	t.Helper()
+	cmd, release := held(t, "true")
+	h, _ := start(t, d, cmd)
+	t.Cleanup(func() {
+		release()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = h.Wait(ctx)
+	})
+}
+
 // TestSupervisorRunsHandedOffCommands: a supervisor with a CLI runs a
 // hand-off with the caller's descriptors, arguments and directory,
 // closes those descriptors before it reports the exit status, reports a
@@ -70,15 +85,7 @@ func TestSupervisorRunsHandedOffCommands(t *testing.T) {
 	p := profile(t.TempDir())
 	stopSupervisor(t, p)
 	d := p.supervised(exe, cliEnv+"=1")
-	// A held job keeps the supervisor up.
-	cmd, release := held(t, "true")
-	h, _ := start(t, d, cmd)
-	t.Cleanup(func() {
-		release()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = h.Wait(ctx)
-	})
+	keepUp(t, d)
 	pipe := func() (*os.File, *os.File) {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -167,14 +174,7 @@ func TestSupervisorWithoutCLIDeclines(t *testing.T) {
 	p := profile(t.TempDir())
 	stopSupervisor(t, p)
 	d := p.supervised(exe)
-	cmd, release := held(t, "true")
-	h, _ := start(t, d, cmd)
-	t.Cleanup(func() {
-		release()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = h.Wait(ctx)
-	})
+	keepUp(t, d)
 	_, reply := handOff(t, p.socket(), handoff.Call{Args: []string{"ps"}, Env: []string{"HOME=/h"}, Dir: "/"}, os.Stdout, os.Stderr)
 	if got := reply(); got != "" {
 		t.Fatalf("a supervisor without a CLI answered %q", got)

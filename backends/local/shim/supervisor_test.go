@@ -28,6 +28,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -155,23 +156,13 @@ func stopSupervisor(t *testing.T, p paths) {
 func pidsOf(t *testing.T, arg, home string) []int {
 	t.Helper()
 	exe, _ := os.Executable()
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		args := strings.Split(string(cmdline), "\x00")
+	return testenv.Processes(func(pid int, args []string) bool {
 		if len(args) < 2 || args[0] != exe || args[1] != arg {
-			continue
+			return false
 		}
-		if v, ok := osproc.Environ(pid, shimHomeEnv); ok && v == home {
-			out = append(out, pid)
-		}
-	}
-	return out
+		v, ok := osproc.Environ(pid, shimHomeEnv)
+		return ok && v == home
+	})
 }
 
 // TestSupervisorConformance runs the backend contract suite against jobs
