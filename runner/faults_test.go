@@ -100,6 +100,9 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 type supervisedBackend struct {
 	runner.NoRecovery
 	store receipts.Store
+	// removeAfter removes the receipt once written, as hermes rm in
+	// another process would, before the end is observed.
+	removeAfter bool
 }
 
 func (supervisedBackend) Name() string { return "local" }
@@ -114,6 +117,9 @@ func (b supervisedBackend) Start(ctx context.Context, spec runner.Spec) (runner.
 		rec := &receipts.Receipt{ID: spec.ID, Command: spec.Command, Backend: "local", Status: receipts.StatusExited,
 			ExitCode: 2, StartedAt: spec.Meta.StartedAt, FinishedAt: time.Now().UTC(), Output: "true output\n"}
 		_ = b.store.Create(context.Background(), rec)
+		if b.removeAfter {
+			_ = b.store.Delete(context.Background(), spec.ID)
+		}
 		close(h.done)
 	}()
 	return h, nil
@@ -167,6 +173,33 @@ func TestSupervisedEndReadDuringOutage(t *testing.T) {
 	res, err := r.Wait(ctx, info.ID)
 	if err != nil || res.Status != receipts.StatusExited || *res.ExitCode != 2 || res.Output != "true output\n" {
 		t.Fatalf("wait after the outage = %+v, %v", res, err)
+	}
+}
+
+// TestSupervisedEndAfterRemove: a receipt removed (hermes rm, prune) after
+// the supervisor wrote it and before this observer read it back stays
+// removed: the observer records no "lost" receipt in its place, and its
+// waiters, like every later caller, find the process gone.
+func TestSupervisedEndAfterRemove(t *testing.T) {
+	h := newHome(t)
+	r := h.registry(t, func(o *runner.Options) {
+		o.Backends = []runner.Backend{supervisedBackend{store: h.store, removeAfter: true}}
+	})
+	info, err := r.Start(context.Background(), runner.StartRequest{Command: "exit 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A waiter wakes at the end and finds what a later caller would.
+	if res, err := r.Wait(ctx, info.ID); !errors.Is(err, runner.ErrNotFound) {
+		t.Fatalf("wait = %+v, %v", res, err)
+	}
+	if rec, err := h.store.Get(context.Background(), info.ID, receipts.Anonymous()); !errors.Is(err, receipts.ErrNotFound) {
+		t.Fatalf("the removed receipt came back: %+v, %v", rec, err)
+	}
+	if p, err := r.Poll(context.Background(), info.ID); !errors.Is(err, runner.ErrNotFound) {
+		t.Fatalf("poll after the removal = %+v, %v", p, err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,6 +23,9 @@ type elsewhereBackend struct {
 	waits    atomic.Int32
 	attaches atomic.Int32
 	ended    chan struct{}
+	// store, when set, gets the receipt at the end, as from the
+	// process's supervisor.
+	store receipts.Store
 }
 
 func (b *elsewhereBackend) Name() string { return "local" }
@@ -63,7 +68,15 @@ func (h *elsewhereHandle) Wait(ctx context.Context) (Exit, error) {
 	}
 }
 func (h *elsewhereHandle) Signal(context.Context, syscall.Signal) error { return nil }
-func (h *elsewhereHandle) Kill(context.Context, time.Duration) error {
+func (h *elsewhereHandle) Kill(ctx context.Context, _ time.Duration) error {
+	if h.b.store != nil {
+		l := h.b.live
+		rec := &receipts.Receipt{ID: l.ID, Command: l.Command, Backend: l.Backend, Status: receipts.StatusKilled, ExitCode: 143,
+			Owner: l.Meta.Owner, StartedAt: l.Meta.StartedAt, FinishedAt: time.Now().UTC()}
+		if err := h.b.store.Create(ctx, rec); err != nil {
+			return err
+		}
+	}
 	close(h.b.ended)
 	return nil
 }
@@ -80,7 +93,7 @@ func TestReadsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "proc_00000000e15e"
-	b := &elsewhereBackend{ended: make(chan struct{}), live: Live{
+	b := &elsewhereBackend{ended: make(chan struct{}), store: st, live: Live{
 		ID: id, Command: "sleep 60", Backend: "local", Cwd: "/",
 		Meta: Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()},
 	}}
@@ -114,5 +127,89 @@ func TestReadsChangeNothing(t *testing.T) {
 	}
 	if b.waits.Load() == 0 || reg.Done(id) == nil {
 		t.Fatal("kill did not adopt the process it ended")
+	}
+}
+
+// listedBackend lists a fixed set of processes running outside the
+// registry; those marked Lost ended unobserved (Wait says so at once).
+type listedBackend struct {
+	lives    []Live
+	attached sync.Map // id → true
+}
+
+func (b *listedBackend) Name() string { return "local" }
+func (b *listedBackend) Capabilities() Capabilities {
+	return Capabilities{Recover: true}
+}
+func (b *listedBackend) Start(context.Context, Spec) (Handle, error) {
+	return nil, errors.New("starts nothing")
+}
+func (b *listedBackend) List(context.Context) ([]Live, error) { return b.lives, nil }
+func (b *listedBackend) Peek(_ context.Context, id string) (Live, error) {
+	for _, l := range b.lives {
+		if l.ID == id {
+			return l, nil
+		}
+	}
+	return Live{}, ErrNoProcess
+}
+func (b *listedBackend) Attach(ctx context.Context, id string) (Handle, Live, error) {
+	l, err := b.Peek(ctx, id)
+	if err != nil {
+		return nil, Live{}, err
+	}
+	b.attached.Store(id, true)
+	return &listedHandle{lost: l.Lost}, l, nil
+}
+
+type listedHandle struct {
+	elsewhereHandle
+	lost bool
+}
+
+func (h *listedHandle) Wait(ctx context.Context) (Exit, error) {
+	if h.lost {
+		return Exit{}, ErrLost
+	}
+	<-ctx.Done()
+	return Exit{}, ctx.Err()
+}
+
+// TestRecoverEnded: a long-lived owner's sweep records the ends nobody
+// observed (Lost in the backend's list) and leaves running processes, and
+// those it tracks already, to their observers.
+func TestRecoverEnded(t *testing.T) {
+	st, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "r"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
+	const running, ended = "proc_000000000001", "proc_000000000002"
+	b := &listedBackend{lives: []Live{
+		{ID: running, Command: "sleep 60", Backend: "local", Cwd: "/", Meta: meta},
+		{ID: ended, Command: "true", Backend: "local", Cwd: "/", Meta: meta, Lost: true},
+	}}
+	reg, err := New(Options{Store: st, Backends: []Backend{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if got := reg.RecoverEnded(context.Background()); !slices.Equal(got, []string{ended}) {
+		t.Fatalf("RecoverEnded = %v, want [%s]", got, ended)
+	}
+	if _, ok := b.attached.Load(running); ok {
+		t.Fatal("a running process was adopted")
+	}
+	select {
+	case <-reg.Recorded(ended):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the unobserved end was not recorded")
+	}
+	rec, err := st.Get(context.Background(), ended, receipts.Scope{Owners: []string{"owner"}})
+	if err != nil || rec.Status != receipts.StatusLost {
+		t.Fatalf("receipt = %+v, %v", rec, err)
+	}
+	if got := reg.RecoverEnded(context.Background()); len(got) != 0 {
+		t.Fatalf("a second sweep adopted %v again", got)
 	}
 }

@@ -292,6 +292,30 @@ func (r *Registry) Recover(ctx context.Context) []string {
 	return running
 }
 
+// RecoverEnded adopts, and so records, the processes that Recover backends
+// list as Lost (ended, or never to start) and this registry does not
+// track, and returns their ids. These are ends nobody observes: a container
+// created by a starter killed before it started it (the engine may finish
+// the create after a restarted owner's Recover has listed), or a job that
+// ended while neither its watcher nor any owner ran. Long-lived owners
+// call it now and then; running processes are left to their watchers.
+func (r *Registry) RecoverEnded(ctx context.Context) []string {
+	var ended []string
+	for _, l := range r.liveElsewhere(ctx) {
+		if !l.Lost || r.known(l.ID) != nil {
+			continue
+		}
+		if _, err := r.attach(ctx, l); err != nil {
+			if !errors.Is(err, ErrNoProcess) {
+				r.log.Warn("recover ended", "id", l.ID, "err", err)
+			}
+			continue
+		}
+		ended = append(ended, l.ID)
+	}
+	return ended
+}
+
 // liveElsewhere lists the processes that Recover backends find running
 // outside this registry. A backend that cannot answer is logged and
 // skipped: one unreachable engine must not hide every other process.

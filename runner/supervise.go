@@ -282,13 +282,22 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// Sanitized now, not only in the store: the in-memory copy feeds
 	// listings and the completion an agent sends to its model.
 	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
-	recorded := false
+	recorded, removed := false, false
 	if p.supervised && waitErr == nil {
 		// The shim wrote the receipt before it exited; read it back.
 		stored, err := r.readBack(ctx, p)
-		if err == nil {
+		switch {
+		case err == nil:
 			rec, recorded = stored, true
-		} else {
+		case errors.Is(err, receipts.ErrNotFound):
+			// A supervisor lets go of its job (the end this handle saw)
+			// only once the receipt is stored, so a receipt gone now
+			// was removed since: rm or prune from another process, or
+			// expiry. Recording one here would bring it back as "lost".
+			rec.Status, rec.Error = receipts.StatusLost, "receipt removed before this process read it"
+			rec.ExitCode = -1
+			recorded, removed = true, true
+		default:
 			rec.Status, rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
 			rec.ExitCode = -1
 			waitErr = ErrLost
@@ -333,7 +342,11 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// longer finds it running finds its completion.
 	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec})
 	close(p.done)
-	if r.opts.ForgetAfter > 0 {
+	switch {
+	case removed:
+		// Lookups go to the store, which no longer has it.
+		r.forget(p)
+	case r.opts.ForgetAfter > 0:
 		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
 	}
 }

@@ -636,15 +636,14 @@ func TestServeKillRestartDocker(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(live) == 0 {
-			break
+			t.Logf("every container gone %s after the kill", time.Since(began).Round(time.Millisecond))
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("containers left behind: %+v", live)
-			break
+			t.Fatalf("containers left behind %s after the kill: %+v\n%s", time.Since(began).Round(time.Millisecond), live, second.log())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Logf("every container gone %s after the kill", time.Since(began).Round(time.Millisecond))
 }
 
 // killContainers kills whatever containers of profile still run, so that a

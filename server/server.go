@@ -223,6 +223,7 @@ func New(opts Options) (*Server, error) {
 	t.onOpen = func(t *Tenant) {
 		s.observe(t)
 		s.dispatchQueued(t)
+		s.recordUnobserved(t)
 	}
 	s.handler = s.instrument(s.routes())
 	return s, nil
@@ -290,6 +291,40 @@ func (s *Server) reattach(ctx context.Context, t *Tenant) {
 			s.claim(ctx, t, id, l.Backend)
 		}
 	}
+}
+
+// unobservedSweep is how often a tenant's backends are listed for ends
+// that nobody observes (Registry.RecoverEnded).
+const unobservedSweep = 10 * time.Second
+
+// recordUnobserved records, every unobservedSweep until the server closes,
+// the ends of t's processes that nobody observes: the one-time reattach
+// at start cannot see a container whose create the engine finished after
+// it listed.
+func (s *Server) recordUnobserved(t *Tenant) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(unobservedSweep)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if ended := t.Registry.RecoverEnded(ctx); len(ended) > 0 {
+				s.log.Info("recorded ends nobody observed", "tenant", t.Name, "jobs", ended)
+			}
+		}
+	}()
+	s.mu.Lock()
+	s.unobserve = append(s.unobserve, func() {
+		cancel()
+		<-done
+	})
+	s.mu.Unlock()
 }
 
 // observe counts t's processes in the metrics from the registry's events:

@@ -600,6 +600,70 @@ func TestNeverStartedIsLost(t *testing.T) {
 	}
 }
 
+// TestNeverStartedIsRecordedBySweep: a container whose starter died
+// between create and start, created after its owner listed the engine
+// (the create finished late), is found by the owner's next
+// Registry.RecoverEnded once the grace has passed: recorded lost and
+// removed.
+func TestNeverStartedIsRecordedBySweep(t *testing.T) {
+	image := requireDocker(t)
+	b := newBackend(t, Options{DefaultImage: image, StartGrace: time.Second})
+	store, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "receipts"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runner.New(runner.Options{Store: store, Backends: []runner.Backend{b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	if got := reg.Recover(context.Background()); len(got) != 0 {
+		t.Fatalf("Recover of an empty profile = %v", got)
+	}
+	id := newID(t)
+	spec := runner.Spec{ID: id, Command: "true", Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	labels, err := b.labels(spec, image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawClient(t).ContainerCreate(context.Background(),
+		&container.Config{Image: image, Cmd: []string{"true"}, Labels: labels}, nil, nil, nil, "hermes-"+id); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.RecoverEnded(context.Background()); len(got) != 0 {
+		t.Fatalf("RecoverEnded within the start grace = %v: its starter may be about to start it", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(reg.RecoverEnded(context.Background())) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the never-started container was not recorded")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case <-reg.Recorded(id):
+	case <-time.After(30 * time.Second):
+		t.Fatal("no receipt")
+	}
+	rec, err := store.Get(context.Background(), id, receipts.Anonymous())
+	if err != nil || rec.Status != receipts.StatusLost {
+		t.Fatalf("receipt = %+v, %v", rec, err)
+	}
+	for {
+		lives, err := b.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(lives) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container left after its receipt: %+v", lives)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func TestLabelsAndSecurityDefaults(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})

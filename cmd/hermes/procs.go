@@ -56,6 +56,11 @@ func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (cont
 		e.Close()
 		return ctx, nil, nil, err
 	}
+	// The command's registry stops observing with the command. A CLI
+	// process exits then anyway; a supervisor running handed-off
+	// commands does not, and its registries must not go on recording
+	// the ends of jobs that their own supervisors record.
+	e.Defer(func() { _ = reg.Close() })
 	ctx = tracing.ContextFromEnv(ctx, g.Getenv)
 	ctx, span := e.Tracing.Tracer("hermes/cli").Start(ctx, "hermes "+name)
 	e.Defer(func() { span.End() })
