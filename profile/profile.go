@@ -52,6 +52,11 @@ type Options struct {
 	// hermes watch): a Redis store that does not answer is not an error,
 	// since the job must start and its receipt can wait in the spool.
 	Supervisor bool
+	// ListCache keeps what the file store's listings decoded, for a
+	// process that opens the profile again and again (a supervisor
+	// running handed-off commands). A LongLived profile has one of its
+	// own when none is given.
+	ListCache *receipts.ListCache
 }
 
 // Profile is an opened profile: its directory and configuration
@@ -76,6 +81,7 @@ type Profile struct {
 	exe        string
 	supervisor bool
 	longLived  bool
+	listCache  *receipts.ListCache
 	closers    []io.Closer
 	docker     *docker.Backend
 	kubernetes *kubernetes.Backend
@@ -97,7 +103,10 @@ func Open(ctx context.Context, opts Options) (*Profile, error) {
 		opts.Environ = os.Environ()
 	}
 	e := &Profile{Profile: prof, getenv: opts.Getenv, environ: opts.Environ, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor,
-		longLived: opts.LongLived, Limits: prof.Config.Limits.Admission()}
+		longLived: opts.LongLived, Limits: prof.Config.Limits.Admission(), listCache: opts.ListCache}
+	if e.listCache == nil && opts.LongLived {
+		e.listCache = receipts.NewListCache()
+	}
 	if e.Logger == nil {
 		e.Logger = e.fileLogger()
 	}
@@ -149,6 +158,7 @@ func (e *Profile) openStores(ctx context.Context) error {
 	}
 	opts := e.ReceiptOptions()
 	opts.LogDir = e.SpillDir() // a receipt's removal takes its log along
+	opts.ListCache = e.listCache
 	st, err := receipts.NewFileStore(e.ReceiptDir(), opts)
 	if err != nil {
 		return err

@@ -107,7 +107,9 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 		out = append(out, q)
 	}
 	if o.Retained {
-		recs, err := r.opts.Store.List(ctx, scope, f)
+		summaries := f
+		summaries.Summary = true // a listing shows no output
+		recs, err := r.opts.Store.List(ctx, scope, summaries)
 		if err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ import (
 	_ "github.com/hermesrun/hermes/internal/hugeheap"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // version, commit and buildDate are stamped by the build (-ldflags
@@ -118,6 +119,9 @@ type Globals struct {
 	// interrupts routes Ctrl-C; nil (a test's Globals) leaves it to the
 	// command's context.
 	interrupts *interrupts
+	// listCache outlives the command: the supervisor running handed-off
+	// commands keeps one for all of them (receipts.ListCache).
+	listCache *receipts.ListCache
 }
 
 // getwd is the directory the command resolves against.
@@ -181,11 +185,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 // caller is interrupted or gone. kong still reads the flags it takes from
 // the environment (HERMES_RUNNER_*) from this process's own: callers of
 // one key differ only in call-only variables, none of which is a flag's.
-func handedOff(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
-	return command(ctx, call.Args, &Globals{
-		Stdout: stdout, Stderr: stderr, Getenv: handoff.Lookup(call.Env), Environ: call.Env,
-		Getwd: func() (string, error) { return call.Dir, nil },
-	})
+//
+// The commands share cache, which makes their listings of retained
+// receipts cheaper than a process of their own could.
+func handedOff(cache *receipts.ListCache) func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int {
+	return func(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
+		return command(ctx, call.Args, &Globals{
+			Stdout: stdout, Stderr: stderr, Getenv: handoff.Lookup(call.Env), Environ: call.Env,
+			Getwd:     func() (string, error) { return call.Dir, nil },
+			listCache: cache,
+		})
+	}
 }
 
 // command parses args and runs the command with g's descriptors and

@@ -32,7 +32,7 @@ import (
 // ("hermes <name>"), which joins the caller's trace (TRACEPARENT) and ends
 // when the engine closes.
 func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (context.Context, *profile.Profile, *runner.Registry, error) {
-	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Environ: g.Environ})
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Environ: g.Environ, ListCache: g.listCache})
 	if err != nil {
 		return ctx, nil, nil, err
 	}
@@ -250,10 +250,18 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	bw := bufio.NewWriterSize(g.Stdout, 64<<10)
 	switch {
 	case g.JSON:
-		if list == nil {
-			list = []*runner.Info{}
+		// What printJSON would write, without its reflection
+		// (Info.AppendJSON), in one write.
+		b := make([]byte, 0, 512*len(list)+3)
+		b = append(b, '[')
+		for i, in := range list {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = in.AppendJSON(b)
 		}
-		return printJSON(g, list)
+		_, err := g.Stdout.Write(append(b, ']', '\n'))
+		return err
 	case c.Quiet:
 		for _, in := range list {
 			bw.WriteString(in.ID + "\n")
@@ -581,7 +589,7 @@ func (c *SuperviseCmd) Run(g *Globals) error {
 		return err
 	}
 	defer e.Close()
-	return e.RunSupervisor(ctx, c.Socket, handedOff)
+	return e.RunSupervisor(ctx, c.Socket, handedOff(receipts.NewListCache()))
 }
 
 // WatchCmd supervises one detached container or pod job until it ends.

@@ -185,12 +185,21 @@ func (s *FileStore) Get(_ context.Context, idOrPrefix string, scope Scope) (*Rec
 
 // List implements Store.
 func (s *FileStore) List(_ context.Context, scope Scope, f Filter) ([]*Receipt, error) {
-	ids, err := s.ids()
-	if err != nil {
-		return nil, err
+	var all []*Receipt
+	if c := s.opts.ListCache; f.Summary && c != nil {
+		var err error
+		if all, err = s.listCached(c.dir(s.dir)); err != nil {
+			return nil, err
+		}
+	} else {
+		ids, err := s.ids()
+		if err != nil {
+			return nil, err
+		}
+		all = s.loadAll(ids)
 	}
 	var out []*Receipt
-	for _, r := range s.loadAll(ids) {
+	for _, r := range all {
 		if r == nil || !scope.Allows(r.ParentSessionID) || !f.Match(r) {
 			continue
 		}
@@ -208,29 +217,34 @@ func (s *FileStore) List(_ context.Context, scope Scope, f Filter) ([]*Receipt, 
 // each, one after the other.
 func (s *FileStore) loadAll(ids []string) []*Receipt {
 	out := make([]*Receipt, len(ids))
-	load := func(i int) {
+	s.each(len(ids), func(i int) {
 		if r, err := s.load(ids[i]); err == nil {
 			out[i] = r
 		}
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(ids)/loadsPerWorker)
+	})
+	return out
+}
+
+// each runs f(0) to f(n-1), on as many goroutines as there are CPUs when
+// n is large enough to be worth it.
+func (s *FileStore) each(n int, f func(int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/loadsPerWorker)
 	if workers <= 1 {
-		for i := range ids {
-			load(i)
+		for i := range n {
+			f(i)
 		}
-		return out
+		return
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(ids); i = int(next.Add(1) - 1) {
-				load(i)
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
-	return out
 }
 
 // selectMax is the most oldest receipts trim finds by scanning rather than
@@ -253,6 +267,12 @@ const maxReceiptFile = 8 << 20
 // like a receipt must not block, a symlink must not lead out of the
 // profile), and only a JSON object for this very id is a receipt.
 func (s *FileStore) load(id string) (*Receipt, error) {
+	r, _, err := s.loadInfo(id)
+	return r, err
+}
+
+// loadInfo is load, with what lstat said of the file read.
+func (s *FileStore) loadInfo(id string) (*Receipt, fs.FileInfo, error) {
 	p := s.Path(id)
 	// One lstat, open and fstat a receipt (ReadRegularInfo's); its expiry
 	// is judged from the fstat after the read, which costs a read of an
@@ -260,24 +280,24 @@ func (s *FileStore) load(id string) (*Receipt, error) {
 	b, st, err := safefile.ReadRegularInfo(p, maxReceiptFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	case errors.Is(err, safefile.ErrNotRegular):
 		s.log.Warn("receipt that is not a regular file ignored", "path", p)
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	case err != nil:
 		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	}
-	if s.expired(st) {
+	if s.expired(st.ModTime()) {
 		s.remove(p)
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	}
 	r, err := DecodeFile(id, b)
 	if err != nil {
 		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	}
-	return r, nil
+	return r, st, nil
 }
 
 // DecodeFile parses the receipt file of id: a JSON object whose
@@ -296,8 +316,8 @@ func DecodeFile(id string, b []byte) (*Receipt, error) {
 	return r, nil
 }
 
-func (s *FileStore) expired(st fs.FileInfo) bool {
-	return s.now().Sub(st.ModTime()) > s.opts.Retention
+func (s *FileStore) expired(written time.Time) bool {
+	return s.now().Sub(written) > s.opts.Retention
 }
 
 // ids lists the receipt ids present in dir, expired or not, in no
@@ -367,7 +387,7 @@ func (s *FileStore) trim(wrote string) {
 			if err != nil {
 				continue
 			}
-			if s.expired(st) {
+			if s.expired(st.ModTime()) {
 				s.remove(s.Path(id))
 				continue
 			}

@@ -189,6 +189,9 @@ func (s Scope) Allows(owner string) bool { return s.All || slices.Contains(s.Own
 type Filter struct {
 	TaskID     string
 	SessionKey string
+	// Summary says the caller reads no Output: a store may leave it
+	// empty (and answer from what it cached).
+	Summary bool
 }
 
 // Match reports whether r passes f.
@@ -246,6 +249,9 @@ type Options struct {
 	// LogDir, when set, holds the processes' output logs (<id>.log): a
 	// store that removes a receipt (expiry, cap) removes its log too.
 	LogDir string
+	// ListCache, when set, keeps what a file store's listings decoded
+	// (package doc of ListCache); long-lived processes share one.
+	ListCache *ListCache
 }
 
 // WithDefaults fills zero fields with the contract's defaults.

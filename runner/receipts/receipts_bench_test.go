@@ -70,11 +70,18 @@ func BenchmarkReceiptEncode(b *testing.B) {
 // quadratic.
 func filledStore(b *testing.B, n int) (*receipts.FileStore, []string) {
 	b.Helper()
-	dir := b.TempDir()
+	dir, ids := filledDir(b, n)
 	s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: n})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s, ids
+}
+
+// filledDir writes n small receipts into a new directory.
+func filledDir(b *testing.B, n int) (string, []string) {
+	b.Helper()
+	dir := b.TempDir()
 	ids := make([]string, n)
 	for i := range ids {
 		// Spread over the id space, so that eight-digit prefixes are unique.
@@ -87,7 +94,7 @@ func filledStore(b *testing.B, n int) (*receipts.FileStore, []string) {
 			b.Fatal(err)
 		}
 	}
-	return s, ids
+	return dir, ids
 }
 
 // BenchmarkFileStorePut writes receipts to a store at its default cap of
@@ -145,15 +152,28 @@ func BenchmarkFileStoreGet(b *testing.B) {
 
 // BenchmarkFileStoreList lists a store holding 1,000 small receipts, as
 // `hermes ps --retained` does.
+// "cached" is the listing of a long-lived process (serve, a caller
+// supervisor) with a ListCache, once it has seen the receipts.
 func BenchmarkFileStoreList(b *testing.B) {
-	s, _ := filledStore(b, receipts.DefaultMaxRetained)
-	scope := receipts.Scope{Owners: []string{"bench-owner"}}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		got, err := s.List(ctx, scope, receipts.Filter{})
-		if err != nil || len(got) != receipts.DefaultMaxRetained {
-			b.Fatalf("List: %d receipts, %v", len(got), err)
-		}
+	for _, tc := range []struct {
+		name  string
+		cache *receipts.ListCache
+	}{{"uncached", nil}, {"cached", receipts.NewListCache()}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dir, _ := filledDir(b, receipts.DefaultMaxRetained)
+			s, err := receipts.NewFileStore(dir, receipts.Options{ListCache: tc.cache})
+			if err != nil {
+				b.Fatal(err)
+			}
+			scope := receipts.Scope{Owners: []string{"bench-owner"}}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.List(ctx, scope, receipts.Filter{Summary: true})
+				if err != nil || len(got) != receipts.DefaultMaxRetained {
+					b.Fatalf("List: %d receipts, %v", len(got), err)
+				}
+			}
+		})
 	}
 }

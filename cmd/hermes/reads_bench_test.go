@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/internal/handoff"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// BenchmarkHandedOffReads is what a caller supervisor does for the reads
+// of bench/issue16.sh that CLI processes hand it (package handoff): `log
+// --json` of a receipt at the 200,000-character bound, and `ps --retained`
+// over 1,000 receipts, each from parsing the arguments to the last byte
+// written. The CLI process's own start and the socket are not in it.
+func BenchmarkHandedOffReads(b *testing.B) {
+	home := b.TempDir()
+	store, err := receipts.NewFileStore(filepath.Join(home, "logs", "process-results"), receipts.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	started := time.Now().Add(-time.Hour).UTC()
+	for i := range receipts.DefaultMaxRetained - 1 {
+		r := &receipts.Receipt{ID: fmt.Sprintf("proc_%012x", i+1), Command: "true", Backend: "local", Status: receipts.StatusExited,
+			StartedAt: started, FinishedAt: started.Add(time.Second), Output: ""}
+		if err := store.Put(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const big = "proc_0000000b1900"
+	out := strings.Repeat("0123456789012345678901234567890123456789\n", receipts.MaxOutputChars/41+1)[:receipts.MaxOutputChars]
+	if err := store.Put(ctx, &receipts.Receipt{ID: big, Command: "yes", Backend: "local", Status: receipts.StatusExited,
+		StartedAt: started, FinishedAt: started.Add(time.Second), Output: out}); err != nil {
+		b.Fatal(err)
+	}
+	env := []string{"HERMES_HOME=" + home, "HOME=" + home, "PATH=/usr/bin:/bin"}
+	cache := receipts.NewListCache()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"log-200k", []string{"--json", "log", big}},
+		{"ps-retained-1000", []string{"--json", "ps", "--retained"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			call := handoff.Call{Args: tc.args, Env: env, Dir: home}
+			var n countingWriter
+			b.ReportAllocs()
+			for b.Loop() {
+				if code := handedOff(cache)(ctx, call, nil, &n, io.Discard); code != 0 {
+					b.Fatalf("exit %d", code)
+				}
+			}
+			b.ReportMetric(float64(n)/float64(b.N), "B-out/op")
+		})
+	}
+}
+
+// countingWriter counts what is written to it.
+type countingWriter int64
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	*w += countingWriter(len(p))
+	return len(p), nil
+}

@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// encodeStd is Info as encoding/json writes it for the CLI's --json.
+func encodeStd(t *testing.T, in *Info) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(in); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// TestInfoAppendJSON: AppendJSON writes what encoding/json does, byte for
+// byte, for every field set and unset.
+func TestInfoAppendJSON(t *testing.T) {
+	code, fin := 3, time.Date(2026, 12, 4, 16, 0, 0, 123456789, time.UTC)
+	for _, in := range []*Info{
+		{},
+		{ID: "proc_0123456789ab", Command: "echo <a> & \"b\" \\ \t\n\r\b\f\x00\x1f\x7f é \u2028\u2029 \xff\xfe", Backend: "local",
+			Status: "exited", ExitCode: &code, Signal: "SIGTERM", PID: 42, ContainerID: "abc", Image: "busybox",
+			StartedAt: fin.Add(-time.Minute).In(time.FixedZone("x", 3600)), FinishedAt: &fin, NotifyOnComplete: true,
+			TaskID: "t", OwnerTaskID: "o", SessionKey: "k", ParentSessionID: "p", Cwd: "/", TraceID: "tr", SpanID: "sp",
+			OutputTruncated: true, Retained: true, Error: "lost: \x01", QueuePosition: 7},
+	} {
+		if got, want := in.AppendJSON(nil), encodeStd(t, in); !bytes.Equal(got, want) {
+			t.Errorf("AppendJSON:\n%s\nencoding/json:\n%s", got, want)
+		}
+	}
+}
+
+// FuzzInfoAppendJSON compares AppendJSON with encoding/json on any text
+// and numbers.
+func FuzzInfoAppendJSON(f *testing.F) {
+	f.Add("echo hi", "error\n", int64(0), int64(1_780_000_000_123), true)
+	f.Add("\xed\xa0\x80 \u2028 <>&", "", int64(-1), int64(0), false)
+	f.Fuzz(func(t *testing.T, command, errText string, n int64, nanos int64, set bool) {
+		started := time.Unix(0, nanos).UTC()
+		if started.Year() < 0 || started.Year() > 9999 {
+			return
+		}
+		in := &Info{ID: command, Command: command, Backend: errText, Status: command, StartedAt: started,
+			TaskID: errText, Cwd: command, Error: errText, Signal: errText, Image: command}
+		if set {
+			c := int(n)
+			in.ExitCode, in.FinishedAt, in.PID, in.QueuePosition = &c, &started, int(n), int(n>>3)
+			in.NotifyOnComplete, in.Retained, in.OutputTruncated = true, true, true
+		}
+		if got, want := in.AppendJSON(nil), encodeStd(t, in); !bytes.Equal(got, want) {
+			t.Fatalf("AppendJSON:\n%q\nencoding/json:\n%q", got, want)
+		}
+	})
+}

@@ -1,0 +1,249 @@
+package receipts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ListCache keeps, for the listings of file stores, the receipts they
+// decoded, without their output, each under the identity of the file it
+// came from. A listing through it costs one lstat per receipt that has not
+// changed, instead of an open, a read and a JSON decode, and nothing per
+// receipt while the directory itself has not changed: `hermes ps
+// --retained` of a thousand receipts spent most of its time decoding
+// them.
+//
+// It relies on how receipts are written: never in place, always as a new
+// file renamed or linked into the directory (which changes the
+// directory's modification time). So a file with the inode, size and
+// modification time of a cached one holds that receipt, and a directory
+// whose modification time has not moved holds the files it held. A
+// receipt file rewritten in place by something else is seen once the
+// directory next changes.
+//
+// One ListCache serves every store of a long-lived process (hermes serve,
+// a caller supervisor running handed-off commands); short commands have
+// none. Its entries are bounded by the receipts present: a listing drops
+// those of files it no longer finds.
+type ListCache struct {
+	mu   sync.Mutex
+	dirs map[string]*dirCache
+}
+
+type dirCache struct {
+	mu      sync.RWMutex
+	entries map[string]*cached // by id
+	// listing counts the listings, so that one can tell the entries it
+	// did not see.
+	listing atomic.Uint64
+	// whole, when set, is the directory (as fstat saw it before a
+	// listing) that entries describe completely.
+	whole *fileKey
+}
+
+type cached struct {
+	key fileKey
+	rec *Receipt // Output empty
+	// seen is the last listing that found the file (atomic: a listing
+	// looks entries up under the read lock).
+	seen atomic.Uint64
+}
+
+// fileKey identifies one version of a file or directory.
+type fileKey struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+// racyWindow is how recent a directory's modification time may be for a
+// listing to take it as the mark of its content. A change made in the
+// same tick of the filesystem's clock as an earlier one can leave the
+// time as it was (git's "racily clean" entries): only a time older than
+// every filesystem's granularity is trusted.
+const racyWindow = 2 * time.Second
+
+// NewListCache returns an empty cache.
+func NewListCache() *ListCache { return &ListCache{dirs: map[string]*dirCache{}} }
+
+func (c *ListCache) dir(path string) *dirCache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dirs[path]
+	if d == nil {
+		d = &dirCache{entries: map[string]*cached{}}
+		c.dirs[path] = d
+	}
+	return d
+}
+
+func keyOf(st fs.FileInfo) (fileKey, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileKey{}, false
+	}
+	//nolint:unconvert // Dev and Ino differ in type between platforms
+	return fileKey{dev: uint64(sys.Dev), ino: uint64(sys.Ino), size: st.Size(), mtime: st.ModTime().UnixNano()}, true
+}
+
+// listCached lists every receipt of s through d, without output: from d
+// alone while the directory is unchanged, else with a lstat of each file
+// and a read of those that changed.
+func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
+	// The directory is looked at before it is read: a change after this
+	// moves its time past what is recorded.
+	now := s.now()
+	dst, err := os.Stat(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("receipt store: %w", err)
+	}
+	dk, dirOK := keyOf(dst)
+	if recs, ok := d.unchanged(dk, func(k fileKey) bool { return s.expired(time.Unix(0, k.mtime)) }); dirOK && ok {
+		return recs, nil
+	}
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	n := d.listing.Add(1)
+	out := make([]*Receipt, len(ids))
+	// The cached ones first, on this goroutine: a lstat each, too little
+	// work to be worth waking others for. Only the rest are read.
+	var misses []int
+	for i, id := range ids {
+		if r, hit, err := s.cachedSummary(id, d, n); err == nil && hit {
+			out[i] = r
+		} else if err == nil {
+			misses = append(misses, i)
+		}
+	}
+	var failed atomic.Bool
+	s.each(len(misses), func(k int) {
+		i := misses[k]
+		r, st, err := s.loadInfo(ids[i])
+		if err != nil {
+			if !errors.Is(err, ErrNotFound) || s.exists(ids[i]) {
+				failed.Store(true) // not a receipt (yet): look again next time
+			}
+			return
+		}
+		d.put(r, st, n)
+		r.Output = ""
+		out[i] = r
+	})
+	d.end(n)
+	if dirOK && !failed.Load() && now.Sub(dst.ModTime()) > racyWindow {
+		d.complete(n, dk)
+	}
+	return out, nil
+}
+
+// exists reports whether the receipt file of id is still there.
+func (s *FileStore) exists(id string) bool {
+	_, err := os.Lstat(s.Path(id))
+	return err == nil
+}
+
+// cachedSummary looks for the receipt id in d for listing n: hit when its
+// file is the one the cached copy came from. A file that is gone is
+// ErrNotFound; anything else (not regular, expired, changed) is a miss,
+// for loadInfo to judge and say.
+func (s *FileStore) cachedSummary(id string, d *dirCache, n uint64) (*Receipt, bool, error) {
+	st, err := os.Lstat(s.dir + string(filepath.Separator) + id + ".json")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, false, ErrNotFound
+	case err == nil && st.Mode().IsRegular() && !s.expired(st.ModTime()):
+		if r := d.get(id, st, n); r != nil {
+			return r, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// unchanged returns copies of every cached receipt if the directory is the
+// one (dk) a complete listing recorded and none of them has expired.
+func (d *dirCache) unchanged(dk fileKey, expired func(fileKey) bool) ([]*Receipt, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.whole == nil || *d.whole != dk {
+		return nil, false
+	}
+	out := make([]*Receipt, 0, len(d.entries))
+	for _, e := range d.entries {
+		if expired(e.key) {
+			return nil, false // the full listing removes it
+		}
+		r := *e.rec
+		out = append(out, &r)
+	}
+	return out, true
+}
+
+// complete records that listing n found exactly the receipts cached, in
+// the directory dk, unless another listing has begun since.
+func (d *dirCache) complete(n uint64, dk fileKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.listing.Load() == n {
+		d.whole = &dk
+	}
+}
+
+// get returns a copy of the receipt cached for id if st is the file it was
+// decoded from, and marks it seen by listing n.
+func (d *dirCache) get(id string, st fs.FileInfo, n uint64) *Receipt {
+	k, ok := keyOf(st)
+	if !ok {
+		return nil
+	}
+	d.mu.RLock()
+	e, ok := d.entries[id]
+	d.mu.RUnlock()
+	if !ok || e.key != k {
+		return nil
+	}
+	for {
+		s := e.seen.Load()
+		if s >= n || e.seen.CompareAndSwap(s, n) {
+			break
+		}
+	}
+	r := *e.rec
+	return &r
+}
+
+// put caches r (decoded from the file st describes) without its output.
+func (d *dirCache) put(r *Receipt, st fs.FileInfo, n uint64) {
+	k, ok := keyOf(st)
+	if !ok {
+		return
+	}
+	summary := *r
+	summary.Output = ""
+	e := &cached{key: k, rec: &summary}
+	e.seen.Store(n)
+	d.mu.Lock()
+	d.entries[r.ID] = e
+	d.whole = nil
+	d.mu.Unlock()
+}
+
+// end drops the entries listing n did not see: their files are gone.
+func (d *dirCache) end(n uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.whole = nil
+	for id, e := range d.entries {
+		if e.seen.Load() < n {
+			delete(d.entries, id)
+		}
+	}
+}
