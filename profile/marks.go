@@ -142,6 +142,17 @@ func (m marked) List(ctx context.Context) ([]runner.Live, error) {
 	return list, nil
 }
 
+// trust makes the marks trusted, if they are not yet, with the listing
+// that does (List): a question about one job costs the engine a round trip
+// either way, and every later one is answered from the marks. An engine
+// that cannot list leaves them untrusted, and has asks it about each job
+// as before.
+func (m marked) trust(ctx context.Context) {
+	if _, err := os.Stat(m.dir); errors.Is(err, fs.ErrNotExist) {
+		_, _ = m.List(ctx)
+	}
+}
+
 // has says whether the engine must be asked about job id.
 func (m marked) has(id string) bool {
 	if !receipts.IsID(id) {
@@ -156,6 +167,7 @@ func (m marked) has(id string) bool {
 
 // Peek asks the engine only about a marked job.
 func (m marked) Peek(ctx context.Context, id string) (runner.Live, error) {
+	m.trust(ctx)
 	if !m.has(id) {
 		return runner.Live{}, runner.ErrNoProcess
 	}
@@ -164,6 +176,7 @@ func (m marked) Peek(ctx context.Context, id string) (runner.Live, error) {
 
 // Attach asks the engine only about a marked job.
 func (m marked) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
+	m.trust(ctx)
 	if !m.has(id) {
 		return nil, runner.Live{}, runner.ErrNoProcess
 	}

@@ -179,3 +179,26 @@ func TestMarkedListForgetsStaleMarks(t *testing.T) {
 		t.Fatalf("a fresh mark was forgotten: %v", err)
 	}
 }
+
+// TestMarkedFirstLookupTrusts: on a profile whose marks are not trusted
+// yet, the first lookup lists the engine once (finding the containers of
+// before marks), and the lookups after it are answered from the marks.
+func TestMarkedFirstLookupTrusts(t *testing.T) {
+	ctx := context.Background()
+	e := &engine{live: map[string]bool{idA: true}}
+	m := newMarked(e, filepath.Join(t.TempDir(), "marks", "docker"))
+	if _, err := m.Peek(ctx, idB); !errors.Is(err, runner.ErrNoProcess) || e.calls != 1 {
+		t.Fatalf("first Peek = %v after %d calls; want ErrNoProcess after one listing", err, e.calls)
+	}
+	if _, err := m.Peek(ctx, idA); err != nil || e.calls != 2 {
+		t.Fatalf("Peek of the container from before marks = %v after %d calls", err, e.calls)
+	}
+	for range 3 {
+		if _, err := m.Peek(ctx, idB); !errors.Is(err, runner.ErrNoProcess) {
+			t.Fatal(err)
+		}
+	}
+	if e.calls != 2 {
+		t.Fatalf("lookups of an unmarked job reached the engine: %d calls", e.calls)
+	}
+}

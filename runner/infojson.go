@@ -143,3 +143,28 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendJSON appends res as encoding/json encodes it with HTML escaping
+// off, byte for byte: `hermes log --json` of a full receipt spent a tenth
+// of its time in reflection's string encoding.
+func (res *LogResult) AppendJSON(b []byte) []byte {
+	b = append(b, `{"session_id":`...)
+	b = appendJSONString(b, res.ID)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, res.Status)
+	b = append(b, `,"output":`...)
+	b = appendJSONString(b, res.Output)
+	b = append(b, `,"exit_code":`...)
+	if res.ExitCode == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*res.ExitCode), 10)
+	}
+	b = append(b, `,"total_lines":`...)
+	b = strconv.AppendInt(b, int64(res.TotalLines), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, int64(res.Offset), 10)
+	b = append(b, `,"output_truncated":`...)
+	b = strconv.AppendBool(b, res.OutputTruncated)
+	return append(b, '}')
+}

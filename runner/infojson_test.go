@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// encodeStd is Info as encoding/json writes it for the CLI's --json.
-func encodeStd(t *testing.T, in *Info) []byte {
+// encodeStd is v as encoding/json writes it for the CLI's --json.
+func encodeStd(t *testing.T, in any) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -56,6 +56,13 @@ func FuzzInfoAppendJSON(f *testing.F) {
 		}
 		if got, want := in.AppendJSON(nil), encodeStd(t, in); !bytes.Equal(got, want) {
 			t.Fatalf("AppendJSON:\n%q\nencoding/json:\n%q", got, want)
+		}
+		res := &LogResult{ID: command, Status: errText, Output: command + errText, TotalLines: int(n), Offset: int(nanos), OutputTruncated: set}
+		if set {
+			res.ExitCode = in.ExitCode
+		}
+		if got, want := res.AppendJSON(nil), encodeStd(t, res); !bytes.Equal(got, want) {
+			t.Fatalf("LogResult.AppendJSON:\n%q\nencoding/json:\n%q", got, want)
 		}
 	})
 }

@@ -333,7 +333,10 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 		if g.JSON {
-			return printJSON(g, res)
+			// printJSON's bytes (LogResult.AppendJSON), in one write.
+			b := res.AppendJSON(make([]byte, 0, len(res.Output)+len(res.Output)/8+256))
+			_, err = g.Stdout.Write(append(b, '\n'))
+			return err
 		}
 		_, err = fmt.Fprint(g.Stdout, res.Output)
 		return err

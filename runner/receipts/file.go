@@ -303,12 +303,15 @@ func (s *FileStore) loadInfo(id string) (*Receipt, fs.FileInfo, error) {
 // DecodeFile parses the receipt file of id: a JSON object whose
 // session_id is id.
 func DecodeFile(id string, b []byte) (*Receipt, error) {
-	var r *Receipt
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	if r == nil {
-		return nil, errors.New("not a receipt (null)")
+	r := new(Receipt)
+	if !decodeFast(b, r) {
+		r = nil
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, err
+		}
+		if r == nil {
+			return nil, errors.New("not a receipt (null)")
+		}
 	}
 	if r.ID != id {
 		return nil, fmt.Errorf("receipt of %s names %.64q", id, r.ID)

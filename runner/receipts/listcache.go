@@ -63,12 +63,19 @@ type fileKey struct {
 	mtime    int64
 }
 
-// racyWindow is how recent a directory's modification time may be for a
-// listing to take it as the mark of its content. A change made in the
-// same tick of the filesystem's clock as an earlier one can leave the
-// time as it was (git's "racily clean" entries): only a time older than
-// every filesystem's granularity is trusted.
-const racyWindow = 2 * time.Second
+// racyWindow is how old a directory's modification time must be for a
+// listing to take it as the mark of its content. A change made in the same
+// tick of the filesystem's clock as an earlier one can leave the time as
+// it was (git's "racily clean" entries), so the time must be older than a
+// tick: the kernel's coarse clock (10 ms at most) where the filesystem
+// keeps sub-second times, and 2 s (FAT's granularity) where the time is a
+// whole second, as it always is on filesystems that keep seconds only.
+func racyWindow(mtime time.Time) time.Duration {
+	if mtime.Nanosecond() != 0 {
+		return 50 * time.Millisecond
+	}
+	return 2 * time.Second
+}
 
 // NewListCache returns an empty cache.
 func NewListCache() *ListCache { return &ListCache{dirs: map[string]*dirCache{}} }
@@ -139,7 +146,7 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 		out[i] = r
 	})
 	d.end(n)
-	if dirOK && !failed.Load() && now.Sub(dst.ModTime()) > racyWindow {
+	if dirOK && !failed.Load() && now.Sub(dst.ModTime()) > racyWindow(dst.ModTime()) {
 		d.complete(n, dk)
 	}
 	return out, nil
