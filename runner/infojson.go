@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/hermesrun/hermes/internal/jsonscan"
 )
 
 // AppendJSON appends in as encoding/json encodes it with HTML escaping off
@@ -97,6 +100,10 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		i += jsonscan.Plain(unsafe.Slice(unsafe.StringData(s[i:]), len(s)-i))
+		if i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
 				i++

@@ -5,6 +5,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/hermesrun/hermes/internal/jsonscan"
 )
 
 // decodeFast decodes b into r when b is a receipt as the stores write it:
@@ -226,6 +228,10 @@ func (d *fastDecoder) str(v *string) bool {
 	start := d.i
 	// Most strings have no escape: find the end, and take it as it is.
 	for d.i < len(d.b) {
+		d.i += jsonscan.Plain(d.b[d.i:])
+		if d.i == len(d.b) {
+			return false
+		}
 		c := d.b[d.i]
 		if c == '"' {
 			s := d.b[start:d.i]
@@ -239,13 +245,17 @@ func (d *fastDecoder) str(v *string) bool {
 		if c == '\\' || c < 0x20 {
 			break
 		}
-		d.i++
+		d.i++ // a byte of a multi-byte character, checked at the end
 	}
-	out := make([]byte, 0, d.i-start+(len(d.b)-d.i)/8)
+	out := make([]byte, 0, len(d.b)-start) // unescaping only shortens
 	out = append(out, d.b[start:d.i]...)
 	for d.i < len(d.b) {
 		run := d.i
 		for d.i < len(d.b) {
+			d.i += jsonscan.Plain(d.b[d.i:])
+			if d.i == len(d.b) {
+				break
+			}
 			if c := d.b[d.i]; c == '"' || c == '\\' || c < 0x20 {
 				break
 			}
