@@ -9,19 +9,20 @@ import (
 	"github.com/hermesrun/hermes/internal/jsonscan"
 )
 
-// AppendJSON appends in as encoding/json encodes it with HTML escaping off
-// (the CLI's --json), byte for byte, without reflection: `hermes ps
+// AppendJSON appends in as encoding/json encodes it (with escapeHTML as
+// json.Encoder's SetEscapeHTML: off for the CLI's --json, on for the HTTP
+// API), byte for byte, without reflection: `hermes ps
 // --retained` prints a thousand of them, and reflection was a third of
 // the listing's time.
-func (in *Info) AppendJSON(b []byte) []byte {
+func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `{"session_id":`...)
-	b = appendJSONString(b, in.ID)
+	b = appendJSONString(b, in.ID, escapeHTML)
 	b = append(b, `,"command":`...)
-	b = appendJSONString(b, in.Command)
+	b = appendJSONString(b, in.Command, escapeHTML)
 	b = append(b, `,"backend":`...)
-	b = appendJSONString(b, in.Backend)
+	b = appendJSONString(b, in.Backend, escapeHTML)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, in.Status)
+	b = appendJSONString(b, in.Status, escapeHTML)
 	b = append(b, `,"exit_code":`...)
 	if in.ExitCode == nil {
 		b = append(b, "null"...)
@@ -30,7 +31,7 @@ func (in *Info) AppendJSON(b []byte) []byte {
 	}
 	if in.Signal != "" {
 		b = append(b, `,"signal":`...)
-		b = appendJSONString(b, in.Signal)
+		b = appendJSONString(b, in.Signal, escapeHTML)
 	}
 	if in.PID != 0 {
 		b = append(b, `,"pid":`...)
@@ -38,11 +39,11 @@ func (in *Info) AppendJSON(b []byte) []byte {
 	}
 	if in.ContainerID != "" {
 		b = append(b, `,"container_id":`...)
-		b = appendJSONString(b, in.ContainerID)
+		b = appendJSONString(b, in.ContainerID, escapeHTML)
 	}
 	if in.Image != "" {
 		b = append(b, `,"image":`...)
-		b = appendJSONString(b, in.Image)
+		b = appendJSONString(b, in.Image, escapeHTML)
 	}
 	b = append(b, `,"started_at":`...)
 	b = appendJSONTime(b, in.StartedAt)
@@ -53,19 +54,19 @@ func (in *Info) AppendJSON(b []byte) []byte {
 	b = append(b, `,"notify_on_complete":`...)
 	b = strconv.AppendBool(b, in.NotifyOnComplete)
 	b = append(b, `,"task_id":`...)
-	b = appendJSONString(b, in.TaskID)
+	b = appendJSONString(b, in.TaskID, escapeHTML)
 	b = append(b, `,"owner_task_id":`...)
-	b = appendJSONString(b, in.OwnerTaskID)
+	b = appendJSONString(b, in.OwnerTaskID, escapeHTML)
 	b = append(b, `,"session_key":`...)
-	b = appendJSONString(b, in.SessionKey)
+	b = appendJSONString(b, in.SessionKey, escapeHTML)
 	b = append(b, `,"parent_session_id":`...)
-	b = appendJSONString(b, in.ParentSessionID)
+	b = appendJSONString(b, in.ParentSessionID, escapeHTML)
 	b = append(b, `,"cwd":`...)
-	b = appendJSONString(b, in.Cwd)
+	b = appendJSONString(b, in.Cwd, escapeHTML)
 	b = append(b, `,"trace_id":`...)
-	b = appendJSONString(b, in.TraceID)
+	b = appendJSONString(b, in.TraceID, escapeHTML)
 	b = append(b, `,"span_id":`...)
-	b = appendJSONString(b, in.SpanID)
+	b = appendJSONString(b, in.SpanID, escapeHTML)
 	b = append(b, `,"output_truncated":`...)
 	b = strconv.AppendBool(b, in.OutputTruncated)
 	if in.Retained {
@@ -73,7 +74,7 @@ func (in *Info) AppendJSON(b []byte) []byte {
 	}
 	if in.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendJSONString(b, in.Error)
+		b = appendJSONString(b, in.Error, escapeHTML)
 	}
 	if in.QueuePosition != 0 {
 		b = append(b, `,"queue_position":`...)
@@ -93,19 +94,22 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString is encoding/json's string encoding with HTML escaping
-// off: quotes, backslashes and control characters escaped, invalid UTF-8
-// replaced by U+FFFD, U+2028 and U+2029 escaped for JSONP's sake.
-func appendJSONString(b []byte, s string) []byte {
+// appendJSONString is encoding/json's string encoding: quotes,
+// backslashes and control characters escaped, invalid UTF-8 replaced by
+// U+FFFD, U+2028 and U+2029 escaped for JSONP's sake, and with escapeHTML
+// '<', '>' and '&' too.
+func appendJSONString(b []byte, s string, escapeHTML bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		i += jsonscan.Plain(unsafe.Slice(unsafe.StringData(s[i:]), len(s)-i))
-		if i == len(s) {
-			break
+		if !escapeHTML {
+			i += jsonscan.Plain(unsafe.Slice(unsafe.StringData(s[i:]), len(s)-i))
+			if i == len(s) {
+				break
+			}
 		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || (c != '<' && c != '>' && c != '&')) {
 				i++
 				continue
 			}
@@ -151,16 +155,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// AppendJSON appends res as encoding/json encodes it with HTML escaping
-// off, byte for byte: `hermes log --json` of a full receipt spent a tenth
+// AppendJSON appends res as encoding/json encodes it (escapeHTML as for
+// Info.AppendJSON), byte for byte: `hermes log --json` of a full receipt spent a tenth
 // of its time in reflection's string encoding.
-func (res *LogResult) AppendJSON(b []byte) []byte {
+func (res *LogResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `{"session_id":`...)
-	b = appendJSONString(b, res.ID)
+	b = appendJSONString(b, res.ID, escapeHTML)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, res.Status)
+	b = appendJSONString(b, res.Status, escapeHTML)
 	b = append(b, `,"output":`...)
-	b = appendJSONString(b, res.Output)
+	b = appendJSONString(b, res.Output, escapeHTML)
 	b = append(b, `,"exit_code":`...)
 	if res.ExitCode == nil {
 		b = append(b, "null"...)
@@ -173,5 +177,35 @@ func (res *LogResult) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(res.Offset), 10)
 	b = append(b, `,"output_truncated":`...)
 	b = strconv.AppendBool(b, res.OutputTruncated)
+	return append(b, '}')
+}
+
+// AppendJSON appends res as encoding/json encodes it (escapeHTML as for
+// Info.AppendJSON), byte for byte: serve answers a poll with it.
+func (res *PollResult) AppendJSON(b []byte, escapeHTML bool) []byte {
+	b = append(b, `{"session_id":`...)
+	b = appendJSONString(b, res.ID, escapeHTML)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, res.Status, escapeHTML)
+	b = append(b, `,"exit_code":`...)
+	if res.ExitCode == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(*res.ExitCode), 10)
+	}
+	b = append(b, `,"output_tail":`...)
+	b = appendJSONString(b, res.OutputTail, escapeHTML)
+	if res.Command != "" {
+		b = append(b, `,"command":`...)
+		b = appendJSONString(b, res.Command, escapeHTML)
+	}
+	if res.PID != 0 {
+		b = append(b, `,"pid":`...)
+		b = strconv.AppendInt(b, int64(res.PID), 10)
+	}
+	if res.Error != "" {
+		b = append(b, `,"error":`...)
+		b = appendJSONString(b, res.Error, escapeHTML)
+	}
 	return append(b, '}')
 }

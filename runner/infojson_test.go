@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// encodeStd is v as encoding/json writes it for the CLI's --json.
-func encodeStd(t *testing.T, in any) []byte {
+// encodeStd is v as encoding/json writes it: for the CLI's --json
+// (escapeHTML false) or the HTTP API (true, json.Marshal's).
+func encodeStd(t *testing.T, in any, escapeHTML bool) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
+	enc.SetEscapeHTML(escapeHTML)
 	if err := enc.Encode(in); err != nil {
 		t.Fatal(err)
 	}
@@ -31,8 +32,10 @@ func TestInfoAppendJSON(t *testing.T) {
 			TaskID: "t", OwnerTaskID: "o", SessionKey: "k", ParentSessionID: "p", Cwd: "/", TraceID: "tr", SpanID: "sp",
 			OutputTruncated: true, Retained: true, Error: "lost: \x01", QueuePosition: 7},
 	} {
-		if got, want := in.AppendJSON(nil), encodeStd(t, in); !bytes.Equal(got, want) {
-			t.Errorf("AppendJSON:\n%s\nencoding/json:\n%s", got, want)
+		for _, html := range []bool{false, true} {
+			if got, want := in.AppendJSON(nil, html), encodeStd(t, in, html); !bytes.Equal(got, want) {
+				t.Errorf("AppendJSON(html %v):\n%s\nencoding/json:\n%s", html, got, want)
+			}
 		}
 	}
 }
@@ -54,15 +57,24 @@ func FuzzInfoAppendJSON(f *testing.F) {
 			in.ExitCode, in.FinishedAt, in.PID, in.QueuePosition = &c, &started, int(n), int(n>>3)
 			in.NotifyOnComplete, in.Retained, in.OutputTruncated = true, true, true
 		}
-		if got, want := in.AppendJSON(nil), encodeStd(t, in); !bytes.Equal(got, want) {
-			t.Fatalf("AppendJSON:\n%q\nencoding/json:\n%q", got, want)
-		}
 		res := &LogResult{ID: command, Status: errText, Output: command + errText, TotalLines: int(n), Offset: int(nanos), OutputTruncated: set}
 		if set {
 			res.ExitCode = in.ExitCode
 		}
-		if got, want := res.AppendJSON(nil), encodeStd(t, res); !bytes.Equal(got, want) {
-			t.Fatalf("LogResult.AppendJSON:\n%q\nencoding/json:\n%q", got, want)
+		poll := &PollResult{ID: command, Status: errText, OutputTail: command + errText, Command: errText, Error: command}
+		if set {
+			poll.ExitCode, poll.PID = in.ExitCode, int(n)
+		}
+		for _, html := range []bool{false, true} {
+			if got, want := in.AppendJSON(nil, html), encodeStd(t, in, html); !bytes.Equal(got, want) {
+				t.Fatalf("Info.AppendJSON(html %v):\n%q\nencoding/json:\n%q", html, got, want)
+			}
+			if got, want := res.AppendJSON(nil, html), encodeStd(t, res, html); !bytes.Equal(got, want) {
+				t.Fatalf("LogResult.AppendJSON(html %v):\n%q\nencoding/json:\n%q", html, got, want)
+			}
+			if got, want := poll.AppendJSON(nil, html), encodeStd(t, poll, html); !bytes.Equal(got, want) {
+				t.Fatalf("PollResult.AppendJSON(html %v):\n%q\nencoding/json:\n%q", html, got, want)
+			}
 		}
 	})
 }

@@ -305,10 +305,21 @@ func (s *Server) job(budget time.Duration, h apiHandler) http.HandlerFunc {
 func checkText(name, v string) error { return runner.CheckLabel(name, v) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, "encode response: "+err.Error())
-		return
+	// json.Marshal's bytes, without its reflection, for the answers that
+	// can say them (a poll is the runner's most frequent). The types are
+	// exact: a wrapper that embeds one (api.WaitResult) has fields more.
+	var b []byte
+	switch x := v.(type) {
+	case *runner.PollResult:
+		b = x.AppendJSON(make([]byte, 0, 256+len(x.OutputTail)), true)
+	case *runner.Info:
+		b = x.AppendJSON(make([]byte, 0, 512), true)
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			writeError(w, http.StatusInternalServerError, api.CodeInternal, "encode response: "+err.Error())
+			return
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

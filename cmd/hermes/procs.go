@@ -258,7 +258,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = in.AppendJSON(b)
+			b = in.AppendJSON(b, false)
 		}
 		_, err := g.Stdout.Write(append(b, ']', '\n'))
 		return err
@@ -334,7 +334,7 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		if g.JSON {
 			// printJSON's bytes (LogResult.AppendJSON), in one write.
-			b := res.AppendJSON(make([]byte, 0, len(res.Output)+len(res.Output)/8+256))
+			b := res.AppendJSON(make([]byte, 0, len(res.Output)+len(res.Output)/8+256), false)
 			_, err = g.Stdout.Write(append(b, '\n'))
 			return err
 		}
