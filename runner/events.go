@@ -31,6 +31,10 @@ type Event struct {
 	Started bool
 	// Receipt is the final record, on EventEnded only.
 	Receipt *receipts.Receipt
+	// Removed is set on EventEnded when the receipt was removed (rm,
+	// prune) before this registry read it back: Receipt is then only what
+	// it knew, and nothing was stored.
+	Removed bool
 }
 
 // events fans process events out to subscribers. Delivery is synchronous

@@ -185,12 +185,21 @@ func TestSupervisedEndAfterRemove(t *testing.T) {
 	r := h.registry(t, func(o *runner.Options) {
 		o.Backends = []runner.Backend{supervisedBackend{store: h.store, removeAfter: true}}
 	})
+	ended := make(chan runner.Event, 1)
+	t.Cleanup(r.Subscribe(func(ev runner.Event) {
+		if ev.Kind == runner.EventEnded {
+			ended <- ev
+		}
+	}))
 	info, err := r.Start(context.Background(), runner.StartRequest{Command: "exit 2"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if ev := <-ended; !ev.Removed || ev.ID != info.ID {
+		t.Fatalf("end event = %+v, want Removed", ev)
+	}
 	// A waiter wakes at the end and finds what a later caller would.
 	if res, err := r.Wait(ctx, info.ID); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("wait = %+v, %v", res, err)

@@ -340,7 +340,7 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// The end is an event before the process counts as done, and after
 	// its receipt (with its completion) is stored: an owner that no
 	// longer finds it running finds its completion.
-	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec})
+	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec, Removed: removed})
 	close(p.done)
 	switch {
 	case removed:

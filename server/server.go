@@ -336,7 +336,9 @@ func (s *Server) observe(t *Tenant) {
 			s.metrics.running.Inc()
 		case ev.Kind == runner.EventEnded && ev.Started:
 			s.metrics.running.Dec()
-			s.metrics.receiptWritten(t.Name, ev.Receipt.Backend, ev.Receipt.Status, ev.Receipt.FinishedAt.Sub(ev.Receipt.StartedAt))
+			if !ev.Removed {
+				s.metrics.receiptWritten(t.Name, ev.Receipt.Backend, ev.Receipt.Status, ev.Receipt.FinishedAt.Sub(ev.Receipt.StartedAt))
+			}
 		}
 		if ev.Kind == runner.EventEnded && s.peers != nil && !t.Registry.Shared(ev.Backend) {
 			// Off the registry's event path: a slow Redis must not hold
