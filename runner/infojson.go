@@ -24,11 +24,7 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, in.Status, escapeHTML)
 	b = append(b, `,"exit_code":`...)
-	if in.ExitCode == nil {
-		b = append(b, "null"...)
-	} else {
-		b = strconv.AppendInt(b, int64(*in.ExitCode), 10)
-	}
+	b = appendJSONIntPtr(b, in.ExitCode)
 	if in.Signal != "" {
 		b = append(b, `,"signal":`...)
 		b = appendJSONString(b, in.Signal, escapeHTML)
@@ -90,6 +86,15 @@ func appendJSONTime(b []byte, t time.Time) []byte {
 	b = append(b, '"')
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"')
+}
+
+// appendJSONIntPtr is a *int as encoding/json encodes it: null or the
+// number.
+func appendJSONIntPtr(b []byte, n *int) []byte {
+	if n == nil {
+		return append(b, "null"...)
+	}
+	return strconv.AppendInt(b, int64(*n), 10)
 }
 
 const hexDigits = "0123456789abcdef"
@@ -166,11 +171,7 @@ func (res *LogResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `,"output":`...)
 	b = appendJSONString(b, res.Output, escapeHTML)
 	b = append(b, `,"exit_code":`...)
-	if res.ExitCode == nil {
-		b = append(b, "null"...)
-	} else {
-		b = strconv.AppendInt(b, int64(*res.ExitCode), 10)
-	}
+	b = appendJSONIntPtr(b, res.ExitCode)
 	b = append(b, `,"total_lines":`...)
 	b = strconv.AppendInt(b, int64(res.TotalLines), 10)
 	b = append(b, `,"offset":`...)
@@ -188,11 +189,7 @@ func (res *PollResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `,"status":`...)
 	b = appendJSONString(b, res.Status, escapeHTML)
 	b = append(b, `,"exit_code":`...)
-	if res.ExitCode == nil {
-		b = append(b, "null"...)
-	} else {
-		b = strconv.AppendInt(b, int64(*res.ExitCode), 10)
-	}
+	b = appendJSONIntPtr(b, res.ExitCode)
 	b = append(b, `,"output_tail":`...)
 	b = appendJSONString(b, res.OutputTail, escapeHTML)
 	if res.Command != "" {

@@ -43,10 +43,7 @@ func (s *Server) dispatchQueued(t *Tenant) {
 			kick()
 		}
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	s.whileOpen(func(ctx context.Context) {
 		tick := time.NewTicker(dispatchTick)
 		defer tick.Stop()
 		for {
@@ -72,14 +69,10 @@ func (s *Server) dispatchQueued(t *Tenant) {
 			case <-tick.C:
 			}
 		}
-	}()
+	})
 	s.mu.Lock()
 	s.kicks = append(s.kicks, tenantKick{t: t, kick: kick})
-	s.unobserve = append(s.unobserve, func() {
-		unsubscribe()
-		cancel()
-		<-done
-	})
+	s.unobserve = append(s.unobserve, unsubscribe)
 	s.mu.Unlock()
 }
 

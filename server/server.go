@@ -302,10 +302,7 @@ const unobservedSweep = 10 * time.Second
 // at start cannot see a container whose create the engine finished after
 // it listed.
 func (s *Server) recordUnobserved(t *Tenant) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	s.whileOpen(func(ctx context.Context) {
 		tick := time.NewTicker(unobservedSweep)
 		defer tick.Stop()
 		for {
@@ -318,6 +315,17 @@ func (s *Server) recordUnobserved(t *Tenant) {
 				s.log.Info("recorded ends nobody observed", "tenant", t.Name, "jobs", ended)
 			}
 		}
+	})
+}
+
+// whileOpen runs loop on a goroutine of its own until the server closes,
+// which cancels loop's context and waits for it to return.
+func (s *Server) whileOpen(loop func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
 	}()
 	s.mu.Lock()
 	s.unobserve = append(s.unobserve, func() {

@@ -218,6 +218,22 @@ func (d *fastDecoder) time(v *time.Time) bool {
 	return v.UnmarshalJSON(d.b[start:d.i]) == nil
 }
 
+// toSpecial moves to the next quote, backslash or control character of a
+// string's content, or to the end of the input. Bytes of multi-byte
+// characters are passed over: str checks the UTF-8 once, at the end.
+func (d *fastDecoder) toSpecial() {
+	for d.i < len(d.b) {
+		d.i += jsonscan.Plain(d.b[d.i:])
+		if d.i == len(d.b) {
+			return
+		}
+		if c := d.b[d.i]; c == '"' || c == '\\' || c < 0x20 {
+			return
+		}
+		d.i++
+	}
+}
+
 // str reads a JSON string: runs of plain bytes copied whole, escapes other
 // than surrogates decoded. Invalid UTF-8 (which encoding/json replaces)
 // and surrogate escapes are left to encoding/json.
@@ -227,40 +243,24 @@ func (d *fastDecoder) str(v *string) bool {
 	}
 	start := d.i
 	// Most strings have no escape: find the end, and take it as it is.
-	for d.i < len(d.b) {
-		d.i += jsonscan.Plain(d.b[d.i:])
-		if d.i == len(d.b) {
+	d.toSpecial()
+	if d.i == len(d.b) {
+		return false
+	}
+	if d.b[d.i] == '"' {
+		s := d.b[start:d.i]
+		if !utf8.Valid(s) {
 			return false
 		}
-		c := d.b[d.i]
-		if c == '"' {
-			s := d.b[start:d.i]
-			if !utf8.Valid(s) {
-				return false
-			}
-			*v = string(s)
-			d.i++
-			return true
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		d.i++ // a byte of a multi-byte character, checked at the end
+		*v = string(s)
+		d.i++
+		return true
 	}
 	out := make([]byte, 0, len(d.b)-start) // unescaping only shortens
 	out = append(out, d.b[start:d.i]...)
 	for d.i < len(d.b) {
 		run := d.i
-		for d.i < len(d.b) {
-			d.i += jsonscan.Plain(d.b[d.i:])
-			if d.i == len(d.b) {
-				break
-			}
-			if c := d.b[d.i]; c == '"' || c == '\\' || c < 0x20 {
-				break
-			}
-			d.i++
-		}
+		d.toSpecial()
 		out = append(out, d.b[run:d.i]...)
 		if d.i == len(d.b) {
 			return false

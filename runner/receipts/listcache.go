@@ -112,8 +112,10 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 		return nil, fmt.Errorf("receipt store: %w", err)
 	}
 	dk, dirOK := keyOf(dst)
-	if recs, ok := d.unchanged(dk, func(k fileKey) bool { return s.expired(time.Unix(0, k.mtime)) }); dirOK && ok {
-		return recs, nil
+	if dirOK {
+		if recs, ok := d.unchanged(dk, func(k fileKey) bool { return s.expired(time.Unix(0, k.mtime)) }); ok {
+			return recs, nil
+		}
 	}
 	ids, err := s.ids()
 	if err != nil {
@@ -163,6 +165,8 @@ func (s *FileStore) exists(id string) bool {
 // ErrNotFound; anything else (not regular, expired, changed) is a miss,
 // for loadInfo to judge and say.
 func (s *FileStore) cachedSummary(id string, d *dirCache, n uint64) (*Receipt, bool, error) {
+	// Path's name, without filepath.Join's Clean: ids are plain names,
+	// and its Clean stood out in the profile of a cached listing.
 	st, err := os.Lstat(s.dir + string(filepath.Separator) + id + ".json")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
