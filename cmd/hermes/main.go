@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -122,6 +123,9 @@ type Globals struct {
 	// listCache outlives the command: the supervisor running handed-off
 	// commands keeps one for all of them (receipts.ListCache).
 	listCache *receipts.ListCache
+	// parsers outlives the command too: the supervisor's commands reuse
+	// the parsers built for those before them.
+	parsers *parsers
 }
 
 // getwd is the directory the command resolves against.
@@ -187,13 +191,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 // one key differ only in call-only variables, none of which is a flag's.
 //
 // The commands share cache, which makes their listings of retained
-// receipts cheaper than a process of their own could.
+// receipts cheaper than a process of their own could, and the parsers of
+// the commands that ran before them.
 func handedOff(cache *receipts.ListCache) func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int {
+	pool := newParsers()
 	return func(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 		return command(ctx, call.Args, &Globals{
 			Stdout: stdout, Stderr: stderr, Getenv: handoff.Lookup(call.Env), Environ: call.Env,
 			Getwd:     func() (string, error) { return call.Dir, nil },
-			listCache: cache,
+			listCache: cache, parsers: pool,
 		})
 	}
 }
@@ -203,12 +209,13 @@ func handedOff(cache *receipts.ListCache) func(context.Context, handoff.Call, io
 func command(ctx context.Context, args []string, g *Globals) int {
 	stdout, stderr := g.Stdout, g.Stderr
 	var cli CLI
-	kctx, exitCode, err := parse(&cli, negativeValues(args), stdout, stderr,
+	kctx, exitCode, release, err := parseFrom(g.parsers, &cli, negativeValues(args), stdout, stderr,
 		kong.Name("hermes"),
 		kong.Description("hermes runs shell commands for AI agents: in the foreground, or as detached background jobs whose results outlive the command that started them. Each finished process leaves a bounded, redacted, session-scoped receipt under $HERMES_HOME (or in Redis)."),
 		kong.Vars{"version": versionString()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
+	defer release()
 	if errors.Is(err, errCommandTree) {
 		fmt.Fprintf(stderr, "hermes: internal error: %v\n", err)
 		return 70
@@ -346,8 +353,13 @@ type buildInfo struct {
 	Platform  string `json:"platform"`
 }
 
-// build reads the stamped values, else what Go recorded in the binary.
-func build() buildInfo {
+// build is readBuild's answer, read once: it does not change while the
+// binary runs, and a supervisor runs many commands (each names the
+// version to its parser).
+var build = sync.OnceValue(readBuild)
+
+// readBuild reads the stamped values, else what Go recorded in the binary.
+func readBuild() buildInfo {
 	b := buildInfo{Version: version, Commit: commit, BuildDate: buildDate, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	bi, ok := debug.ReadBuildInfo()
 	if b.Version == "" {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/alecthomas/kong"
@@ -23,20 +24,32 @@ import (
 // version flag, a usage error - is parsed again by the whole tree, whose
 // output is what the user sees, so help and errors do not change.
 func parse(cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (*kong.Context, int, error) {
+	kctx, exitCode, _, err := parseFrom(nil, cli, args, stdout, stderr, opts...)
+	return kctx, exitCode, err
+}
+
+// parseFrom is parse with the command's own tree taken from pool when
+// there is one. The caller calls release once the command has run (its
+// values live in the pooled tree until then); release is never nil.
+func parseFrom(pool *parsers, cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (kctx *kong.Context, exitCode int, release func(), err error) {
 	if field, ok := narrowField(args); ok {
-		if kctx, ok := parseNarrow(cli, field, args, opts); ok {
-			return kctx, -1, nil
+		np := pool.get(field, opts)
+		if np != nil {
+			if kctx, ok := np.parse(cli, args); ok {
+				return kctx, -1, func() { pool.put(field.Name, np) }, nil
+			}
+			pool.put(field.Name, np)
 		}
 	}
-	exitCode := -1
+	exitCode = -1
 	parser, err := kong.New(cli, append(opts,
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }))...)
 	if err != nil {
-		return nil, -1, fmt.Errorf("%w: %w", errCommandTree, err)
+		return nil, -1, func() {}, fmt.Errorf("%w: %w", errCommandTree, err)
 	}
-	kctx, err := parser.Parse(args)
-	return kctx, exitCode, err
+	kctx, err = parser.Parse(args)
+	return kctx, exitCode, func() {}, err
 }
 
 // errCommandTree marks a command tree kong cannot build: a bug in CLI.
@@ -46,7 +59,26 @@ var errCommandTree = errors.New("command tree")
 // field alone. On success the global flags are copied into cli; ok is false
 // when that tree did not take args (or printed something: help, version).
 func parseNarrow(cli *CLI, field reflect.StructField, args []string, opts []kong.Option) (*kong.Context, bool) {
-	ct := reflect.TypeOf(cli).Elem()
+	np := newNarrowParser(field, opts)
+	if np == nil {
+		return nil, false
+	}
+	return np.parse(cli, args)
+}
+
+// narrowParser is the tree of CLI's global flags and one command, with
+// the value it parses into.
+type narrowParser struct {
+	parser *kong.Kong
+	root   reflect.Value // *struct{global flags; the command}
+	fields []reflect.StructField
+	field  string // the command's field name
+	exited bool   // kong's Exit was called: help or version
+}
+
+// newNarrowParser builds the tree of field's command; nil if kong cannot.
+func newNarrowParser(field reflect.StructField, opts []kong.Option) *narrowParser {
+	ct := reflect.TypeFor[CLI]()
 	var fields []reflect.StructField
 	for i := 0; i < ct.NumField(); i++ {
 		f := ct.Field(i)
@@ -54,25 +86,79 @@ func parseNarrow(cli *CLI, field reflect.StructField, args []string, opts []kong
 			fields = append(fields, f)
 		}
 	}
-	nv := reflect.New(reflect.StructOf(fields))
-	exited := false
-	parser, err := kong.New(nv.Interface(), append(opts,
+	np := &narrowParser{root: reflect.New(reflect.StructOf(fields)), fields: fields, field: field.Name}
+	parser, err := kong.New(np.root.Interface(), append(opts,
 		kong.Writers(io.Discard, io.Discard),
-		kong.Exit(func(int) { exited = true }))...)
+		kong.Exit(func(int) { np.exited = true }))...)
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	kctx, err := parser.Parse(args)
-	if err != nil || exited {
+	np.parser = parser
+	return np
+}
+
+// parse parses args into the tree's value and, on success, copies the
+// global flags into cli. kong resets every value it knows to its default
+// (or its environment variable) before each parse, and every field of a
+// command is one it knows, so a tree parses again as if new
+// (TestPooledParseMatchesANewTree).
+func (np *narrowParser) parse(cli *CLI, args []string) (*kong.Context, bool) {
+	np.exited = false
+	kctx, err := np.parser.Parse(args)
+	if err != nil || np.exited {
 		return nil, false
 	}
 	cv := reflect.ValueOf(cli).Elem()
-	for i, f := range fields {
-		if f.Name != field.Name {
-			cv.FieldByName(f.Name).Set(nv.Elem().Field(i))
+	for i, f := range np.fields {
+		if f.Name != np.field {
+			cv.FieldByName(f.Name).Set(np.root.Elem().Field(i))
 		}
 	}
 	return kctx, true
+}
+
+// parsers keeps the trees of commands that have run, for the next of the
+// same command: a process that runs many commands (a caller supervisor,
+// package handoff) builds each tree once instead of by reflection per
+// command (kong.New was 0.2 of the 0.5 ms a handed-off `ps` took it). A
+// nil *parsers builds a tree per parse. All commands parse with the same
+// options.
+type parsers struct {
+	mu   sync.Mutex
+	free map[string][]*narrowParser
+}
+
+// maxIdleParsers bounds the trees kept per command: as many as run at
+// once, usually one.
+const maxIdleParsers = 4
+
+func newParsers() *parsers { return &parsers{free: map[string][]*narrowParser{}} }
+
+// get takes an idle tree of field's command, or builds one.
+func (p *parsers) get(field reflect.StructField, opts []kong.Option) *narrowParser {
+	if p != nil {
+		p.mu.Lock()
+		if free := p.free[field.Name]; len(free) > 0 {
+			np := free[len(free)-1]
+			p.free[field.Name] = free[:len(free)-1]
+			p.mu.Unlock()
+			return np
+		}
+		p.mu.Unlock()
+	}
+	return newNarrowParser(field, opts)
+}
+
+// put gives back a tree whose command has finished with its values.
+func (p *parsers) put(name string, np *narrowParser) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free[name]) < maxIdleParsers {
+		p.free[name] = append(p.free[name], np)
+	}
 }
 
 // narrowField finds the top-level command args name, skipping the global

@@ -174,3 +174,99 @@ func TestNoCommandTakesTheCLI(t *testing.T) {
 	}
 	walk(reflect.TypeFor[CLI](), "hermes")
 }
+
+// TestPooledParseMatchesANewTree: a command's tree reused from the pool
+// parses each command line into what a new tree would, whatever the
+// command lines before it set: every flag, argument and global flag is
+// reset (a flag set once does not stay set, a repeated one does not
+// accumulate), and the environment is read again.
+func TestPooledParseMatchesANewTree(t *testing.T) {
+	lines := []struct {
+		args []string
+		env  string // HERMES_RUNNER_URL
+	}{
+		{[]string{"--json", "run", "-b", "-q", "--notify", "--env", "A=1", "-e", "B=2", "--timeout", "5s", "--task", "T", "--cwd", "/tmp", "--", "echo", "hi"}, "http://127.0.0.1:1"},
+		{[]string{"run", "-b", "--", "true"}, ""},
+		{[]string{"run", "--env", "C=3", "--", "make test"}, ""},
+		{[]string{"--runner-token", "tok", "ps", "--retained", "--status", "exited,killed", "-q"}, "http://127.0.0.1:2"},
+		{[]string{"ps"}, ""},
+		{[]string{"ps", "--status", "lost"}, ""},
+		{[]string{"wait", "--timeout", "2s", "proc_0123"}, ""},
+		{[]string{"wait", "proc_4567"}, ""},
+		{[]string{"log", "--offset=-2", "--limit", "3", "proc_0123"}, ""},
+		{[]string{"log", "proc_0123"}, "http://127.0.0.1:3"},
+		{[]string{"--json", "poll", "proc_0123"}, ""},
+		{[]string{"poll", "proc_89ab"}, ""},
+		{[]string{"run", "--help"}, ""},
+		{[]string{"run", "-b", "--", "true"}, ""},
+	}
+	pool := newParsers()
+	for round := range 2 {
+		for i, l := range lines {
+			t.Setenv("HERMES_RUNNER_URL", l.env)
+			var fresh, pooled CLI
+			fk, fcode, ferr := parse(&fresh, l.args, io.Discard, io.Discard, parserOpts...)
+			pk, pcode, release, perr := parseFrom(pool, &pooled, l.args, io.Discard, io.Discard, parserOpts...)
+			if fcode != pcode || (ferr == nil) != (perr == nil) {
+				t.Fatalf("round %d, line %d %q: pooled exit %d err %v, new exit %d err %v", round, i, l.args, pcode, perr, fcode, ferr)
+			}
+			if ferr == nil && fcode < 0 {
+				if got, want := pk.Selected().Target.Interface(), fk.Selected().Target.Interface(); !reflect.DeepEqual(got, want) {
+					t.Fatalf("round %d, line %d %q: pooled %+v, new %+v", round, i, l.args, got, want)
+				}
+				if pooled.JSON != fresh.JSON || pooled.Runner != fresh.Runner || pooled.RunnerToken != fresh.RunnerToken {
+					t.Fatalf("round %d, line %d %q: pooled globals %+v, new %+v", round, i, l.args, pooled, fresh)
+				}
+			}
+			release()
+		}
+	}
+	if n := len(pool.free["Run"]); n != 1 {
+		t.Fatalf("%d idle run parsers after one command at a time, want 1", n)
+	}
+}
+
+// FuzzPooledParse: after any command line, a pooled tree parses the next
+// one as a new tree would (the same exit, error, command values and
+// global flags).
+func FuzzPooledParse(f *testing.F) {
+	for _, s := range []string{
+		"run\x00-b\x00-e\x00A=1\x00--\x00true\x01run\x00--\x00true",
+		"ps\x00--retained\x00--status\x00lost\x01ps",
+		"--json\x00wait\x00--timeout\x001s\x00proc_0123\x01wait\x00proc_0123",
+		"log\x00--tail\x003\x00proc_0123\x01log\x00proc_0123",
+		"run\x00--help\x01run\x00-b\x00--\x00x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		first, second, _ := strings.Cut(s, "\x01")
+		split := func(s string) []string {
+			if s == "" {
+				return nil
+			}
+			return strings.Split(s, "\x00")
+		}
+		pool := newParsers()
+		var before CLI
+		_, _, release, _ := parseFrom(pool, &before, split(first), io.Discard, io.Discard, parserOpts...)
+		release()
+		args := split(second)
+		var fresh, pooled CLI
+		fk, fcode, ferr := parse(&fresh, args, io.Discard, io.Discard, parserOpts...)
+		pk, pcode, release, perr := parseFrom(pool, &pooled, args, io.Discard, io.Discard, parserOpts...)
+		defer release()
+		if fcode != pcode || (ferr == nil) != (perr == nil) {
+			t.Fatalf("%q after %q: pooled exit %d err %v, new exit %d err %v", args, split(first), pcode, perr, fcode, ferr)
+		}
+		if ferr != nil || fcode >= 0 {
+			return
+		}
+		if got, want := pk.Selected().Target.Interface(), fk.Selected().Target.Interface(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q after %q: pooled %+v, new %+v", args, split(first), got, want)
+		}
+		if pooled.JSON != fresh.JSON || pooled.Runner != fresh.Runner || pooled.RunnerToken != fresh.RunnerToken || pooled.RunnerTokenFile != fresh.RunnerTokenFile {
+			t.Fatalf("%q after %q: pooled globals %+v, new %+v", args, split(first), pooled, fresh)
+		}
+	})
+}

@@ -40,7 +40,7 @@ func BenchmarkHandedOffReads(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := []string{"HERMES_HOME=" + home, "HOME=" + home, "PATH=/usr/bin:/bin"}
-	cache := receipts.NewListCache()
+	run := handedOff(receipts.NewListCache())
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -53,7 +53,7 @@ func BenchmarkHandedOffReads(b *testing.B) {
 			var n countingWriter
 			b.ReportAllocs()
 			for b.Loop() {
-				if code := handedOff(cache)(ctx, call, nil, &n, io.Discard); code != 0 {
+				if code := run(ctx, call, nil, &n, io.Discard); code != 0 {
 					b.Fatalf("exit %d", code)
 				}
 			}
