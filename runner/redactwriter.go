@@ -317,7 +317,11 @@ func (r *redactingWriter) write(s string) {
 	if failed {
 		return
 	}
-	if _, err := io.WriteString(r.w, s); err != nil {
+	// s's bytes without a copy: w (the spill log) has no WriteString, so
+	// io.WriteString would copy every part into a new slice, a second
+	// heap allocation of everything the job prints and the garbage
+	// collector's work with it. An io.Writer must not keep p.
+	if _, err := r.w.Write(unsafe.Slice(unsafe.StringData(s), len(s))); err != nil {
 		r.mu.Lock()
 		r.err = err
 		r.taken.Broadcast()

@@ -356,3 +356,27 @@ func trim(s string) string {
 	}
 	return s
 }
+
+// FuzzNextStart: the eight-at-a-time scan finds the same next candidate
+// position as a scan of one position at a time, from every start.
+func FuzzNextStart(f *testing.F) {
+	f.Add("")
+	f.Add("xxxxxxxxxxxxxxxxxxxxxxxxsk-")
+	f.Add("key=value -- ghp_ AKIA xoxb eyJ")
+	f.Add(strings.Repeat("x", 17) + "=")
+	starts := startPairs()
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := 0; i <= len(s); i++ {
+			want := len(s)
+			for j := i; j+1 < len(s); j++ {
+				if starts[uint16(s[j])|uint16(s[j+1])<<8] != 0 {
+					want = j
+					break
+				}
+			}
+			if got := nextStart(starts, s, i); got != want {
+				t.Fatalf("nextStart(%q, %d) = %d, want %d", s, i, got, want)
+			}
+		}
+	})
+}
