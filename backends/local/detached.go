@@ -85,6 +85,11 @@ type ShimRequest struct {
 	// which the launcher passes on to its own output.
 	Foreground  bool `json:"foreground,omitempty"`
 	LauncherPID int  `json:"launcher_pid,omitempty"`
+	// Discard says the launcher of a foreground job throws its output
+	// away (it is in the receipt; `hermes --json run`): it passes no
+	// descriptor 3, and the shim sends the output nowhere but the job's
+	// log and receipt, instead of through a pipe to be dropped.
+	Discard bool `json:"discard,omitempty"`
 	// Environ, when set, is the environment the job starts from instead
 	// of its supervisor's: the launcher's own, for a supervisor that
 	// callers share (see Detached.CallerSupervisor).
@@ -189,7 +194,8 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 	cmd, closeLog := d.command(d.Args, "shim")
 	defer closeLog() // the shim keeps its own descriptor
 	var teeDone chan struct{}
-	if tee != nil {
+	discard := tee == io.Discard
+	if tee != nil && !discard {
 		// The shim writes the job's output to its descriptor 3; a pipe
 		// carries it here, whatever tee is.
 		r, w, err := os.Pipe()
@@ -224,7 +230,7 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 	}
 	sreq := ShimRequest{Spec: spec}
 	if tee != nil {
-		sreq.Foreground, sreq.LauncherPID = true, os.Getpid()
+		sreq.Foreground, sreq.LauncherPID, sreq.Discard = true, os.Getpid(), discard
 	}
 	req, err := json.Marshal(sreq)
 	if err != nil {

@@ -178,36 +178,51 @@ func TestDescendantsCannotEscape(t *testing.T) {
 }
 
 // TestForegroundLauncherKilled: `hermes run` killed with SIGKILL leaves no
-// job behind, and the job's end is recorded.
+// job behind, and the job's end is recorded; with --json too, where the
+// output goes only to the receipt and no pipe ties the job's shim to the
+// launcher.
 func TestForegroundLauncherKilled(t *testing.T) {
-	p := newProfile(t)
-	pidFile := filepath.Join(t.TempDir(), "job.pid")
-	cmd := exec.Command(hermesBin, "run", "--", fmt.Sprintf("echo $$ > %[1]s.tmp; mv %[1]s.tmp %[1]s; echo begun; exec sleep 3000", pidFile))
-	cmd.Env, cmd.Dir = p.env, p.home
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	job := readPID(t, pidFile)
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	waitGone(t, job, "the job of a killed foreground hermes")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res := p.hermes("ps", "--retained", "--json")
-		var list []cliStatus
-		_ = json.Unmarshal([]byte(res.stdout), &list)
-		if len(list) == 1 && list[0].Status != "running" {
-			if list[0].Status != "killed" && list[0].Status != "lost" {
-				t.Fatalf("recorded as %+v", list[0])
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"streamed", []string{"run", "--"}},
+		{"json, output discarded", []string{"--json", "run", "--"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProfile(t)
+			pidFile := filepath.Join(t.TempDir(), "job.pid")
+			cmd := exec.Command(hermesBin, append(tc.args, fmt.Sprintf("echo $$ > %[1]s.tmp; mv %[1]s.tmp %[1]s; echo begun; exec sleep 3000", pidFile))...)
+			cmd.Env, cmd.Dir = p.env, p.home
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
 			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no end recorded: %s", res)
-		}
-		time.Sleep(50 * time.Millisecond)
+			job := readPID(t, pidFile)
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			waitGone(t, job, "the job of a killed foreground hermes")
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				res := p.hermes("ps", "--retained", "--json")
+				var list []cliStatus
+				_ = json.Unmarshal([]byte(res.stdout), &list)
+				if len(list) == 1 && list[0].Status != "running" {
+					if list[0].Status != "killed" && list[0].Status != "lost" {
+						t.Fatalf("recorded as %+v", list[0])
+					}
+					if st := jsonOf[cliStatus](t, p.hermes("log", "--json", list[0].SessionID)); !strings.Contains(st.Output, "begun") {
+						t.Fatalf("output %q, want the job's line", st.Output)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no end recorded: %s", res)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -104,7 +104,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	}
 	defer reg.Close()
 	var tee io.Writer
-	if req.Foreground {
+	if req.Foreground && !req.Discard {
 		// The launcher passed its output pipe as descriptor 3.
 		// Not the job's to inherit: only the shim writes there.
 		syscall.CloseOnExec(3)
