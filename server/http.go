@@ -224,13 +224,19 @@ func (s *Server) api(budget time.Duration, h apiHandler) http.HandlerFunc {
 			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "tenant profile unavailable")
 			return
 		}
-		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		// A request without a trace context and a tenant without tracing
+		// have no span to name: the common poll skips both lookups.
+		traced := len(r.Header.Values("Traceparent")) > 0
+		if traced {
+			ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		}
 		if t.Profile.Tracing.Enabled() {
 			var span trace.Span
 			ctx, span = startRequestSpan(ctx, t.Profile.Tracing.Tracer("hermes/server"), r)
 			defer endRequestSpan(span, w)
+			traced = true
 		}
-		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok && traced {
 			if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 				info.traceID = sc.TraceID().String()
 			}
