@@ -55,17 +55,6 @@ func parseFrom(pool *parsers, cli *CLI, args []string, stdout, stderr io.Writer,
 // errCommandTree marks a command tree kong cannot build: a bug in CLI.
 var errCommandTree = errors.New("command tree")
 
-// parseNarrow parses args with a tree of cli's global flags and the command
-// field alone. On success the global flags are copied into cli; ok is false
-// when that tree did not take args (or printed something: help, version).
-func parseNarrow(cli *CLI, field reflect.StructField, args []string, opts []kong.Option) (*kong.Context, bool) {
-	np := newNarrowParser(field, opts)
-	if np == nil {
-		return nil, false
-	}
-	return np.parse(cli, args)
-}
-
 // narrowParser is the tree of CLI's global flags and one command, with
 // the value it parses into.
 type narrowParser struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -52,7 +53,11 @@ func TestNarrowParseMatchesTheWholeTree(t *testing.T) {
 				t.Fatalf("%q names no command to parse alone", args)
 			}
 			var narrow CLI
-			nk, ok := parseNarrow(&narrow, field, args, parserOpts)
+			np := newNarrowParser(field, parserOpts)
+			if np == nil {
+				t.Fatalf("no tree of %s alone", field.Name)
+			}
+			nk, ok := np.parse(&narrow, args)
 			if !ok {
 				t.Fatalf("the tree of %s alone refused %q", field.Name, args)
 			}
@@ -204,21 +209,7 @@ func TestPooledParseMatchesANewTree(t *testing.T) {
 	for round := range 2 {
 		for i, l := range lines {
 			t.Setenv("HERMES_RUNNER_URL", l.env)
-			var fresh, pooled CLI
-			fk, fcode, ferr := parse(&fresh, l.args, io.Discard, io.Discard, parserOpts...)
-			pk, pcode, release, perr := parseFrom(pool, &pooled, l.args, io.Discard, io.Discard, parserOpts...)
-			if fcode != pcode || (ferr == nil) != (perr == nil) {
-				t.Fatalf("round %d, line %d %q: pooled exit %d err %v, new exit %d err %v", round, i, l.args, pcode, perr, fcode, ferr)
-			}
-			if ferr == nil && fcode < 0 {
-				if got, want := pk.Selected().Target.Interface(), fk.Selected().Target.Interface(); !reflect.DeepEqual(got, want) {
-					t.Fatalf("round %d, line %d %q: pooled %+v, new %+v", round, i, l.args, got, want)
-				}
-				if pooled.JSON != fresh.JSON || pooled.Runner != fresh.Runner || pooled.RunnerToken != fresh.RunnerToken {
-					t.Fatalf("round %d, line %d %q: pooled globals %+v, new %+v", round, i, l.args, pooled, fresh)
-				}
-			}
-			release()
+			samePooledParse(t, pool, l.args, fmt.Sprintf("round %d, line %d", round, i))()
 		}
 	}
 	if n := len(pool.free["Run"]); n != 1 {
@@ -251,22 +242,29 @@ func FuzzPooledParse(f *testing.F) {
 		var before CLI
 		_, _, release, _ := parseFrom(pool, &before, split(first), io.Discard, io.Discard, parserOpts...)
 		release()
-		args := split(second)
-		var fresh, pooled CLI
-		fk, fcode, ferr := parse(&fresh, args, io.Discard, io.Discard, parserOpts...)
-		pk, pcode, release, perr := parseFrom(pool, &pooled, args, io.Discard, io.Discard, parserOpts...)
-		defer release()
-		if fcode != pcode || (ferr == nil) != (perr == nil) {
-			t.Fatalf("%q after %q: pooled exit %d err %v, new exit %d err %v", args, split(first), pcode, perr, fcode, ferr)
-		}
-		if ferr != nil || fcode >= 0 {
-			return
-		}
-		if got, want := pk.Selected().Target.Interface(), fk.Selected().Target.Interface(); !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q after %q: pooled %+v, new %+v", args, split(first), got, want)
-		}
-		if pooled.JSON != fresh.JSON || pooled.Runner != fresh.Runner || pooled.RunnerToken != fresh.RunnerToken || pooled.RunnerTokenFile != fresh.RunnerTokenFile {
-			t.Fatalf("%q after %q: pooled globals %+v, new %+v", args, split(first), pooled, fresh)
-		}
+		defer samePooledParse(t, pool, split(second), fmt.Sprintf("after %q", split(first)))()
 	})
+}
+
+// samePooledParse parses args with a tree from pool and with a new tree,
+// and fails unless both give the same exit, error, command values and
+// global flags. It returns the pooled tree's release.
+func samePooledParse(t *testing.T, pool *parsers, args []string, label string) (release func()) {
+	t.Helper()
+	var fresh, pooled CLI
+	fk, fcode, ferr := parse(&fresh, args, io.Discard, io.Discard, parserOpts...)
+	pk, pcode, release, perr := parseFrom(pool, &pooled, args, io.Discard, io.Discard, parserOpts...)
+	if fcode != pcode || (ferr == nil) != (perr == nil) {
+		t.Fatalf("%q %s: pooled exit %d err %v, new exit %d err %v", args, label, pcode, perr, fcode, ferr)
+	}
+	if ferr != nil || fcode >= 0 {
+		return release
+	}
+	if got, want := pk.Selected().Target.Interface(), fk.Selected().Target.Interface(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q %s: pooled %+v, new %+v", args, label, got, want)
+	}
+	if pooled.JSON != fresh.JSON || pooled.Runner != fresh.Runner || pooled.RunnerToken != fresh.RunnerToken || pooled.RunnerTokenFile != fresh.RunnerTokenFile {
+		t.Fatalf("%q %s: pooled globals %+v, new %+v", args, label, pooled, fresh)
+	}
+	return release
 }
