@@ -181,7 +181,7 @@ func (d *Detached) LogPath(id string) string { return filepath.Join(d.LogDir, id
 func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	tee := spec.Tee
 	spec.Tee = nil
-	if sock, forward := d.supervisorFor(tee); sock != "" {
+	if sock, forward := d.supervisorFor(ctx, tee); sock != "" {
 		h, err := d.startSupervised(ctx, spec, sock, forward)
 		if !errors.Is(err, errUnreachable) {
 			return h, err

@@ -37,15 +37,18 @@ const MaxSocketPath = 107
 
 // supervisorFor picks the supervisor of a job: none for a foreground one
 // (tee set: its shim is tied to this process), the runner's, or this
-// caller's; forward says whether the request must carry this process's
-// environment.
-func (d *Detached) supervisorFor(tee io.Writer) (sock string, forward bool) {
+// caller's (the one ctx runs in, for a handed-off command); forward says
+// whether the request must carry this process's environment.
+func (d *Detached) supervisorFor(ctx context.Context, tee io.Writer) (sock string, forward bool) {
 	switch {
 	case tee != nil:
 		return "", false
 	case d.Supervisor != "":
 		return d.Supervisor, false
 	case d.CallerSupervisor != nil:
+		if ip := inProcessFor(ctx, d.RunDir); ip != nil {
+			return ip.socket, true
+		}
 		sock = d.CallerSupervisor()
 		return sock, sock != ""
 	}
@@ -92,7 +95,13 @@ func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec, sock s
 			sreq.Spec.Cwd = cwd
 		}
 	}
-	conn, err := d.dialSupervisor(ctx, sock)
+	var conn net.Conn
+	var err error
+	if ip := inProcessFor(ctx, d.RunDir); ip != nil && ip.socket == sock {
+		conn, err = ip.dial(ctx)
+	} else {
+		conn, err = d.dialSupervisor(ctx, sock)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUnreachable, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,15 +16,19 @@ import (
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/handoff"
+	"github.com/hermesrun/hermes/runner"
 )
 
 // testCLI stands in for hermes's commands in a supervisor that takes
 // hand-offs: `ps` prints its arguments and directory, exits with
 // $EXIT; `wait` blocks until cancelled and then creates $MARK; `log`
-// writes to its stdout and fails (a closed pipe, for the test).
+// writes to its stdout and fails (a closed pipe, for the test); `run`
+// starts its command as a background job of a caller (see runInBackground).
 func testCLI(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 	get := handoff.Lookup(call.Env)
 	switch handoff.CommandName(call.Args) {
+	case "run":
+		return runInBackground(ctx, call, stdout, stderr)
 	case "wait":
 		<-ctx.Done()
 		_ = os.WriteFile(get("MARK"), nil, 0o600)
@@ -39,6 +44,46 @@ func testCLI(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr
 	fmt.Fprintf(stderr, "dir:%s\n", call.Dir)
 	code, _ := strconv.Atoi(get("EXIT"))
 	return code
+}
+
+// runInBackground starts the command after "--" as a background job of
+// the profile $HERMES_SHIMTEST_HOME, the way a caller's `run -b` does: its
+// backend has a caller supervisor, though the one it names, "", is no
+// supervisor at all. It prints "supervisor:self" when the job went to the
+// supervisor the command runs in, and "supervisor:<pid>" otherwise.
+func runInBackground(ctx context.Context, call handoff.Call, stdout, stderr io.Writer) int {
+	d := profile(handoff.Lookup(call.Env)(shimHomeEnv)).detached("")
+	d.Env = call.Env
+	d.CallerSupervisor = func() string { return "" }
+	i := slices.Index(call.Args, "--")
+	spec := runner.Spec{ID: runner.NewID(), Command: strings.Join(call.Args[i+1:], " "), Cwd: call.Dir,
+		Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	h, err := d.Start(ctx, spec)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	b, err := os.ReadFile(d.StatePath(spec.ID))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	st, err := local.DecodeState(spec.ID, b)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if st.ShimPID == os.Getpid() {
+		fmt.Fprintln(stdout, "supervisor:self")
+	} else {
+		fmt.Fprintf(stdout, "supervisor:%d\n", st.ShimPID)
+	}
+	// The job outlives the command; its end reaches the handle.
+	if _, err := h.Wait(ctx); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
 }
 
 // handOff sends call to the supervisor at sock with stdout and stderr,
@@ -142,6 +187,22 @@ func TestSupervisorRunsHandedOffCommands(t *testing.T) {
 	}
 	if _, err := os.Stat(mark); err != nil {
 		t.Fatalf("command of a caller that went away not cancelled: %v", err)
+	}
+
+	// A background start goes to the supervisor the command runs in,
+	// though the caller supervisor its backend names is none: in process,
+	// not through a socket or a shim of its own.
+	outR, outW = pipe()
+	errR, errW = pipe()
+	_, reply = handOff(t, p.socket(), handoff.Call{Args: []string{"run", "-b", "--", "echo", "hi"},
+		Env: append(env, shimHomeEnv+"="+p.home), Dir: "/"}, outW, errW)
+	outW.Close()
+	errW.Close()
+	got := reply()
+	out, _ = io.ReadAll(outR)
+	errOut, _ = io.ReadAll(errR)
+	if got != "ax0\n" || string(out) != "supervisor:self\n" {
+		t.Fatalf("run -b: reply %q, stdout %q, stderr %q; want the job in the supervisor itself", got, out, errOut)
 	}
 
 	// Declined, unanswered: what may not be handed off, and garbage.

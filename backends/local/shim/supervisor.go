@@ -215,26 +215,14 @@ func (s *supervisor) accept(ctx context.Context) {
 	}
 }
 
-// serve runs the one job a connection asks for.
+// serve runs the one job a connection asks for, or the command a CLI
+// process hands off.
 func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
-	defer func() {
-		conn.Close() // the launcher's sign that the receipt is written
-		s.mu.Lock()
-		s.active--
-		s.lastBusy = time.Now()
-		s.mu.Unlock()
-		s.notify()
-	}()
-	reply := func(r local.ShimReply) {
-		b, _ := json.Marshal(r)
-		// The launcher may be gone (a serve restart): the job is not
-		// bound to it.
-		_, _ = conn.Write(append(b, '\n'))
-	}
+	defer s.served(conn)
 	_ = conn.SetReadDeadline(time.Now().Add(requestTimeout))
 	first, fds, err := readFirst(conn)
 	if err != nil {
-		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
+		replyTo(conn, local.ShimReply{Error: "bad supervisor request: " + err.Error()})
 		return
 	}
 	if len(first) > 0 && first[0] == handoff.Magic[0] {
@@ -242,6 +230,31 @@ func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
 		return
 	}
 	closeAll(fds)
+	s.serveJob(ctx, conn, first)
+}
+
+// served ends the service of a connection: its close is the launcher's
+// sign that the receipt is written.
+func (s *supervisor) served(conn net.Conn) {
+	conn.Close()
+	s.mu.Lock()
+	s.active--
+	s.lastBusy = time.Now()
+	s.mu.Unlock()
+	s.notify()
+}
+
+// replyTo writes the one reply line of a job request. The launcher may be
+// gone (a serve restart): the job is not bound to it.
+func replyTo(conn net.Conn, r local.ShimReply) {
+	b, _ := json.Marshal(r)
+	_, _ = conn.Write(append(b, '\n'))
+}
+
+// serveJob runs the job whose request (a local.ShimRequest) begins with
+// first and continues on conn.
+func (s *supervisor) serveJob(ctx context.Context, conn net.Conn, first []byte) {
+	reply := func(r local.ShimReply) { replyTo(conn, r) }
 	var req local.ShimRequest
 	if err := json.NewDecoder(io.MultiReader(bytes.NewReader(first), conn)).Decode(&req); err != nil {
 		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
@@ -261,13 +274,32 @@ func (s *supervisor) serve(ctx context.Context, conn *net.UnixConn) {
 		reply(local.ShimReply{Error: local.SupervisorClosing})
 		return
 	}
-	err = superviseJob(ctx, s.env, req, nil, reply, s.stop)
-	if err != nil {
+	if err := superviseJob(ctx, s.env, req, nil, reply, s.stop); err != nil {
 		s.log.Warn("job not started", "id", req.Spec.ID, "err", err)
 		return
 	}
 	if s.cfg.AfterJob != nil {
 		s.cfg.AfterJob()
+	}
+}
+
+// dialer returns how a command handed off to this supervisor reaches it
+// to start a background job (local.WithInProcessSupervisor): a connection
+// within the process, served like one from the socket. ctx is the
+// supervisor's, which the job lives by, not the command's, which ends with
+// its caller.
+func (s *supervisor) dialer(ctx context.Context) func(context.Context) (net.Conn, error) {
+	return func(context.Context) (net.Conn, error) {
+		s.mu.Lock()
+		s.active++
+		s.mu.Unlock()
+		client, server := net.Pipe()
+		go func() {
+			defer s.served(server)
+			_ = server.SetReadDeadline(time.Now().Add(requestTimeout))
+			s.serveJob(ctx, server, nil)
+		}()
+		return client, nil
 	}
 }
 
@@ -331,7 +363,7 @@ func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []b
 		stdio[i] = os.NewFile(uintptr(fds[i]), name)
 	}
 	fds = nil // the files own them now
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(local.WithInProcessSupervisor(ctx, s.cfg.Socket, s.dialer(ctx)))
 	defer cancel()
 	go func() {
 		// The caller sends nothing more: what ends its read is the
