@@ -213,3 +213,73 @@ func TestRecoverEnded(t *testing.T) {
 		t.Fatalf("a second sweep adopted %v again", got)
 	}
 }
+
+// endingBackend finds its processes (List, Peek), but each has ended by
+// the time it is attached: a local job whose state file went with its end.
+type endingBackend struct{ listedBackend }
+
+func (b *endingBackend) Attach(context.Context, string) (Handle, Live, error) {
+	return nil, Live{}, ErrNoProcess
+}
+
+// unreachableBackend is a Recover backend whose engine does not answer.
+type unreachableBackend struct{}
+
+var errEngine = errors.New("engine not reachable")
+
+func (unreachableBackend) Name() string               { return "docker" }
+func (unreachableBackend) Capabilities() Capabilities { return Capabilities{Recover: true} }
+func (unreachableBackend) Start(context.Context, Spec) (Handle, error) {
+	return nil, errEngine
+}
+func (unreachableBackend) List(context.Context) ([]Live, error)       { return nil, errEngine }
+func (unreachableBackend) Peek(context.Context, string) (Live, error) { return Live{}, errEngine }
+func (unreachableBackend) Attach(context.Context, string) (Handle, Live, error) {
+	return nil, Live{}, errEngine
+}
+
+// TestEndedWhileFound: a process found running by one backend that has
+// ended by the time it is attached is answered from its receipt, by id
+// or by prefix, for a read or a wait, though another backend's engine
+// does not answer: only the backend that found it is asked for it.
+func TestEndedWhileFound(t *testing.T) {
+	st, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "r"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
+	const id = "proc_0000000e7de0"
+	if err := st.Create(context.Background(), &receipts.Receipt{ID: id, Command: "true", Backend: "local",
+		Status: receipts.StatusExited, Owner: meta.Owner, StartedAt: meta.StartedAt, FinishedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	b := &endingBackend{listedBackend{lives: []Live{{ID: id, Command: "true", Backend: "local", Cwd: "/", Meta: meta}}}}
+	reg, err := New(Options{Store: st, Backends: []Backend{b, unreachableBackend{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	ctx := sessions.WithCurrent(context.Background(), "owner")
+	for _, ref := range []string{id, "proc_0000000e7d"} {
+		for name, op := range map[string]func() (string, error){
+			"get": func() (string, error) {
+				in, err := reg.Get(ctx, ref)
+				if err != nil {
+					return "", err
+				}
+				return in.Status, nil
+			},
+			"wait": func() (string, error) {
+				l, err := reg.Wait(ctx, ref)
+				if err != nil {
+					return "", err
+				}
+				return l.Status, nil
+			},
+		} {
+			if got, err := op(); err != nil || got != receipts.StatusExited {
+				t.Errorf("%s %s = %q, %v; want the receipt's exited", name, ref, got, err)
+			}
+		}
+	}
+}

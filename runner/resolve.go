@@ -200,33 +200,37 @@ func (r *Registry) resolveLive(ctx context.Context, l Live, adopt bool) (found, 
 		}
 		return found{proc: p}, nil
 	}
-	h, l2, _, err := r.attachHandle(ctx, l.ID)
+	h, l2, _, err := r.attachHandle(ctx, l)
 	if err != nil {
 		return found{}, err
 	}
 	return found{live: &l2, handle: h}, nil
 }
 
-// attachHandle asks each Recover backend for a handle on process id, and
-// says whose it is. ErrNoProcess means none has it.
-func (r *Registry) attachHandle(ctx context.Context, id string) (Handle, Live, Capabilities, error) {
+// attachHandle asks the Recover backend that found l (each of them, when
+// l names none) for a handle on it, and says whose it is. ErrNoProcess
+// means none has it. Only the backend that found it is asked: a process
+// that ended between the finding and now (a local job whose state went
+// with its end) is then no process, whatever another backend, say an
+// unreachable Docker engine, would have answered.
+func (r *Registry) attachHandle(ctx context.Context, l Live) (Handle, Live, Capabilities, error) {
 	for _, b := range r.opts.Backends {
 		caps := b.Capabilities()
-		if !caps.Recover {
+		if !caps.Recover || l.Backend != "" && b.Name() != l.Backend {
 			continue
 		}
-		h, l, err := b.Attach(ctx, id)
+		h, got, err := b.Attach(ctx, l.ID)
 		if errors.Is(err, ErrNoProcess) {
 			continue
 		}
-		return h, l, caps, err
+		return h, got, caps, err
 	}
 	return nil, Live{}, Capabilities{}, ErrNoProcess
 }
 
 // attach adopts a process running outside this registry.
 func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
-	h, l2, caps, err := r.attachHandle(ctx, l.ID)
+	h, l2, caps, err := r.attachHandle(ctx, l)
 	if err != nil {
 		return nil, err
 	}
