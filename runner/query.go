@@ -198,13 +198,18 @@ func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogR
 	if err != nil {
 		return nil, err
 	}
+	return r.logOf(ctx, f, offset, limit), nil
+}
+
+// logOf is Log of what a lookup found.
+func (r *Registry) logOf(ctx context.Context, f found, offset, limit int) *LogResult {
 	w, info := r.output(ctx, f)
 	r.dropCompletion(ctx, info)
 	text, start, total := w.lines(offset, limit)
 	return &LogResult{
 		ID: info.ID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
 		TotalLines: total, Offset: start, OutputTruncated: info.OutputTruncated,
-	}, nil
+	}
 }
 
 // window is the kept output of a process and the number of the line it
@@ -319,12 +324,15 @@ func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 			return nil, err
 		}
 	}
-	if f.proc != nil {
-		select {
-		case <-f.proc.done:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait %s: %w", f.proc.spec.ID, ctx.Err())
-		}
+	if f.proc == nil {
+		// Recorded already (the common wait from a new process): the
+		// receipt just read is the answer, not read a second time.
+		return r.logOf(ctx, f, 0, 0), nil
+	}
+	select {
+	case <-f.proc.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait %s: %w", f.proc.spec.ID, ctx.Err())
 	}
 	return r.Log(ctx, id, 0, 0)
 }
