@@ -357,14 +357,21 @@ func trim(s string) string {
 	return s
 }
 
-// FuzzNextStart: the eight-at-a-time scan finds the same next candidate
-// position as a scan of one position at a time, from every start.
+// FuzzNextStart: the scans that skip (the vector filter where there is
+// one, eight positions at a time) find the same next candidate position as
+// a scan of one position at a time, from every start.
 func FuzzNextStart(f *testing.F) {
 	f.Add("")
 	f.Add("xxxxxxxxxxxxxxxxxxxxxxxxsk-")
 	f.Add("key=value -- ghp_ AKIA xoxb eyJ")
 	f.Add(strings.Repeat("x", 17) + "=")
+	f.Add(strings.Repeat("x", 31) + "sk" + strings.Repeat("x", 40) + "\xe9=")
+	f.Add(strings.Repeat("gx", 40) + "gh")
 	starts := startPairs()
+	scans := map[string]*scanTables{"eight at a time": nil}
+	if v := vectorScan(); v != nil {
+		scans["vector"] = v
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for i := 0; i <= len(s); i++ {
 			want := len(s)
@@ -374,9 +381,67 @@ func FuzzNextStart(f *testing.F) {
 					break
 				}
 			}
-			if got := nextStart(starts, s, i); got != want {
-				t.Fatalf("nextStart(%q, %d) = %d, want %d", s, i, got, want)
+			for name, scan := range scans {
+				if got := nextStart(starts, scan, s, i); got != want {
+					t.Fatalf("%s: nextStart(%q, %d) = %d, want %d", name, s, i, got, want)
+				}
 			}
 		}
 	})
+}
+
+// TestVectorFilter: the vector scan's filter passes every position where
+// a match can start, and its candidates are exactly those of the
+// filter's definition, for every pair of bytes at every offset of a
+// block (the start, the middle, the last position, and the byte after it
+// in the next block).
+func TestVectorFilter(t *testing.T) {
+	scan := vectorScan()
+	if scan == nil {
+		t.Skip("no vector scan on this processor")
+	}
+	starts := startPairs()
+	for a := range 256 {
+		for b := range 256 {
+			if starts[uint16(a)|uint16(b)<<8] != 0 && !scan.candidate(string([]byte{byte(a), byte(b)}), 0) {
+				t.Fatalf("pair %q can start a match but is no candidate", []byte{byte(a), byte(b)})
+			}
+		}
+	}
+	buf := []byte(strings.Repeat("x", 70))
+	for _, at := range []int{0, 1, 15, 16, 30, 31} {
+		for a := range 256 {
+			for _, b := range []int{0, 'k', 'x', 0x80, 0xff, b2(a)} {
+				buf[at], buf[at+1] = byte(a), byte(b)
+				s := string(buf)
+				pos, mask := scanCandidates(scan, s, 0)
+				var want uint32
+				for j := range 32 {
+					if scan.candidate(s, j) {
+						want |= 1 << j
+					}
+				}
+				if want == 0 {
+					// The block is clean: the scan goes on to the end.
+					if mask != 0 || pos+33 <= len(s) {
+						t.Fatalf("%q at %d: scan stopped at %d with mask %#x in a clean block", buf[at:at+2], at, pos, mask)
+					}
+				} else if pos != 0 || mask != want {
+					t.Fatalf("%q at %d: scan at %d with mask %#x, want 0 and %#x", buf[at:at+2], at, pos, mask, want)
+				}
+				buf[at], buf[at+1] = 'x', 'x'
+			}
+		}
+	}
+}
+
+// b2 is a second byte that makes a start with a, if any does.
+func b2(a int) int {
+	starts := startPairs()
+	for b := range 256 {
+		if starts[uint16(a)|uint16(b)<<8] != 0 {
+			return b
+		}
+	}
+	return 'x'
 }
