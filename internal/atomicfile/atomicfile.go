@@ -41,8 +41,12 @@ func Write(path string, data []byte, perm os.FileMode) error {
 // Create stores data at path only if nothing is there yet, through a
 // synced temporary file and a hard link: link(2) fails when another writer
 // got there first (the error wraps fs.ErrExist), and readers never see a
-// partial file.
+// partial file. The temporary file has no name where the system allows
+// (Linux's O_TMPFILE).
 func Create(path string, data []byte, perm os.FileMode) error {
+	if ok, err := createUnnamed(path, data, perm); ok {
+		return err
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)

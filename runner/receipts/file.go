@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/atomicfile"
 	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner/outbuf"
 )
@@ -89,17 +90,16 @@ func (s *FileStore) Put(_ context.Context, r *Receipt) error {
 	return nil
 }
 
-// Create implements Store. A hard link from the staged file is the if-absent
-// primitive: link(2) fails with EEXIST when another writer got there first,
-// and readers never see a partial file.
+// Create implements Store. A hard link from a synced temporary file is the
+// if-absent primitive (atomicfile.Create): link(2) fails with EEXIST when
+// another writer got there first, and readers never see a partial file.
 func (s *FileStore) Create(_ context.Context, r *Receipt) error {
-	tmp, err := s.stage(r)
+	b, err := s.encode(r)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	final := s.Path(r.ID)
-	if err := os.Link(tmp, final); err != nil {
+	if err := atomicfile.Create(final, b, 0o600); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("receipt %s: %w", r.ID, err)
 		}
@@ -107,7 +107,7 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 			return ErrExists
 		}
 		// The existing file expired: it is not a receipt any more.
-		if err := os.Rename(tmp, final); err != nil {
+		if err := atomicfile.Write(final, b, 0o600); err != nil {
 			return fmt.Errorf("receipt %s: %w", r.ID, err)
 		}
 	}
@@ -120,14 +120,23 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 	return nil
 }
 
-// stage writes the sanitized receipt to a synced temporary file in dir.
-func (s *FileStore) stage(r *Receipt) (string, error) {
+// encode returns the sanitized receipt as stored.
+func (s *FileStore) encode(r *Receipt) ([]byte, error) {
 	if !IsID(r.ID) {
-		return "", fmt.Errorf("%w: %q", ErrInvalidID, r.ID)
+		return nil, fmt.Errorf("%w: %q", ErrInvalidID, r.ID)
 	}
 	b, err := json.Marshal(Sanitize(r))
 	if err != nil {
-		return "", fmt.Errorf("receipt %s: %w", r.ID, err)
+		return nil, fmt.Errorf("receipt %s: %w", r.ID, err)
+	}
+	return b, nil
+}
+
+// stage writes the sanitized receipt to a synced temporary file in dir.
+func (s *FileStore) stage(r *Receipt) (string, error) {
+	b, err := s.encode(r)
+	if err != nil {
+		return "", err
 	}
 	f, err := os.CreateTemp(s.dir, ".tmp-"+r.ID+"-*")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -197,7 +198,14 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	}
 	statePath := paths.StatePath(spec.ID)
 	b, _ := json.Marshal(state)
-	if err := atomicfile.Write(statePath, b, 0o600); err != nil {
+	// A new job's state file is not there yet: Create makes one directory
+	// entry where a replacement makes three. One that is there all the
+	// same (stale, of the same id) is replaced.
+	err = atomicfile.Create(statePath, b, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		err = atomicfile.Write(statePath, b, 0o600)
+	}
+	if err != nil {
 		// Without its state no other hermes process can find the job:
 		// it must not run unseen. End it and say so.
 		log.Error("live state not written: ending the job", "id", spec.ID, "err", err)
