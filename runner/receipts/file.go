@@ -36,6 +36,13 @@ import (
 //     processes are not counted, so with more than listFraction writers
 //     busy at once the cap can be passed briefly, until the next listing;
 //     near the cap (h < listFraction) every write lists.
+//   - At the cap (a listing found the directory full) a write of a new
+//     receipt removes the oldest one that listing found still as it was,
+//     and lists nothing, for at most listEvery: at a runner's steady state
+//     the trim with its listing of 1,000 names was 18% of the
+//     supervisor's CPU per job. A receipt removed elsewhere leaves room
+//     that such writes do not fill until the next listing: the oldest may
+//     go a few writes early, never a newer one first.
 const (
 	sweepEvery   = time.Minute
 	listEvery    = time.Second
@@ -62,6 +69,17 @@ type FileStore struct {
 	// (nil before the first). It is a hint: a file missing from it is
 	// statted, and a file is statted again before it is removed.
 	ages map[string]time.Time
+	// full is what the last listing found when the directory was full,
+	// oldest first: until the next listing, each receipt this store adds
+	// pushes out the first of them still as listed (dropOldest), instead
+	// of a listing per write at the cap. Nil otherwise.
+	full []aged
+}
+
+// aged is a receipt file and its mtime.
+type aged struct {
+	id  string
+	mod time.Time
 }
 
 // NewFileStore returns a store keeping receipts in dir (normally
@@ -86,7 +104,7 @@ func (s *FileStore) Put(_ context.Context, r *Receipt) error {
 	if err := os.Rename(tmp, s.Path(r.ID)); err != nil {
 		return fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
-	s.trim(r.ID)
+	s.trim(r.ID, false)
 	return nil
 }
 
@@ -99,6 +117,7 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 		return err
 	}
 	final := s.Path(r.ID)
+	added := true
 	if err := atomicfile.Create(final, b, 0o600); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("receipt %s: %w", r.ID, err)
@@ -110,13 +129,14 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 		if err := atomicfile.Write(final, b, 0o600); err != nil {
 			return fmt.Errorf("receipt %s: %w", r.ID, err)
 		}
+		added = false
 	}
 	// The receipt is the end's record: a marker that fails to appear loses
 	// only the notice, which the receipt still answers for.
 	if err := s.markPending(r); err != nil {
 		s.log.Warn("completion not recorded", "id", r.ID, "err", err)
 	}
-	s.trim(r.ID)
+	s.trim(r.ID, added)
 	return nil
 }
 
@@ -256,10 +276,6 @@ func (s *FileStore) each(n int, f func(int)) {
 	wg.Wait()
 }
 
-// selectMax is the most oldest receipts trim finds by scanning rather than
-// by sorting every age.
-const selectMax = 8
-
 // loadsPerWorker is the fewest receipts worth a goroutine of loadAll's.
 const loadsPerWorker = 32
 
@@ -355,15 +371,20 @@ func (s *FileStore) ids() ([]string, error) {
 }
 
 // trim drops expired receipts and then the oldest beyond MaxRetained,
-// after this store wrote the receipt wrote. It is best effort: a
-// concurrent trim in another process may remove the same files first.
-func (s *FileStore) trim(wrote string) {
+// after this store wrote the receipt wrote (added: as a file that was not
+// there). It is best effort: a concurrent trim in another process may
+// remove the same files first.
+func (s *FileStore) trim(wrote string, added bool) {
 	s.mu.Lock()
 	now := s.now()
 	sweep := s.ages == nil || now.Sub(s.lastSweep) >= sweepEvery
 	if !sweep && s.unlisted+1 <= s.room/listFraction && now.Sub(s.lastList) < listEvery {
 		s.unlisted++
 		delete(s.ages, wrote) // rewritten: its age changed
+		s.mu.Unlock()
+		return
+	}
+	if added && !sweep && s.full != nil && now.Sub(s.lastList) < listEvery && s.dropOldest(wrote) {
 		s.mu.Unlock()
 		return
 	}
@@ -378,19 +399,16 @@ func (s *FileStore) trim(wrote string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastList, s.unlisted, s.room = now, max(s.unlisted-counted, 0), s.opts.MaxRetained-len(ids)
+	s.full = nil
 	if sweep {
 		s.ages, s.lastSweep = nil, now
 	} else {
 		delete(s.ages, wrote) // rewritten: its age changed
-		if len(ids) <= s.opts.MaxRetained {
+		if len(ids) < s.opts.MaxRetained {
 			return
 		}
 	}
-	type entry struct {
-		id  string
-		mod time.Time
-	}
-	live := make([]entry, 0, len(ids))
+	live := make([]aged, 0, len(ids))
 	ages := make(map[string]time.Time, len(ids))
 	for _, id := range ids {
 		mod, known := s.ages[id]
@@ -406,34 +424,22 @@ func (s *FileStore) trim(wrote string) {
 			mod = st.ModTime()
 		}
 		ages[id] = mod
-		live = append(live, entry{id, mod})
+		live = append(live, aged{id, mod})
 	}
 	s.ages = ages // forgets files that are gone
 	if sweep {
 		s.sweepCompletions(now)
 	}
-	if len(live) <= s.opts.MaxRetained {
+	if len(live) < s.opts.MaxRetained {
 		return
 	}
-	older := func(a, b entry) int {
+	// Full: sorted once for the writes until the next listing, which
+	// then push out one each (dropOldest) without listing.
+	slices.SortFunc(live, func(a, b aged) int {
 		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.id, b.id))
-	}
+	})
 	excess := len(live) - s.opts.MaxRetained
-	if excess <= selectMax {
-		// At the cap a write pushes out one or two: finding them is a
-		// scan, where sorting every age was a third of a write's CPU.
-		for i := range excess {
-			m := i
-			for j := i + 1; j < len(live); j++ {
-				if older(live[j], live[m]) < 0 {
-					m = j
-				}
-			}
-			live[i], live[m] = live[m], live[i]
-		}
-	} else {
-		slices.SortFunc(live, older)
-	}
+	s.full = live[excess:]
 	for _, e := range live[:excess] {
 		// Another process may have rewritten it since its age was
 		// cached: a file that is not what the cache says stays until
@@ -445,6 +451,43 @@ func (s *FileStore) trim(wrote string) {
 		s.remove(s.Path(e.id))
 		delete(s.ages, e.id)
 	}
+}
+
+// dropOldest keeps the cap after this store added the receipt wrote while
+// its last listing found the directory full: the oldest receipt of that
+// listing still as it was listed goes, one for the one that came. Files
+// others added since are newer than all of those, so the oldest is among
+// them. One that is gone (another process trimmed it first) or was
+// rewritten since (it is newer now) is passed over. It reports false when
+// none is left, and a listing decides. Called with mu held.
+//
+// Writes of other processes are not counted here, as between listings
+// below the cap: each process trims for its own writes, and the listing
+// every listEvery corrects what that misses (a receipt removed elsewhere
+// leaves room that a write here may not fill until then).
+func (s *FileStore) dropOldest(wrote string) bool {
+	delete(s.ages, wrote) // rewritten: its age changed
+	for len(s.full) > 0 {
+		e := s.full[0]
+		s.full = s.full[1:]
+		if e.id == wrote {
+			continue
+		}
+		st, err := os.Lstat(s.Path(e.id))
+		if err != nil {
+			delete(s.ages, e.id)
+			continue
+		}
+		if !st.ModTime().Equal(e.mod) {
+			s.ages[e.id] = st.ModTime()
+			continue
+		}
+		s.remove(s.Path(e.id))
+		delete(s.ages, e.id)
+		return true
+	}
+	s.full = nil
+	return false
 }
 
 // Delete implements Store.
@@ -468,6 +511,7 @@ func (s *FileStore) Delete(ctx context.Context, id string) error {
 	s.remove(s.Path(id)) // its logs
 	s.mu.Lock()
 	delete(s.ages, id)
+	s.full = nil // room now: the next write lists
 	s.mu.Unlock()
 	return nil
 }

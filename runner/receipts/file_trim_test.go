@@ -27,11 +27,26 @@ func receiptFiles(t *testing.T, dir string) []string {
 	return ids
 }
 
+// writeFunc writes a new receipt through a store: Put or Create, whose
+// trims differ at the cap (a Create knows it added a file).
+type writeFunc func(context.Context, *receipts.FileStore, *receipts.Receipt) error
+
+var writeFuncs = map[string]writeFunc{
+	"put":    func(ctx context.Context, s *receipts.FileStore, r *receipts.Receipt) error { return s.Put(ctx, r) },
+	"create": func(ctx context.Context, s *receipts.FileStore, r *receipts.Receipt) error { return s.Create(ctx, r) },
+}
+
 // put writes a receipt with id through s, then waits long enough for the
 // next file written to get a later mtime (file times move in clock ticks).
 func put(t *testing.T, s *receipts.FileStore, id string) {
 	t.Helper()
-	if err := s.Put(context.Background(), &receipts.Receipt{ID: id, Status: receipts.StatusExited}); err != nil {
+	write(t, writeFuncs["put"], s, id)
+}
+
+// write is put through w.
+func write(t *testing.T, w writeFunc, s *receipts.FileStore, id string) {
+	t.Helper()
+	if err := w(context.Background(), s, &receipts.Receipt{ID: id, Status: receipts.StatusExited}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -40,37 +55,42 @@ func put(t *testing.T, s *receipts.FileStore, id string) {
 // TestFileStoreCapAcrossProcesses has two stores on one directory, as two
 // hermes processes of one profile have, write in turn: the cap holds after
 // every write and the newest receipts are the ones kept, although each
-// store caches the ages of the files it has seen.
+// store caches the ages of the files it has seen (and, at the cap, what
+// its last listing found).
 func TestFileStoreCapAcrossProcesses(t *testing.T) {
-	const max = 10
-	dir := t.TempDir()
-	var stores [2]*receipts.FileStore
-	for i := range stores {
-		s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stores[i] = s
-	}
-	id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
-	for n := range 40 {
-		s := stores[n%2]
-		put(t, s, id(n))
-		if got := receiptFiles(t, dir); len(got) > max+1 {
-			t.Fatalf("after write %d: %d files on disk, cap %d", n, len(got), max)
-		}
-	}
-	// One more write from each settles any file kept back by a re-stat.
-	for i, s := range stores {
-		put(t, s, id(100+i))
-	}
-	var want []string
-	for n := 32; n < 40; n++ {
-		want = append(want, id(n))
-	}
-	want = append(want, id(100), id(101))
-	if got := receiptFiles(t, dir); !slices.Equal(got, want) {
-		t.Errorf("kept %v; want the newest %d %v", got, max, want)
+	for name, w := range writeFuncs {
+		t.Run(name, func(t *testing.T) {
+			const max = 10
+			dir := t.TempDir()
+			var stores [2]*receipts.FileStore
+			for i := range stores {
+				s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
+				if err != nil {
+					t.Fatal(err)
+				}
+				stores[i] = s
+			}
+			id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
+			for n := range 40 {
+				s := stores[n%2]
+				write(t, w, s, id(n))
+				if got := receiptFiles(t, dir); len(got) > max+1 {
+					t.Fatalf("after write %d: %d files on disk, cap %d", n, len(got), max)
+				}
+			}
+			// One more write from each settles any file kept back by a re-stat.
+			for i, s := range stores {
+				write(t, w, s, id(100+i))
+			}
+			var want []string
+			for n := 32; n < 40; n++ {
+				want = append(want, id(n))
+			}
+			want = append(want, id(100), id(101))
+			if got := receiptFiles(t, dir); !slices.Equal(got, want) {
+				t.Errorf("kept %v; want the newest %d %v", got, max, want)
+			}
+		})
 	}
 }
 
@@ -78,48 +98,87 @@ func TestFileStoreCapAcrossProcesses(t *testing.T) {
 // second store after the first cached its old age: the first must not
 // evict it as the oldest.
 func TestFileStoreRewriteElsewhereKeepsReceipt(t *testing.T) {
-	const max = 3
-	dir := t.TempDir()
-	a, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
-	for n := range 5 { // over the cap from the fourth on: a caches ages
-		put(t, a, id(n))
-	}
-	// Kept: 2, 3, 4, with their ages in a's cache. b rewrites 2, the
-	// oldest, which makes it the newest.
-	put(t, b, id(2))
-	for n := 5; n < 7; n++ {
-		put(t, a, id(n))
-	}
-	if got, want := receiptFiles(t, dir), []string{id(2), id(5), id(6)}; !slices.Equal(got, want) {
-		t.Errorf("kept %v; want %v (the receipt rewritten elsewhere is among the newest)", got, want)
+	for name, w := range writeFuncs {
+		t.Run(name, func(t *testing.T) {
+			const max = 3
+			dir := t.TempDir()
+			a, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
+			for n := range 5 { // over the cap from the fourth on: a caches ages
+				write(t, w, a, id(n))
+			}
+			// Kept: 2, 3, 4, with their ages in a's cache. b rewrites 2, the
+			// oldest, which makes it the newest.
+			put(t, b, id(2))
+			for n := 5; n < 7; n++ {
+				write(t, w, a, id(n))
+			}
+			if got, want := receiptFiles(t, dir), []string{id(2), id(5), id(6)}; !slices.Equal(got, want) {
+				t.Errorf("kept %v; want %v (the receipt rewritten elsewhere is among the newest)", got, want)
+			}
+		})
 	}
 }
 
 // TestFileStoreCapOneWriter writes far past the cap through one store,
 // which counts its own writes between listings: the cap holds exactly
-// after every write.
+// after every write, and the newest are kept.
 func TestFileStoreCapOneWriter(t *testing.T) {
-	const max = 20
+	for name, w := range writeFuncs {
+		t.Run(name, func(t *testing.T) {
+			const max = 20
+			dir := t.TempDir()
+			s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for n := range 3 * max {
+				id := fmt.Sprintf("proc_%012x", n)
+				if err := w(context.Background(), s, &receipts.Receipt{ID: id, Status: receipts.StatusExited}); err != nil {
+					t.Fatal(err)
+				}
+				if got := receiptFiles(t, dir); len(got) > max {
+					t.Fatalf("after write %d: %d files on disk, cap %d", n, len(got), max)
+				}
+				if n >= 2*max {
+					want = append(want, id)
+				}
+			}
+			if got := receiptFiles(t, dir); !slices.Equal(got, want) {
+				t.Errorf("kept %v; want the newest %d", got, max)
+			}
+		})
+	}
+}
+
+// TestFileStoreDeleteAtTheCap: a receipt deleted through a store at the
+// cap leaves room that its next write fills, instead of pushing out the
+// oldest as writes at the cap do.
+func TestFileStoreDeleteAtTheCap(t *testing.T) {
+	const max = 5
 	dir := t.TempDir()
 	s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for n := range 3 * max {
-		id := fmt.Sprintf("proc_%012x", n)
-		if err := s.Put(context.Background(), &receipts.Receipt{ID: id, Status: receipts.StatusExited}); err != nil {
-			t.Fatal(err)
-		}
-		if got := receiptFiles(t, dir); len(got) > max {
-			t.Fatalf("after write %d: %d files on disk, cap %d", n, len(got), max)
-		}
+	id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
+	w := writeFuncs["create"]
+	for n := range max + 2 { // 0 and 1 pushed out at the cap
+		write(t, w, s, id(n))
+	}
+	if err := s.Delete(context.Background(), id(4)); err != nil {
+		t.Fatal(err)
+	}
+	write(t, w, s, id(10))
+	if got, want := receiptFiles(t, dir), []string{id(2), id(3), id(5), id(6), id(10)}; !slices.Equal(got, want) {
+		t.Errorf("kept %v; want %v", got, want)
 	}
 }
