@@ -156,6 +156,22 @@ func TestSupervisorRunsHandedOffCommands(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q", out, errOut)
 	}
 
+	// A call larger than one read (a big environment) is read whole.
+	outR, outW = pipe()
+	errR, errW = pipe()
+	big := append(env[:len(env):len(env)], "BIG="+strings.Repeat("v", 200<<10))
+	_, reply = handOff(t, p.socket(), handoff.Call{Args: []string{"ps"}, Env: big, Dir: "/big"}, outW, errW)
+	outW.Close()
+	errW.Close()
+	if got := reply(); got != "ax7\n" {
+		t.Fatalf("large call: reply %q, want acknowledgement and exit 7", got)
+	}
+	out, _ = io.ReadAll(outR)
+	errOut, _ = io.ReadAll(errR)
+	if string(out) != "out:ps\n" || string(errOut) != "dir:/big\n" {
+		t.Fatalf("large call: stdout %q, stderr %q", out, errOut)
+	}
+
 	// Output to a pipe nobody reads any more: the caller is to die of
 	// SIGPIPE, and the command's complaint about it never shows.
 	outR, outW = pipe()

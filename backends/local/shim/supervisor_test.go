@@ -619,3 +619,29 @@ func TestSupervisorUnreachableFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestSupervisorLargeRequest: a job request larger than the supervisor's
+// first read (a large environment) is read whole, and the job gets all of
+// it.
+func TestSupervisorLargeRequest(t *testing.T) {
+	exe, _ := os.Executable()
+	p := profile(t.TempDir())
+	stopSupervisor(t, p)
+	st := newStore(t, p)
+	d := p.supervised(exe)
+	big := strings.Repeat("v", 100<<10)
+	spec := runner.Spec{ID: runner.NewID(), Command: `printf %s "$BIG" | wc -c`, Env: []string{"BIG=" + big},
+		Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := d.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitReceipt(t, st, spec.ID); strings.TrimSpace(r.Output) != strconv.Itoa(len(big)) {
+		t.Fatalf("the job saw %q bytes of $BIG, want %d", strings.TrimSpace(r.Output), len(big))
+	}
+}
