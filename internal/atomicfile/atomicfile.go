@@ -47,6 +47,11 @@ func Create(path string, data []byte, perm os.FileMode) error {
 	if ok, err := createUnnamed(path, data, perm); ok {
 		return err
 	}
+	return createNamed(path, data, perm)
+}
+
+// createNamed is Create through a named temporary file.
+func createNamed(path string, data []byte, perm os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path, err)

@@ -36,33 +36,38 @@ func content(t *testing.T, path string) (string, fs.FileMode) {
 	return string(b), st.Mode().Perm()
 }
 
-// TestCreate: Create stores a file whole with the mode asked (whatever
-// the umask), refuses one that exists with fs.ErrExist and leaves it as
-// it was, and leaves nothing else in the directory.
+// TestCreate: Create, and its named way where there are no unnamed files,
+// store a file whole with the mode asked (whatever the umask), refuse one
+// that exists with fs.ErrExist and leave it as it was, and leave nothing
+// else in the directory.
 func TestCreate(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "r.json")
-	for _, perm := range []os.FileMode{0o600, 0o640} {
-		_ = os.Remove(path)
-		if err := Create(path, []byte(`{"a":1}`), perm); err != nil {
-			t.Fatal(err)
-		}
-		if got, mode := content(t, path); got != `{"a":1}` || mode != perm {
-			t.Fatalf("created %q mode %v, want mode %v", got, mode, perm)
-		}
-	}
-	err := Create(path, []byte("second"), 0o600)
-	if !errors.Is(err, fs.ErrExist) {
-		t.Fatalf("Create over an existing file = %v, want fs.ErrExist", err)
-	}
-	if got, _ := content(t, path); got != `{"a":1}` {
-		t.Fatalf("the existing file became %q", got)
-	}
-	if got := names(t, dir); !slices.Equal(got, []string{"r.json"}) {
-		t.Fatalf("directory holds %q", got)
-	}
-	if err := Create(filepath.Join(dir, "missing", "x"), nil, 0o600); err == nil {
-		t.Fatal("Create in a missing directory succeeded")
+	for name, create := range map[string]func(string, []byte, os.FileMode) error{"Create": Create, "named": createNamed} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "r.json")
+			for _, perm := range []os.FileMode{0o600, 0o640} {
+				_ = os.Remove(path)
+				if err := create(path, []byte(`{"a":1}`), perm); err != nil {
+					t.Fatal(err)
+				}
+				if got, mode := content(t, path); got != `{"a":1}` || mode != perm {
+					t.Fatalf("created %q mode %v, want mode %v", got, mode, perm)
+				}
+			}
+			err := create(path, []byte("second"), 0o600)
+			if !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("over an existing file = %v, want fs.ErrExist", err)
+			}
+			if got, _ := content(t, path); got != `{"a":1}` {
+				t.Fatalf("the existing file became %q", got)
+			}
+			if got := names(t, dir); !slices.Equal(got, []string{"r.json"}) {
+				t.Fatalf("directory holds %q", got)
+			}
+			if err := create(filepath.Join(dir, "missing", "x"), nil, 0o600); err == nil {
+				t.Fatal("a file in a missing directory was made")
+			}
+		})
 	}
 }
 

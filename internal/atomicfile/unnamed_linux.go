@@ -14,15 +14,14 @@ import (
 // synced in path's directory with no name, then linked at path. The
 // directory gets one entry, where a named temporary file costs three
 // changes (its creation, the link, its removal), each a search of what
-// may be a large directory. ok is false, and nothing was done, where the
-// kernel or the file system has no unnamed files.
+// may be a large directory. ok is false, and path is untouched, where no
+// unnamed file can be made or linked (a kernel or file system without
+// them, a sandbox that refuses them, no /proc): the named way then
+// decides, and reports what is really wrong, if anything is.
 func createUnnamed(path string, data []byte, perm os.FileMode) (ok bool, err error) {
 	fd, err := unix.Open(filepath.Dir(path), unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL) {
-			return false, nil
-		}
-		return true, fmt.Errorf("create %s: %w", path, err)
+		return false, nil
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
@@ -40,13 +39,12 @@ func createUnnamed(path string, data []byte, perm os.FileMode) (ok bool, err err
 	// Linking the descriptor itself (AT_EMPTY_PATH) takes a capability;
 	// its /proc name does not.
 	err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
-	if errors.Is(err, unix.ENOENT) {
-		if _, serr := os.Stat("/proc/self/fd"); serr != nil {
-			return false, nil // no /proc here
-		}
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EEXIST):
 		return true, fmt.Errorf("create %s: %w", path, err)
+	default:
+		return false, nil
 	}
-	return true, nil
 }
