@@ -209,7 +209,7 @@ func handedOff(cache *receipts.ListCache) func(context.Context, handoff.Call, io
 func command(ctx context.Context, args []string, g *Globals) int {
 	stdout, stderr := g.Stdout, g.Stderr
 	var cli CLI
-	kctx, exitCode, release, err := parseFrom(g.parsers, &cli, negativeValues(args), stdout, stderr,
+	kctx, exitCode, release, err := parse(g.parsers, &cli, negativeValues(args), stdout, stderr,
 		kong.Name("hermes"),
 		kong.Description("hermes runs shell commands for AI agents: in the foreground, or as detached background jobs whose results outlive the command that started them. Each finished process leaves a bounded, redacted, session-scoped receipt under $HERMES_HOME (or in Redis)."),
 		kong.Vars{"version": versionString()},

@@ -23,15 +23,11 @@ import (
 // from the whole tree. Anything that tree does not accept - help, the
 // version flag, a usage error - is parsed again by the whole tree, whose
 // output is what the user sees, so help and errors do not change.
-func parse(cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (*kong.Context, int, error) {
-	kctx, exitCode, _, err := parseFrom(nil, cli, args, stdout, stderr, opts...)
-	return kctx, exitCode, err
-}
-
-// parseFrom is parse with the command's own tree taken from pool when
-// there is one. The caller calls release once the command has run (its
-// values live in the pooled tree until then); release is never nil.
-func parseFrom(pool *parsers, cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (kctx *kong.Context, exitCode int, release func(), err error) {
+//
+// The command's own tree comes from pool when there is one (nil builds
+// one). The caller calls release once the command has run (its values live
+// in the pooled tree until then); release is never nil.
+func parse(pool *parsers, cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (kctx *kong.Context, exitCode int, release func(), err error) {
 	if field, ok := narrowField(args); ok {
 		np := pool.get(field, opts)
 		if np != nil {

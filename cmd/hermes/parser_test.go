@@ -89,7 +89,7 @@ func TestParseFallsBackToTheWholeTree(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var cli CLI
 			var out bytes.Buffer
-			kctx, code, err := parse(&cli, args, &out, &out, parserOpts...)
+			kctx, code, _, err := parse(nil, &cli, args, &out, &out, parserOpts...)
 			_, wk, wcode, wout, werr := wholeTree(t, args)
 			if code != wcode || out.String() != wout || (err == nil) != (werr == nil) ||
 				(err != nil && err.Error() != werr.Error()) {
@@ -115,7 +115,7 @@ func FuzzParse(f *testing.F) {
 		}
 		var cli CLI
 		var out bytes.Buffer
-		kctx, code, err := parse(&cli, args, &out, &out, parserOpts...)
+		kctx, code, _, err := parse(nil, &cli, args, &out, &out, parserOpts...)
 		_, wk, wcode, wout, werr := wholeTree(t, args)
 		if code != wcode || out.String() != wout || (err == nil) != (werr == nil) {
 			t.Fatalf("%q: parse exit %d err %v out %q; whole exit %d err %v out %q", args, code, err, out.String(), wcode, werr, wout)
@@ -140,7 +140,7 @@ func BenchmarkParse(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var cli CLI
-			if _, code, err := parse(&cli, args, io.Discard, io.Discard, parserOpts...); err != nil || code >= 0 {
+			if _, code, _, err := parse(nil, &cli, args, io.Discard, io.Discard, parserOpts...); err != nil || code >= 0 {
 				b.Fatal(code, err)
 			}
 		}
@@ -240,7 +240,7 @@ func FuzzPooledParse(f *testing.F) {
 		}
 		pool := newParsers()
 		var before CLI
-		_, _, release, _ := parseFrom(pool, &before, split(first), io.Discard, io.Discard, parserOpts...)
+		_, _, release, _ := parse(pool, &before, split(first), io.Discard, io.Discard, parserOpts...)
 		release()
 		defer samePooledParse(t, pool, split(second), fmt.Sprintf("after %q", split(first)))()
 	})
@@ -252,8 +252,8 @@ func FuzzPooledParse(f *testing.F) {
 func samePooledParse(t *testing.T, pool *parsers, args []string, label string) (release func()) {
 	t.Helper()
 	var fresh, pooled CLI
-	fk, fcode, ferr := parse(&fresh, args, io.Discard, io.Discard, parserOpts...)
-	pk, pcode, release, perr := parseFrom(pool, &pooled, args, io.Discard, io.Discard, parserOpts...)
+	fk, fcode, _, ferr := parse(nil, &fresh, args, io.Discard, io.Discard, parserOpts...)
+	pk, pcode, release, perr := parse(pool, &pooled, args, io.Discard, io.Discard, parserOpts...)
 	if fcode != pcode || (ferr == nil) != (perr == nil) {
 		t.Fatalf("%q %s: pooled exit %d err %v, new exit %d err %v", args, label, pcode, perr, fcode, ferr)
 	}
