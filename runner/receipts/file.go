@@ -441,16 +441,28 @@ func (s *FileStore) trim(wrote string, added bool) {
 	excess := len(live) - s.opts.MaxRetained
 	s.full = live[excess:]
 	for _, e := range live[:excess] {
-		// Another process may have rewritten it since its age was
-		// cached: a file that is not what the cache says stays until
-		// the next trim sees it correctly.
-		if st, err := os.Lstat(s.Path(e.id)); err == nil && !st.ModTime().Equal(e.mod) {
-			s.ages[e.id] = st.ModTime()
-			continue
-		}
-		s.remove(s.Path(e.id))
-		delete(s.ages, e.id)
+		s.removeAsListed(e)
 	}
+}
+
+// removeAsListed removes receipt e if its file is still as it was listed,
+// and reports whether it did. Another process may have rewritten it since
+// its age was cached: a file that is not what the cache says stays, its
+// new age cached, until a trim sees it correctly; one that is gone is
+// forgotten. Called with mu held.
+func (s *FileStore) removeAsListed(e aged) bool {
+	st, err := os.Lstat(s.Path(e.id))
+	switch {
+	case err == nil && !st.ModTime().Equal(e.mod):
+		s.ages[e.id] = st.ModTime()
+		return false
+	case errors.Is(err, fs.ErrNotExist):
+		delete(s.ages, e.id)
+		return false
+	}
+	s.remove(s.Path(e.id))
+	delete(s.ages, e.id)
+	return true
 }
 
 // dropOldest keeps the cap after this store added the receipt wrote while
@@ -470,21 +482,9 @@ func (s *FileStore) dropOldest(wrote string) bool {
 	for len(s.full) > 0 {
 		e := s.full[0]
 		s.full = s.full[1:]
-		if e.id == wrote {
-			continue
+		if e.id != wrote && s.removeAsListed(e) {
+			return true
 		}
-		st, err := os.Lstat(s.Path(e.id))
-		if err != nil {
-			delete(s.ages, e.id)
-			continue
-		}
-		if !st.ModTime().Equal(e.mod) {
-			s.ages[e.id] = st.ModTime()
-			continue
-		}
-		s.remove(s.Path(e.id))
-		delete(s.ages, e.id)
-		return true
 	}
 	s.full = nil
 	return false
