@@ -3,10 +3,8 @@ package runner
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
-	"unsafe"
 
-	"github.com/hermesrun/hermes/internal/jsonscan"
+	"github.com/hermesrun/hermes/internal/jsonappend"
 )
 
 // AppendJSON appends in as encoding/json encodes it (with escapeHTML as
@@ -16,18 +14,18 @@ import (
 // the listing's time.
 func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `{"session_id":`...)
-	b = appendJSONString(b, in.ID, escapeHTML)
+	b = jsonappend.String(b, in.ID, escapeHTML)
 	b = append(b, `,"command":`...)
-	b = appendJSONString(b, in.Command, escapeHTML)
+	b = jsonappend.String(b, in.Command, escapeHTML)
 	b = append(b, `,"backend":`...)
-	b = appendJSONString(b, in.Backend, escapeHTML)
+	b = jsonappend.String(b, in.Backend, escapeHTML)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, in.Status, escapeHTML)
+	b = jsonappend.String(b, in.Status, escapeHTML)
 	b = append(b, `,"exit_code":`...)
 	b = appendJSONIntPtr(b, in.ExitCode)
 	if in.Signal != "" {
 		b = append(b, `,"signal":`...)
-		b = appendJSONString(b, in.Signal, escapeHTML)
+		b = jsonappend.String(b, in.Signal, escapeHTML)
 	}
 	if in.PID != 0 {
 		b = append(b, `,"pid":`...)
@@ -35,11 +33,11 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	}
 	if in.ContainerID != "" {
 		b = append(b, `,"container_id":`...)
-		b = appendJSONString(b, in.ContainerID, escapeHTML)
+		b = jsonappend.String(b, in.ContainerID, escapeHTML)
 	}
 	if in.Image != "" {
 		b = append(b, `,"image":`...)
-		b = appendJSONString(b, in.Image, escapeHTML)
+		b = jsonappend.String(b, in.Image, escapeHTML)
 	}
 	b = append(b, `,"started_at":`...)
 	b = appendJSONTime(b, in.StartedAt)
@@ -50,19 +48,19 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `,"notify_on_complete":`...)
 	b = strconv.AppendBool(b, in.NotifyOnComplete)
 	b = append(b, `,"task_id":`...)
-	b = appendJSONString(b, in.TaskID, escapeHTML)
+	b = jsonappend.String(b, in.TaskID, escapeHTML)
 	b = append(b, `,"owner_task_id":`...)
-	b = appendJSONString(b, in.OwnerTaskID, escapeHTML)
+	b = jsonappend.String(b, in.OwnerTaskID, escapeHTML)
 	b = append(b, `,"session_key":`...)
-	b = appendJSONString(b, in.SessionKey, escapeHTML)
+	b = jsonappend.String(b, in.SessionKey, escapeHTML)
 	b = append(b, `,"parent_session_id":`...)
-	b = appendJSONString(b, in.ParentSessionID, escapeHTML)
+	b = jsonappend.String(b, in.ParentSessionID, escapeHTML)
 	b = append(b, `,"cwd":`...)
-	b = appendJSONString(b, in.Cwd, escapeHTML)
+	b = jsonappend.String(b, in.Cwd, escapeHTML)
 	b = append(b, `,"trace_id":`...)
-	b = appendJSONString(b, in.TraceID, escapeHTML)
+	b = jsonappend.String(b, in.TraceID, escapeHTML)
 	b = append(b, `,"span_id":`...)
-	b = appendJSONString(b, in.SpanID, escapeHTML)
+	b = jsonappend.String(b, in.SpanID, escapeHTML)
 	b = append(b, `,"output_truncated":`...)
 	b = strconv.AppendBool(b, in.OutputTruncated)
 	if in.Retained {
@@ -70,7 +68,7 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	}
 	if in.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendJSONString(b, in.Error, escapeHTML)
+		b = jsonappend.String(b, in.Error, escapeHTML)
 	}
 	if in.QueuePosition != 0 {
 		b = append(b, `,"queue_position":`...)
@@ -97,79 +95,16 @@ func appendJSONIntPtr(b []byte, n *int) []byte {
 	return strconv.AppendInt(b, int64(*n), 10)
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString is encoding/json's string encoding: quotes,
-// backslashes and control characters escaped, invalid UTF-8 replaced by
-// U+FFFD, U+2028 and U+2029 escaped for JSONP's sake, and with escapeHTML
-// '<', '>' and '&' too.
-func appendJSONString(b []byte, s string, escapeHTML bool) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if !escapeHTML {
-			i += jsonscan.Plain(unsafe.Slice(unsafe.StringData(s[i:]), len(s)-i))
-			if i == len(s) {
-				break
-			}
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!escapeHTML || (c != '<' && c != '>' && c != '&')) {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 // AppendJSON appends res as encoding/json encodes it (escapeHTML as for
 // Info.AppendJSON), byte for byte: `hermes log --json` of a full receipt spent a tenth
 // of its time in reflection's string encoding.
 func (res *LogResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `{"session_id":`...)
-	b = appendJSONString(b, res.ID, escapeHTML)
+	b = jsonappend.String(b, res.ID, escapeHTML)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, res.Status, escapeHTML)
+	b = jsonappend.String(b, res.Status, escapeHTML)
 	b = append(b, `,"output":`...)
-	b = appendJSONString(b, res.Output, escapeHTML)
+	b = jsonappend.String(b, res.Output, escapeHTML)
 	b = append(b, `,"exit_code":`...)
 	b = appendJSONIntPtr(b, res.ExitCode)
 	b = append(b, `,"total_lines":`...)
@@ -185,16 +120,16 @@ func (res *LogResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 // Info.AppendJSON), byte for byte: serve answers a poll with it.
 func (res *PollResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 	b = append(b, `{"session_id":`...)
-	b = appendJSONString(b, res.ID, escapeHTML)
+	b = jsonappend.String(b, res.ID, escapeHTML)
 	b = append(b, `,"status":`...)
-	b = appendJSONString(b, res.Status, escapeHTML)
+	b = jsonappend.String(b, res.Status, escapeHTML)
 	b = append(b, `,"exit_code":`...)
 	b = appendJSONIntPtr(b, res.ExitCode)
 	b = append(b, `,"output_tail":`...)
-	b = appendJSONString(b, res.OutputTail, escapeHTML)
+	b = jsonappend.String(b, res.OutputTail, escapeHTML)
 	if res.Command != "" {
 		b = append(b, `,"command":`...)
-		b = appendJSONString(b, res.Command, escapeHTML)
+		b = jsonappend.String(b, res.Command, escapeHTML)
 	}
 	if res.PID != 0 {
 		b = append(b, `,"pid":`...)
@@ -202,7 +137,7 @@ func (res *PollResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 	}
 	if res.Error != "" {
 		b = append(b, `,"error":`...)
-		b = appendJSONString(b, res.Error, escapeHTML)
+		b = jsonappend.String(b, res.Error, escapeHTML)
 	}
 	return append(b, '}')
 }

@@ -31,6 +31,35 @@ func Plain(b []byte) int {
 	return i
 }
 
+// PlainHTML is Plain for a string encoded with HTML escaping
+// (json.Marshal's default): '<', '>' and '&' stop it too.
+func PlainHTML(b []byte) int {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if special(x)|html(x) != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return i
+		}
+	}
+	return i
+}
+
+// html is special's test for '<', '>' and '&', exact in the same way.
+func html(x uint64) uint64 {
+	lt := x ^ '<'*ones
+	lt = (lt - ones) &^ lt
+	gt := x ^ '>'*ones
+	gt = (gt - ones) &^ gt
+	amp := x ^ '&'*ones
+	amp = (amp - ones) &^ amp
+	return (lt | gt | amp) & highs
+}
+
 // special has the high bit set in (at least) the first byte of x that is
 // not plain. Each test is exact for the first such byte: borrows only
 // travel towards higher bytes, past it.

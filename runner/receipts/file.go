@@ -145,7 +145,7 @@ func (s *FileStore) encode(r *Receipt) ([]byte, error) {
 	if !IsID(r.ID) {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidID, r.ID)
 	}
-	b, err := json.Marshal(Sanitize(r))
+	b, err := Sanitize(r).AppendJSON(nil)
 	if err != nil {
 		return nil, fmt.Errorf("receipt %s: %w", r.ID, err)
 	}

@@ -264,7 +264,7 @@ func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) err
 	if s.spool != nil && (s.down.Load() || s.spooled.Load() && s.spool.has(c.ID)) {
 		return s.spoolWrite(c, mode)
 	}
-	b, err := json.Marshal(c)
+	b, err := c.AppendJSON(nil)
 	if err != nil {
 		return fmt.Errorf("receipt %s: %w", c.ID, err)
 	}
@@ -688,7 +688,7 @@ func (s *Store) flushBatch(ctx context.Context, ids []string) (int, error) {
 			continue
 		}
 		c := receipts.Sanitize(e.Receipt) // again: the file may come from an older hermes
-		body, err := json.Marshal(c)
+		body, err := c.AppendJSON(nil)
 		if err != nil {
 			return 0, fmt.Errorf("spool flush: %s: %w", id, err)
 		}
