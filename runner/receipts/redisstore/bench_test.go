@@ -80,6 +80,26 @@ func BenchmarkRedisStorePut(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
 }
 
+// BenchmarkRedisStoreCreate is BenchmarkRedisStorePut through Create, the
+// write a runner makes when a job ends: if-absent, and leaving a pending
+// completion for the owner, who asked to be notified.
+func BenchmarkRedisStoreCreate(b *testing.B) {
+	s := benchStore(b)
+	var next atomic.Int64
+	b.SetParallelism(max(1, benchClients/runtimeProcs()))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if err := s.Create(ctx, benchReceipt(next.Add(1))); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+}
+
 // BenchmarkRedisStoreGet reads receipts by full id from 50 goroutines.
 func BenchmarkRedisStoreGet(b *testing.B) {
 	s := benchStore(b)

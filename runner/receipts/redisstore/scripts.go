@@ -72,37 +72,34 @@ end
 // and the receipt exists (already, or from earlier in the batch).
 var writeScript = redis.NewScript(luaHelpers + `
 local p, max = ARGV[1], tonumber(ARGV[2])
-local owners = p .. 'owners'
+local owners, pr = p .. 'owners', p .. 'r:'
 local now = now_ms()
 local ids = {}
 for i = 3, #ARGV, 8 do
   ids[#ids + 1] = ARGV[i]
 end
 local stored = redis.call('HMGET', owners, unpack(ids))
-local before = {}
-for j, id in ipairs(ids) do
-  before[id] = stored[j]
-end
-local out, final, order = {}, {}, {}
-local pending = {}
+local out, final, order, wrote, pending = {}, {}, {}, {}, {}
 for i = 3, #ARGV, 8 do
-  local id, owner, body, score, ttl, mode, wrote, notify = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5], ARGV[i+6], ARGV[i+7]
+  local id, mode = ARGV[i], ARGV[i + 5]
   local ok
   if mode == 'create' then
-    ok = redis.call('SET', p .. 'r:' .. id, body, 'PX', ttl, 'NX')
+    ok = redis.call('SET', pr .. id, ARGV[i + 2], 'PX', ARGV[i + 4], 'NX')
   else
-    ok = redis.call('SET', p .. 'r:' .. id, body, 'PX', ttl)
+    ok = redis.call('SET', pr .. id, ARGV[i + 2], 'PX', ARGV[i + 4])
   end
   if ok then
-    if wrote == '0' then
-      wrote = now
+    local w = ARGV[i + 6]
+    if w == '0' then
+      w = now
     end
     if not final[id] then
       order[#order + 1] = id
     end
-    final[id] = {owner, score, wrote}
-    if mode == 'create' and notify == '1' then
-      pending[#pending + 1] = {owner, score, id, ttl}
+    final[id] = i
+    wrote[i] = w
+    if mode == 'create' and ARGV[i + 7] == '1' then
+      pending[#pending + 1] = i
     end
     out[#out + 1] = 1
   else
@@ -110,9 +107,14 @@ for i = 3, #ARGV, 8 do
   end
 end
 if #order > 0 then
+  local before = {}
+  for j, id in ipairs(ids) do
+    before[id] = stored[j]
+  end
   local s, sl, hs, ix = {}, {}, {}, {}
   for _, id in ipairs(order) do
-    local owner, score, wrote = final[id][1], final[id][2], final[id][3]
+    local i = final[id]
+    local owner = ARGV[i + 1]
     local old = before[id]
     if old ~= owner then
       if old then
@@ -121,14 +123,22 @@ if #order > 0 then
       end
       hs[#hs + 1] = id
       hs[#hs + 1] = owner
-      sl[owner] = sl[owner] or {}
-      table.insert(sl[owner], 0)
-      table.insert(sl[owner], id)
+      local l = sl[owner]
+      if not l then
+        l = {}
+        sl[owner] = l
+      end
+      l[#l + 1] = 0
+      l[#l + 1] = id
     end
-    s[owner] = s[owner] or {}
-    table.insert(s[owner], score)
-    table.insert(s[owner], id)
-    ix[#ix + 1] = wrote
+    local l = s[owner]
+    if not l then
+      l = {}
+      s[owner] = l
+    end
+    l[#l + 1] = ARGV[i + 3]
+    l[#l + 1] = id
+    ix[#ix + 1] = wrote[i]
     ix[#ix + 1] = id
   end
   for o, list in pairs(s) do
@@ -141,9 +151,21 @@ if #order > 0 then
     bulk('HSET', owners, hs)
   end
   bulk('ZADD', p .. 'idx', ix)
-  for _, c in ipairs(pending) do
-    redis.call('ZADD', p .. 'c:' .. c[1], c[2], c[3])
-    redis.call('PEXPIRE', p .. 'c:' .. c[1], c[4])
+  local c, ttl = {}, {}
+  for _, i in ipairs(pending) do
+    local o = ARGV[i + 1]
+    local l = c[o]
+    if not l then
+      l = {}
+      c[o] = l
+    end
+    l[#l + 1] = ARGV[i + 3]
+    l[#l + 1] = ARGV[i]
+    ttl[o] = math.max(ttl[o] or 0, tonumber(ARGV[i + 4]))
+  end
+  for o, list in pairs(c) do
+    bulk('ZADD', p .. 'c:' .. o, list)
+    redis.call('PEXPIRE', p .. 'c:' .. o, ttl[o])
   end
   local n = redis.call('ZCARD', p .. 'idx')
   if n > max then
