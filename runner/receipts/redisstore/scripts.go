@@ -71,6 +71,16 @@ end
 // "P c:<owner>"). Returns per receipt 1 when written, 0 when mode is create
 // and the receipt exists (already, or from earlier in the batch).
 var writeScript = redis.NewScript(luaHelpers + `
+-- pair appends a score and a member to the list t[key], made on first use.
+local function pair(t, key, score, member)
+  local l = t[key]
+  if not l then
+    l = {}
+    t[key] = l
+  end
+  l[#l + 1] = score
+  l[#l + 1] = member
+end
 local p, max = ARGV[1], tonumber(ARGV[2])
 local owners, pr = p .. 'owners', p .. 'r:'
 local now = now_ms()
@@ -123,21 +133,9 @@ if #order > 0 then
       end
       hs[#hs + 1] = id
       hs[#hs + 1] = owner
-      local l = sl[owner]
-      if not l then
-        l = {}
-        sl[owner] = l
-      end
-      l[#l + 1] = 0
-      l[#l + 1] = id
+      pair(sl, owner, 0, id)
     end
-    local l = s[owner]
-    if not l then
-      l = {}
-      s[owner] = l
-    end
-    l[#l + 1] = ARGV[i + 3]
-    l[#l + 1] = id
+    pair(s, owner, ARGV[i + 3], id)
     ix[#ix + 1] = wrote[i]
     ix[#ix + 1] = id
   end
@@ -154,13 +152,7 @@ if #order > 0 then
   local c, ttl = {}, {}
   for _, i in ipairs(pending) do
     local o = ARGV[i + 1]
-    local l = c[o]
-    if not l then
-      l = {}
-      c[o] = l
-    end
-    l[#l + 1] = ARGV[i + 3]
-    l[#l + 1] = ARGV[i]
+    pair(c, o, ARGV[i + 3], ARGV[i])
     ttl[o] = math.max(ttl[o] or 0, tonumber(ARGV[i + 4]))
   end
   for o, list in pairs(c) do
