@@ -52,6 +52,16 @@ func write(t *testing.T, w writeFunc, s *receipts.FileStore, id string) {
 	time.Sleep(10 * time.Millisecond)
 }
 
+// cappedStore opens a store on dir keeping at most max receipts.
+func cappedStore(t *testing.T, dir string, max int) *receipts.FileStore {
+	t.Helper()
+	s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestFileStoreCapAcrossProcesses has two stores on one directory, as two
 // hermes processes of one profile have, write in turn: the cap holds after
 // every write and the newest receipts are the ones kept, although each
@@ -64,11 +74,7 @@ func TestFileStoreCapAcrossProcesses(t *testing.T) {
 			dir := t.TempDir()
 			var stores [2]*receipts.FileStore
 			for i := range stores {
-				s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-				if err != nil {
-					t.Fatal(err)
-				}
-				stores[i] = s
+				stores[i] = cappedStore(t, dir, max)
 			}
 			id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
 			for n := range 40 {
@@ -102,14 +108,7 @@ func TestFileStoreRewriteElsewhereKeepsReceipt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			const max = 3
 			dir := t.TempDir()
-			a, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, b := cappedStore(t, dir, max), cappedStore(t, dir, max)
 			id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
 			for n := range 5 { // over the cap from the fourth on: a caches ages
 				write(t, w, a, id(n))
@@ -135,10 +134,7 @@ func TestFileStoreCapOneWriter(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			const max = 20
 			dir := t.TempDir()
-			s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := cappedStore(t, dir, max)
 			var want []string
 			for n := range 3 * max {
 				id := fmt.Sprintf("proc_%012x", n)
@@ -165,10 +161,7 @@ func TestFileStoreCapOneWriter(t *testing.T) {
 func TestFileStoreDeleteAtTheCap(t *testing.T) {
 	const max = 5
 	dir := t.TempDir()
-	s, err := receipts.NewFileStore(dir, receipts.Options{MaxRetained: max})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := cappedStore(t, dir, max)
 	id := func(n int) string { return fmt.Sprintf("proc_%012x", n) }
 	w := writeFuncs["create"]
 	for n := range max + 2 { // 0 and 1 pushed out at the cap
