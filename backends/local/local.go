@@ -311,31 +311,26 @@ const (
 )
 
 // deadlineEOF turns the drain deadline into an ordinary end of stream and
-// closes the pipe once it is over. It also grows the pipe of a job whose
-// output fills it.
+// closes the pipe once it is over. It also paces the reads of a job that
+// streams (see streamPacer).
 type deadlineEOF struct {
-	f     *os.File
-	full  int // reads that emptied a full default-sized pipe
-	grown bool
+	f    *os.File
+	pace streamPacer
 }
 
 func (d *deadlineEOF) Read(p []byte) (int, error) {
+	d.pace.wait()
 	n, err := d.f.Read(p)
-	if !d.grown && n >= defaultPipe {
-		// Two in a row: a burst is not enough, a stream is.
-		if d.full++; d.full >= 2 {
-			growPipe(d.f)
-			d.grown = true
-		}
-	} else if !d.grown {
-		d.full = 0
-	}
+	d.pace.observe(n, len(p), time.Now(), d.grow)
 	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.EOF) {
 		d.f.Close()
 		return n, io.EOF
 	}
 	return n, err
 }
+
+// grow gives the pipe bigPipe of capacity and reports what it has.
+func (d *deadlineEOF) grow() int { return growPipe(d.f) }
 
 // killOrphans kills and reaps every child of this process. A one-job shim
 // is a family whose one job has ended: every orphan it adopted is ended, by

@@ -23,9 +23,9 @@ func pipeSize(t *testing.T, d *deadlineEOF) int {
 	return size
 }
 
-// TestPipeGrowsForAStream: a job that keeps its pipe full gets the large
-// pipe; one that prints a little keeps the kernel's default, so quiet jobs
-// never spend the per-user pipe budget.
+// TestPipeGrowsForAStream: a job that streams gets the large pipe and its
+// reads are paced; one that prints a little keeps the kernel's default and
+// is read as it prints, so quiet jobs never spend the per-user pipe budget.
 func TestPipeGrowsForAStream(t *testing.T) {
 	cases := []struct {
 		name, command string
@@ -46,9 +46,11 @@ func TestPipeGrowsForAStream(t *testing.T) {
 			// job still holds the pipe open (it sleeps after writing).
 			buf := make([]byte, 256<<10)
 			var total int
+			paced := false
 			for total < 16<<20 && tc.want == bigPipe {
 				n, err := d.Read(buf)
 				total += n
+				paced = paced || d.pace.pacing
 				if err == io.EOF {
 					t.Fatalf("stream ended after %d bytes", total)
 				}
@@ -60,6 +62,9 @@ func TestPipeGrowsForAStream(t *testing.T) {
 			}
 			if got := pipeSize(t, d); got != tc.want {
 				t.Fatalf("pipe size %d, want %d", got, tc.want)
+			}
+			if got, want := paced || d.pace.pacing, tc.want == bigPipe; got != want {
+				t.Fatalf("paced %v, want %v", got, want)
 			}
 			if _, err := h.Wait(context.Background()); err != nil {
 				t.Fatal(err)
