@@ -3,6 +3,7 @@
 // a pipe) three ways and reports throughput and peak resident set size.
 //
 //	baseline    bash -c 'PRODUCER | cat > /dev/null'
+//	to a file   bash -c 'PRODUCER | cat > FILE'    (the floor of any capture kept on disk)
 //	foreground  hermes run -- 'PRODUCER' > /dev/null   (the CLI is the runner)
 //	background  hermes run --background -- 'PRODUCER'  (the shim is the runner)
 //
@@ -66,7 +67,8 @@ func main() {
 		name string
 		run  func() (sample, error)
 	}{
-		{"baseline (cat)", func() (sample, error) { return baseline(producer) }},
+		{"baseline (cat)", func() (sample, error) { return baseline(producer, "") }},
+		{"baseline (cat to a file)", func() (sample, error) { return baseline(producer, "file") }},
 		{"hermes run (foreground CLI)", func() (sample, error) { return foreground(exe, producer) }},
 		{"hermes run --background (its supervisor)", func() (sample, error) { return background(exe, producer) }},
 	}
@@ -118,9 +120,21 @@ func report(w io.Writer, rs []sample, markdown bool) {
 	}
 }
 
-// baseline runs the producer into cat > /dev/null under bash.
-func baseline(producer string) (sample, error) {
-	cmd := exec.Command("bash", "-c", producer+" | cat > /dev/null")
+// baseline runs the producer into cat > /dev/null under bash, or with
+// sink "file" into cat > a file on the disk $TMPDIR is on: the floor of
+// any runner that keeps the output it captures (hermes writes all of it to
+// its spill log).
+func baseline(producer, sink string) (sample, error) {
+	target := "/dev/null"
+	if sink == "file" {
+		dir, err := os.MkdirTemp("", "hermes-rss-")
+		if err != nil {
+			return sample{}, err
+		}
+		defer os.RemoveAll(dir)
+		target = filepath.Join(dir, "out.log")
+	}
+	cmd := exec.Command("bash", "-c", producer+" | cat > "+target)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return sample{}, err
