@@ -36,6 +36,10 @@ import (
 //	<RunDir>/<id>.json  live state (ShimState), removed after the receipt
 //	<RunDir>/<id>.ctl   control FIFO (JSON lines: write, close, kill, signal)
 //	<LogDir>/<id>.log   the full output, rotated
+//
+// A many-job supervisor renames an ended job's FIFO and state file aside
+// (<RunDir>/.idle-<pid>-<n>.ctl and .json) and back under a later job's id,
+// instead of making and removing files (see package shim).
 type Detached struct {
 	// Exe and Args start the shim; Args default to ["shim"].
 	Exe  string
@@ -143,6 +147,9 @@ func (st *ShimState) shim() osproc.Identity {
 // with a single write(2) of at most PIPE_BUF bytes, so concurrent writers
 // never interleave.
 type CtlMessage struct {
+	// ID is the job the message is for: a supervisor hands an ended
+	// job's FIFO to a later job, and drops what was meant for another.
+	ID      string `json:"id,omitempty"`
 	Op      string `json:"op"` // write, close, kill, signal
 	Data    string `json:"data,omitempty"`
 	GraceMS int64  `json:"grace_ms,omitempty"`
@@ -476,6 +483,7 @@ func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
 }
 
 func (h *shimHandle) send(m CtlMessage) error {
+	m.ID = h.id
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err

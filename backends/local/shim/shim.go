@@ -141,6 +141,9 @@ type jobEnv struct {
 	// start is this process's start time (osproc.StartTime), read once;
 	// 0 reads it per job.
 	start uint64
+	// files makes each job's control FIFO and state file; nil makes new
+	// ones (see jobFiles).
+	files *jobFiles
 }
 
 // superviseJob supervises one job inside this process, which may run
@@ -156,12 +159,11 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
 	}
 	ctlPath := paths.CtlPath(spec.ID)
-	_ = os.Remove(ctlPath)
-	if err := syscall.Mkfifo(ctlPath, 0o600); err != nil {
+	if err := env.files.makeFIFO(ctlPath); err != nil {
 		reply(local.ShimReply{Error: "control fifo: " + err.Error()})
 		return fmt.Errorf("mkfifo: %w", err)
 	}
-	defer os.Remove(ctlPath)
+	defer env.files.retireFIFO(ctlPath)
 	// Open the FIFO before replying: a writer that comes right after the
 	// reply must find a reader, or its non-blocking open fails with ENXIO
 	// and the job looks gone. Read-write so that writers coming and going
@@ -201,7 +203,7 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	// A new job's state file is not there yet: Create makes one directory
 	// entry where a replacement makes three. One that is there all the
 	// same (stale, of the same id) is replaced.
-	err = atomicfile.Create(statePath, b, 0o600)
+	err = env.files.createState(statePath, b)
 	if errors.Is(err, fs.ErrExist) {
 		err = atomicfile.Write(statePath, b, 0o600)
 	}
@@ -215,7 +217,7 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 		reply(local.ShimReply{Error: "cannot record the job's state: " + err.Error()})
 		return fmt.Errorf("live state: %w", err)
 	}
-	defer os.Remove(statePath)
+	defer env.files.retireState(statePath)
 	reply(local.ShimReply{PID: info.PID})
 
 	done, recorded := reg.Done(spec.ID), reg.Recorded(spec.ID)
@@ -272,6 +274,12 @@ func serveControl(ctx context.Context, reg *runner.Registry, id string, f *os.Fi
 		var m local.CtlMessage
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			log.Warn("bad control message", "id", id, "err", err)
+			continue
+		}
+		if m.ID != "" && m.ID != id {
+			// Written to this FIFO when it was an ended job's (a
+			// supervisor reuses them): not for this job.
+			log.Warn("control message for another job", "id", id, "for", m.ID)
 			continue
 		}
 		if err := apply(ctx, reg, id, m); err != nil {

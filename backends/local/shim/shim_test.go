@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -324,6 +325,34 @@ func TestControlKillAndClose(t *testing.T) {
 		}
 		if rec := f.receipt(t, id, ""); rec.Status != receipts.StatusExited || strings.TrimSpace(rec.Output) != "10000" {
 			t.Fatalf("receipt = %+v", rec)
+		}
+	})
+	t.Run("a message for another job is dropped", func(t *testing.T) {
+		// A supervisor hands an ended job's FIFO to a later job: what a
+		// late writer meant for the first must not reach the second.
+		f := newFixture(t)
+		id := runner.NewID()
+		r := f.run(t, request(t, runner.Spec{ID: id, Command: "head -c 1"}))
+		t.Cleanup(func() { _ = syscall.Kill(-r.reply.PID, syscall.SIGKILL) })
+		ctl, err := os.OpenFile(f.paths.CtlPath(id), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ctl.Close()
+		for _, m := range []local.CtlMessage{
+			{ID: runner.NewID(), Op: "write", Data: base64.StdEncoding.EncodeToString([]byte("a"))},
+			{ID: id, Op: "write", Data: base64.StdEncoding.EncodeToString([]byte("b"))},
+		} {
+			b, _ := json.Marshal(m)
+			if _, err := ctl.Write(append(b, '\n')); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.wait(t); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.receipt(t, id, ""); rec.Status != receipts.StatusExited || rec.Output != "b" {
+			t.Fatalf("receipt = %+v, want the output b", rec)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {

@@ -114,9 +114,12 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	if err != nil {
 		return err
 	}
+	sweepIdle(cfg.Paths.RunDir)
+	files := newJobFiles(cfg.Paths.RunDir)
+	defer files.close()
 	s := &supervisor{
 		cfg: cfg, log: log, ln: ln, stop: make(chan struct{}), changed: make(chan struct{}, 1),
-		env: jobEnv{reg: reg, paths: cfg.Paths, log: log}, lastBusy: time.Now(),
+		env: jobEnv{reg: reg, paths: cfg.Paths, log: log, files: files}, lastBusy: time.Now(),
 	}
 	s.env.start, _ = osproc.StartTime(os.Getpid())
 	if st, err := os.Stat(cfg.Socket); err == nil {

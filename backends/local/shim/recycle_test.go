@@ -1,0 +1,192 @@
+//go:build linux
+
+package shim
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestJobFilesReuse: an ended job's FIFO and state file come back, as
+// the same inodes, under the next job's names, with the next job's state
+// in full (a shorter one leaves nothing of the longer one behind); while
+// idle they carry dot names, and close removes them.
+func TestJobFilesReuse(t *testing.T) {
+	dir := t.TempDir()
+	j := newJobFiles(dir)
+	first, second := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+
+	if err := j.makeFIFO(first + ".ctl"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.createState(first+".json", []byte(`{"id":"a","command":"a long command"}`)); err != nil {
+		t.Fatal(err)
+	}
+	fifo, state := inode(t, first+".ctl"), inode(t, first+".json")
+	j.retireFIFO(first + ".ctl")
+	j.retireState(first + ".json")
+	for _, n := range names(t, dir) {
+		if !strings.HasPrefix(n, idlePrefix+strconv.Itoa(os.Getpid())+"-") {
+			t.Fatalf("after the job ended the directory holds %q", n)
+		}
+	}
+
+	if err := j.makeFIFO(second + ".ctl"); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"b"}`
+	if err := j.createState(second+".json", []byte(want)); err != nil {
+		t.Fatal(err)
+	}
+	if got := inode(t, second+".ctl"); got != fifo {
+		t.Errorf("FIFO inode %d, want the ended job's %d", got, fifo)
+	}
+	if fi, err := os.Lstat(second + ".ctl"); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("control FIFO: %v, %v", fi, err)
+	}
+	if got := inode(t, second+".json"); got != state {
+		t.Errorf("state inode %d, want the ended job's %d", got, state)
+	}
+	if b, err := os.ReadFile(second + ".json"); err != nil || string(b) != want {
+		t.Errorf("state = %q, %v; want %q", b, err, want)
+	}
+	if n := names(t, dir); len(n) != 2 {
+		t.Errorf("directory holds %q, want the two files of b", n)
+	}
+
+	j.retireFIFO(second + ".ctl")
+	j.retireState(second + ".json")
+	j.close()
+	if n := names(t, dir); len(n) != 0 {
+		t.Errorf("after close the directory holds %q", n)
+	}
+}
+
+// TestJobFilesCreateStateExists: like atomicfile.Create, a state file that
+// is there already is not replaced, and the idle file is kept.
+func TestJobFilesCreateStateExists(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.json")
+	for _, j := range []*jobFiles{nil, newJobFiles(dir)} {
+		if j != nil {
+			if err := j.createState(filepath.Join(dir, "old.json"), []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			j.retireState(filepath.Join(dir, "old.json"))
+		}
+		if err := os.WriteFile(path, []byte("there"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.createState(path, []byte("new")); !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("createState over a file: %v, want fs.ErrExist", err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != "there" {
+			t.Fatalf("the file there became %q", b)
+		}
+		if j != nil && len(j.states) != 1 {
+			t.Fatalf("idle states %q, want the one kept", j.states)
+		}
+		os.Remove(path)
+	}
+}
+
+// TestJobFilesWithoutReuse: the one-job shim (nil) makes new files and
+// removes them; a supervisor keeps at most idleMax of each kind.
+func TestJobFilesWithoutReuse(t *testing.T) {
+	dir := t.TempDir()
+	var none *jobFiles
+	p := filepath.Join(dir, "j")
+	if err := none.makeFIFO(p + ".ctl"); err != nil {
+		t.Fatal(err)
+	}
+	if err := none.createState(p+".json", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	none.retireFIFO(p + ".ctl")
+	none.retireState(p + ".json")
+	if n := names(t, dir); len(n) != 0 {
+		t.Fatalf("directory holds %q", n)
+	}
+
+	j := newJobFiles(dir)
+	for i := range idleMax + 5 {
+		p := filepath.Join(dir, strconv.Itoa(i)+".ctl")
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j.retireFIFO(p)
+	}
+	if n := names(t, dir); len(n) != idleMax || len(j.fifos) != idleMax {
+		t.Fatalf("%d files, %d idle FIFOs; want %d", len(n), len(j.fifos), idleMax)
+	}
+	j.close()
+}
+
+// TestSweepIdle: idle files of a process that is gone are removed; those
+// of a live one, and every other name, stay.
+func TestSweepIdle(t *testing.T) {
+	dir := t.TempDir()
+	gone := deadPID(t)
+	keep := []string{
+		idlePrefix + strconv.Itoa(os.Getpid()) + "-1.ctl",
+		"0123456789abcdef.json",
+		idlePrefix + "notapid-1.json",
+	}
+	for _, n := range append([]string{idlePrefix + strconv.Itoa(gone) + "-3.json"}, keep...) {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepIdle(dir)
+	if got := names(t, dir); strings.Join(got, " ") != strings.Join(sorted(keep), " ") {
+		t.Fatalf("after the sweep: %q, want %q", got, sorted(keep))
+	}
+}
+
+func sorted(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// deadPID returns the pid of a child that has ended and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", "exit 0"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return p.Pid
+}
