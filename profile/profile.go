@@ -163,6 +163,7 @@ func (e *Profile) openStores(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	e.closers = append(e.closers, st) // removes the trimmed files it kept for reuse
 	ss, err := sessions.NewFileStore(e.SessionDir())
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/internal/filepool"
 	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner/outbuf"
 )
@@ -74,7 +75,17 @@ type FileStore struct {
 	// pushes out the first of them still as listed (dropOldest), instead
 	// of a listing per write at the cap. Nil otherwise.
 	full []aged
+
+	// idle holds the files of receipts this store trimmed, for the
+	// receipts it creates next (see package filepool): at the cap each
+	// new receipt pushes out an old one, and a receipt store that makes
+	// and removes an inode per job pays for both on ext4 without a
+	// journal.
+	idle *filepool.Pool
 }
+
+// idleReceipts is how many trimmed receipt files a store keeps for reuse.
+const idleReceipts = 64
 
 // aged is a receipt file and its mtime.
 type aged struct {
@@ -88,7 +99,8 @@ func NewFileStore(dir string, opts Options) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("receipt store: %w", err)
 	}
-	return &FileStore{dir: dir, opts: opts.WithDefaults(), now: time.Now, log: slog.Default()}, nil
+	return &FileStore{dir: dir, opts: opts.WithDefaults(), now: time.Now, log: slog.Default(),
+		idle: filepool.New(dir, ".json", idleReceipts)}, nil
 }
 
 // Path is the file that holds (or would hold) the receipt id.
@@ -111,6 +123,8 @@ func (s *FileStore) Put(_ context.Context, r *Receipt) error {
 // Create implements Store. A hard link from a synced temporary file is the
 // if-absent primitive (atomicfile.Create): link(2) fails with EEXIST when
 // another writer got there first, and readers never see a partial file.
+// A file this store trimmed is rewritten, synced and renamed into place
+// without replacing instead, with the same guarantees.
 func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 	b, err := s.encode(r)
 	if err != nil {
@@ -118,7 +132,7 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 	}
 	final := s.Path(r.ID)
 	added := true
-	if err := atomicfile.Create(final, b, 0o600); err != nil {
+	if err := s.idle.Create(final, b, 0o600); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("receipt %s: %w", r.ID, err)
 		}
@@ -279,8 +293,11 @@ func (s *FileStore) each(n int, f func(int)) {
 // loadsPerWorker is the fewest receipts worth a goroutine of loadAll's.
 const loadsPerWorker = 32
 
-// Close implements Store; the file store holds nothing open.
-func (s *FileStore) Close() error { return nil }
+// Close implements Store: it removes the trimmed files kept for reuse.
+func (s *FileStore) Close() error {
+	s.idle.Close()
+	return nil
+}
 
 // maxReceiptFile bounds a receipt file: the output is at most
 // MaxOutputChars characters of up to 4 bytes, JSON-escaped at worst six
@@ -365,6 +382,9 @@ func (s *FileStore) ids() ([]string, error) {
 	for _, name := range names {
 		if id, ok := strings.CutSuffix(name, ".json"); ok && IsID(id) {
 			ids = append(ids, id)
+		} else if filepool.Stale(name) {
+			// Kept for reuse by a store in a process that is gone.
+			_ = os.Remove(filepath.Join(s.dir, name))
 		}
 	}
 	return ids, nil
@@ -516,10 +536,11 @@ func (s *FileStore) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// remove deletes a receipt file and, with it, whatever output log of its
-// process may be left (nothing is kept past its receipt).
+// remove takes a receipt file away (kept under an idle name for a later
+// receipt, or deleted) and, with it, whatever output log of its process
+// may be left (nothing is kept past its receipt).
 func (s *FileStore) remove(path string) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.idle.Retire(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("cannot remove receipt", "path", path, "err", err)
 	}
 	if s.opts.LogDir != "" {

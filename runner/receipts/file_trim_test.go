@@ -3,9 +3,11 @@ package receipts_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -173,5 +175,59 @@ func TestFileStoreDeleteAtTheCap(t *testing.T) {
 	write(t, w, s, id(10))
 	if got, want := receiptFiles(t, dir), []string{id(2), id(3), id(5), id(6), id(10)}; !slices.Equal(got, want) {
 		t.Errorf("kept %v; want %v", got, want)
+	}
+}
+
+// TestFileStoreReusesTrimmedFiles: at the cap, the receipts a store
+// creates take the files of those it trimmed (the first receipt's file,
+// held open here, is never freed: it is linked again), each holds exactly
+// its own contents, and no reader, in this store or another, ever sees a
+// kept file; Close removes them.
+func TestFileStoreReusesTrimmedFiles(t *testing.T) {
+	const max = 5
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := cappedStore(t, dir, max)
+	other := cappedStore(t, dir, max)
+	var first *os.File
+	for n := range 4 * max {
+		id := fmt.Sprintf("proc_%012x", n)
+		r := &receipts.Receipt{ID: id, Status: receipts.StatusExited, Command: strings.Repeat("c", 100*(4*max-n))}
+		if err := s.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			f, err := os.Open(s.Path(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			first = f
+		}
+		got, err := other.Get(ctx, id, receipts.Anonymous())
+		if err != nil || got.ID != id || got.Command != r.Command {
+			t.Fatalf("receipt %s read back as %+v, %v", id, got, err)
+		}
+		if all, err := other.List(ctx, receipts.Anonymous(), receipts.Filter{}); err != nil || len(all) > max {
+			t.Fatalf("after %s: List found %d receipts (cap %d), %v", id, len(all), max, err)
+		}
+		time.Sleep(5 * time.Millisecond) // the next file gets a later mtime
+	}
+	fi, err := first.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if links := fi.Sys().(*syscall.Stat_t).Nlink; links != 1 {
+		t.Errorf("the first receipt's file has %d links after it was trimmed: it was removed, not reused", links)
+	}
+	s.Close()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("after Close %s is left", e.Name())
+		}
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hermesrun/hermes/internal/filepool"
 )
 
 func inode(t *testing.T, path string) uint64 {
@@ -52,10 +53,19 @@ func TestJobFilesReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	fifo, state := inode(t, first+".ctl"), inode(t, first+".json")
+	// Held open, the files cannot be freed: new ones would need other
+	// inodes.
+	for _, p := range []string{first + ".ctl", first + ".json"} {
+		f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
 	j.retireFIFO(first + ".ctl")
 	j.retireState(first + ".json")
 	for _, n := range names(t, dir) {
-		if !strings.HasPrefix(n, idlePrefix+strconv.Itoa(os.Getpid())+"-") {
+		if !strings.HasPrefix(n, filepool.Prefix+strconv.Itoa(os.Getpid())+"-") {
 			t.Fatalf("after the job ended the directory holds %q", n)
 		}
 	}
@@ -112,8 +122,8 @@ func TestJobFilesCreateStateExists(t *testing.T) {
 		if b, _ := os.ReadFile(path); string(b) != "there" {
 			t.Fatalf("the file there became %q", b)
 		}
-		if j != nil && len(j.states) != 1 {
-			t.Fatalf("idle states %q, want the one kept", j.states)
+		if j != nil && j.states.Idle() != 1 {
+			t.Fatalf("%d idle states, want the one kept", j.states.Idle())
 		}
 		os.Remove(path)
 	}
@@ -145,48 +155,8 @@ func TestJobFilesWithoutReuse(t *testing.T) {
 		}
 		j.retireFIFO(p)
 	}
-	if n := names(t, dir); len(n) != idleMax || len(j.fifos) != idleMax {
-		t.Fatalf("%d files, %d idle FIFOs; want %d", len(n), len(j.fifos), idleMax)
+	if n := names(t, dir); len(n) != idleMax || j.fifos.Idle() != idleMax {
+		t.Fatalf("%d files, %d idle FIFOs; want %d", len(n), j.fifos.Idle(), idleMax)
 	}
 	j.close()
-}
-
-// TestSweepIdle: idle files of a process that is gone are removed; those
-// of a live one, and every other name, stay.
-func TestSweepIdle(t *testing.T) {
-	dir := t.TempDir()
-	gone := deadPID(t)
-	keep := []string{
-		idlePrefix + strconv.Itoa(os.Getpid()) + "-1.ctl",
-		"0123456789abcdef.json",
-		idlePrefix + "notapid-1.json",
-	}
-	for _, n := range append([]string{idlePrefix + strconv.Itoa(gone) + "-3.json"}, keep...) {
-		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sweepIdle(dir)
-	if got := names(t, dir); strings.Join(got, " ") != strings.Join(sorted(keep), " ") {
-		t.Fatalf("after the sweep: %q, want %q", got, sorted(keep))
-	}
-}
-
-func sorted(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
-}
-
-// deadPID returns the pid of a child that has ended and been reaped.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", "exit 0"}, &os.ProcAttr{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	return p.Pid
 }

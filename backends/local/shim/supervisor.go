@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/filepool"
 	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/tty"
@@ -114,7 +115,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	if err != nil {
 		return err
 	}
-	sweepIdle(cfg.Paths.RunDir)
+	filepool.Sweep(cfg.Paths.RunDir)
 	files := newJobFiles(cfg.Paths.RunDir)
 	defer files.close()
 	s := &supervisor{

@@ -1,0 +1,227 @@
+// Package filepool keeps the files a process would remove, renamed aside
+// under idle names in the same directory, and brings them back as new
+// files: the directory changes, but no inode is made or freed.
+//
+// That matters on ext4 without a journal: making an inode there steps over
+// every inode deleted in the last minute or so (the kernel keeps them from
+// reuse for fsck's sake), so a process that makes and removes files at
+// hundreds a second paid about 100 µs for each new one, and every removal
+// made the next creation dearer. A job runner does exactly that: a state
+// file and a control FIFO per job, a receipt per job with the oldest
+// trimmed.
+//
+// Idle files are named ".idle-<pid>-<n><ext>": readers that look for their
+// own names (an id and an extension) pass them over, and Sweep removes
+// those of processes that are gone. A nil *Pool keeps nothing: Retire
+// removes, Create makes a new file.
+package filepool
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hermesrun/hermes/internal/atomicfile"
+)
+
+// Prefix begins the name of every idle file.
+const Prefix = ".idle-"
+
+// Pool holds one kind of idle file of this process in one directory.
+type Pool struct {
+	dir    string
+	prefix string // Prefix + "<pid>-"
+	ext    string
+	max    int
+
+	mu     sync.Mutex
+	seq    int
+	idle   []string
+	closed bool // or renaming without replacing is refused here
+}
+
+// New returns a pool of at most max idle files named with ext in dir.
+func New(dir, ext string, max int) *Pool {
+	return &Pool{dir: dir, prefix: Prefix + strconv.Itoa(os.Getpid()) + "-", ext: ext, max: max}
+}
+
+// Retire takes the file at path out of its name: kept idle, and empty,
+// while there is room, removed otherwise. The error is the removal's.
+func (p *Pool) Retire(path string) error {
+	if p != nil {
+		p.mu.Lock()
+		room := !p.closed && len(p.idle) < p.max
+		p.seq++
+		name := filepath.Join(p.dir, p.prefix+strconv.Itoa(p.seq)+p.ext)
+		p.mu.Unlock()
+		if room && os.Rename(path, name) == nil {
+			// Emptied once it has no reader's name: what it held (a
+			// trimmed or expired receipt) is gone from the disk as if
+			// it had been removed. A FIFO holds nothing (EINVAL).
+			_ = os.Truncate(name, 0)
+			p.put(name)
+			return nil
+		}
+	}
+	return os.Remove(path)
+}
+
+// Place renames an idle file to path, which must not exist (the error then
+// wraps fs.ErrExist), and reports whether it did: false when none is
+// idle, and the caller makes the file itself. prepare, when not nil, is
+// applied to the idle file first; a file it fails on is removed and the
+// next one tried.
+func (p *Pool) Place(path string, prepare func(idle string) error) (bool, error) {
+	for {
+		name := p.take()
+		if name == "" {
+			return false, nil
+		}
+		var err error
+		if prepare != nil {
+			err = prepare(name)
+		}
+		if err == nil {
+			err = renameNoReplace(name, path)
+		}
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, fs.ErrExist):
+			p.put(name)
+			return false, fmt.Errorf("create %s: %w", path, err)
+		case errors.Is(err, errNoReplaceUnsupported):
+			p.Close()
+		}
+		_ = os.Remove(name)
+	}
+}
+
+// Create stores data at path, synced, only if nothing is there yet (the
+// error then wraps fs.ErrExist), as atomicfile.Create does: an idle file
+// is rewritten and synced before it is renamed to path, so a reader never
+// sees it partly written. The mode of a new file is perm; an idle file
+// keeps the mode it was made with.
+func (p *Pool) Create(path string, data []byte, perm os.FileMode) error {
+	if ok, err := p.Place(path, func(idle string) error { return rewrite(idle, data) }); ok || err != nil {
+		return err
+	}
+	return atomicfile.Create(path, data, perm)
+}
+
+// Close removes the idle files; later retired files are removed at once.
+func (p *Pool) Close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	idle := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	for _, name := range idle {
+		_ = os.Remove(name)
+	}
+}
+
+// Idle reports how many files the pool holds.
+func (p *Pool) Idle() int {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+func (p *Pool) take() string {
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle) == 0 {
+		return ""
+	}
+	name := p.idle[len(p.idle)-1]
+	p.idle = p.idle[:len(p.idle)-1]
+	return name
+}
+
+func (p *Pool) put(name string) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		_ = os.Remove(name)
+		return
+	}
+	p.idle = append(p.idle, name)
+	p.mu.Unlock()
+}
+
+// Owner returns the pid of the process an idle file's name says keeps it,
+// and false for a name that is not an idle file's.
+func Owner(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, Prefix)
+	if !ok {
+		return 0, false
+	}
+	text, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(text)
+	if !ok || err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, true
+}
+
+// Stale reports whether name is an idle file of a process that is no
+// longer running (one that crashed, or was killed): nobody will use it.
+// A recycled pid keeps a few idle files until a later look.
+func Stale(name string) bool {
+	pid, ok := Owner(name)
+	if !ok {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err != nil && !errors.Is(err, syscall.EPERM)
+}
+
+// Sweep removes the stale idle files in dir.
+func Sweep(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		if Stale(name) {
+			_ = os.Remove(filepath.Join(dir, name))
+		}
+	}
+}
+
+// rewrite replaces the contents of the idle file at path with data and
+// syncs it.
+func rewrite(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,248 @@
+//go:build linux
+
+package filepool
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	n, err := d.Readdirnames(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(n)
+	return n
+}
+
+// TestCreateReusesRetired: a retired file comes back as the same inode
+// under the new name, holding exactly the new contents (a longer old one
+// leaves nothing behind), with its mode and a fresh modification time;
+// while idle it has an idle name.
+func TestCreateReusesRetired(t *testing.T) {
+	dir := t.TempDir()
+	p := New(dir, ".json", 4)
+	old, next := filepath.Join(dir, "old.json"), filepath.Join(dir, "next.json")
+	if err := p.Create(old, []byte("a much longer receipt than the next"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Held open, the old file cannot be freed: a new file would need
+	// another inode.
+	held, err := os.Open(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	ino := inode(t, old)
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Retire(old); err != nil {
+		t.Fatal(err)
+	}
+	idle := names(t, dir)
+	if len(idle) != 1 {
+		t.Fatalf("after Retire: %q", idle)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, idle[0])); err != nil || fi.Size() != 0 {
+		t.Fatalf("idle file %v, %v: want it emptied", fi, err)
+	}
+	if pid, ok := Owner(idle[0]); !ok || pid != os.Getpid() || filepath.Ext(idle[0]) != ".json" {
+		t.Fatalf("idle name %q: owner %d, %v", idle[0], pid, ok)
+	}
+	if err := p.Create(next, []byte("short"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := inode(t, next); got != ino {
+		t.Errorf("inode %d, want the retired %d", got, ino)
+	}
+	if b, err := os.ReadFile(next); err != nil || string(b) != "short" {
+		t.Errorf("contents %q, %v", b, err)
+	}
+	if b, err := io.ReadAll(held); err != nil || string(b) != "short" {
+		t.Errorf("the retired file now holds %q, %v; want the new contents", b, err)
+	}
+	if fi, err := os.Stat(next); err != nil || fi.Mode().Perm() != 0o600 || time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("mode %v, modified %v, %v; want the file's own 0600, modified now", fi.Mode(), fi.ModTime(), err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"next.json"}) {
+		t.Errorf("directory %q", got)
+	}
+}
+
+// TestCreateExisting: like atomicfile.Create, a file that is there is
+// neither replaced nor touched, and the idle file stays idle; with no
+// pool (nil) the same holds.
+func TestCreateExisting(t *testing.T) {
+	for _, withPool := range []bool{false, true} {
+		dir := t.TempDir()
+		var p *Pool
+		if withPool {
+			p = New(dir, ".json", 4)
+			f := filepath.Join(dir, "f.json")
+			if err := os.WriteFile(f, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Retire(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		there := filepath.Join(dir, "there.json")
+		if err := os.WriteFile(there, []byte("kept"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Create(there, []byte("new"), 0o600); !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("pool %v: Create over a file: %v, want fs.ErrExist", withPool, err)
+		}
+		if b, _ := os.ReadFile(there); string(b) != "kept" {
+			t.Fatalf("pool %v: the file there became %q", withPool, b)
+		}
+		if withPool && p.Idle() != 1 {
+			t.Fatalf("%d idle, want the one kept", p.Idle())
+		}
+	}
+}
+
+// TestBounds: a pool keeps at most max files, removes the rest, and Close
+// removes what it kept; a nil pool removes at once and makes new files.
+func TestBounds(t *testing.T) {
+	dir := t.TempDir()
+	p := New(dir, ".x", 3)
+	for i := range 5 {
+		f := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Retire(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := names(t, dir); len(n) != 3 || p.Idle() != 3 {
+		t.Fatalf("%q kept, %d idle; want 3", n, p.Idle())
+	}
+	p.Close()
+	if n := names(t, dir); len(n) != 0 {
+		t.Fatalf("after Close: %q", n)
+	}
+	f := filepath.Join(dir, "late")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Retire(f); err != nil || len(names(t, dir)) != 0 {
+		t.Fatalf("retired after Close: %v, %q", err, names(t, dir))
+	}
+
+	var none *Pool
+	g := filepath.Join(dir, "g")
+	if err := none.Create(g, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := none.Place(filepath.Join(dir, "h"), nil); ok || err != nil {
+		t.Fatalf("nil Place = %v, %v", ok, err)
+	}
+	if err := none.Retire(g); err != nil || len(names(t, dir)) != 0 {
+		t.Fatalf("nil Retire: %v, %q", err, names(t, dir))
+	}
+}
+
+// TestPlacePrepareFails: an idle file that cannot be prepared is removed
+// and the next one tried.
+func TestPlacePrepareFails(t *testing.T) {
+	dir := t.TempDir()
+	p := New(dir, ".x", 4)
+	for _, n := range []string{"a", "b"} {
+		f := filepath.Join(dir, n)
+		if err := os.WriteFile(f, []byte(n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Retire(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := 0
+	ok, err := p.Place(filepath.Join(dir, "c"), func(string) error {
+		if calls++; calls == 1 {
+			return errors.New("broken")
+		}
+		return nil
+	})
+	if !ok || err != nil || calls != 2 {
+		t.Fatalf("Place = %v, %v after %d tries", ok, err, calls)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"c"}) || p.Idle() != 0 {
+		t.Fatalf("directory %q, %d idle", got, p.Idle())
+	}
+}
+
+// TestSweep: idle files of a process that is gone are removed; those of
+// a live one, and every other name, stay.
+func TestSweep(t *testing.T) {
+	dir := t.TempDir()
+	keep := []string{
+		Prefix + strconv.Itoa(os.Getpid()) + "-1.ctl",
+		"0123456789abcdef.json",
+		Prefix + "notapid-1.json",
+		Prefix + "0-1.json",
+	}
+	for _, n := range append([]string{Prefix + strconv.Itoa(deadPID(t)) + "-3.json"}, keep...) {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Sweep(dir)
+	slices.Sort(keep)
+	if got := names(t, dir); !slices.Equal(got, keep) {
+		t.Fatalf("after the sweep: %q, want %q", got, keep)
+	}
+}
+
+// deadPID returns the pid of a child that has ended and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", "exit 0"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return p.Pid
+}
+
+// FuzzOwner: any name is either an idle file's, with a positive pid, or
+// not; never a panic.
+func FuzzOwner(f *testing.F) {
+	for _, s := range []string{".idle-12-3.json", ".idle--1.json", ".idle-0-1", "x", ".idle-9999999999999999999999-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if pid, ok := Owner(name); ok && pid <= 0 {
+			t.Fatalf("Owner(%q) = %d, true", name, pid)
+		}
+	})
+}
