@@ -3,6 +3,7 @@ package runner
 import (
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/hermesrun/hermes/runner/outbuf"
 )
@@ -22,11 +23,15 @@ type lazySpill struct {
 	spill  *outbuf.Spill
 	red    *redactingWriter
 	failed bool
+	// made is set once the log file may exist: read by the goroutine that
+	// records the end, which may not wait for the copying one.
+	made atomic.Bool
 }
 
 // Write implements io.Writer. It is called by one copying goroutine only.
 func (l *lazySpill) Write(p []byte) (int, error) {
 	if l.spill == nil && !l.failed {
+		l.made.Store(true)
 		s, err := outbuf.NewSpill(l.path, l.maxBytes)
 		if err != nil {
 			l.log.Warn("no spill log", "id", l.id, "err", err)
@@ -57,6 +62,17 @@ func (l *lazySpill) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// dropSpill removes p's spill log once its receipt holds what any reader
+// needs. A log this process never began (the job printed nothing) is not
+// looked for: removing three names that are not there cost a runner of
+// quiet jobs a percent of its CPU.
+func (p *Process) dropSpill(dir string) {
+	if p.spill != nil && !p.spill.made.Load() {
+		return
+	}
+	removeSpill(dir, p.spec.ID)
 }
 
 // removeSpill removes the spill log of a process (both segments) once its

@@ -27,9 +27,9 @@ type Process struct {
 	done chan struct{}
 	// recorded is closed once the receipt is in the store.
 	recorded chan struct{}
-	// closeSpill writes on the spill log's held output before the end
-	// is recorded.
-	closeSpill func() error
+	// spill is the spill log this process writes p's output to, if any:
+	// closed (held output written on) before the end is recorded.
+	spill *lazySpill
 
 	mu       sync.Mutex
 	storeErr error

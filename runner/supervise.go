@@ -206,7 +206,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 			// Closed (held output written on) before the end is recorded,
 			// so that the log is complete until the receipt replaces it.
 			defer spill.Close()
-			p.closeSpill = spill.Close
+			p.spill = spill
 			writers = append(writers, spill)
 		}
 		if tee != nil {
@@ -276,8 +276,8 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	if exit.FinishedAt.IsZero() {
 		exit.FinishedAt = time.Now()
 	}
-	if p.closeSpill != nil {
-		_ = p.closeSpill()
+	if p.spill != nil {
+		_ = p.spill.Close()
 	}
 	// Sanitized now, not only in the store: the in-memory copy feeds
 	// listings and the completion an agent sends to its model.
@@ -325,7 +325,7 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	r.release(ctx, p.spec.ID)
 	if recorded {
 		if !p.supervised || waitErr != nil {
-			removeSpill(r.opts.SpillDir, p.spec.ID)
+			p.dropSpill(r.opts.SpillDir)
 		}
 		close(p.recorded)
 	}
@@ -413,7 +413,7 @@ func (r *Registry) retryRecord(p *Process, rec *receipts.Receipt) {
 			p.mu.Lock()
 			p.receipt = stored
 			p.mu.Unlock()
-			removeSpill(r.opts.SpillDir, p.spec.ID)
+			p.dropSpill(r.opts.SpillDir)
 			close(p.recorded)
 			r.log.Info("receipt written after retries", "id", p.spec.ID)
 			return

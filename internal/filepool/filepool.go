@@ -10,13 +10,16 @@
 // file and a control FIFO per job, a receipt per job with the oldest
 // trimmed.
 //
-// Idle files are named ".idle-<pid>-<n><ext>": readers that look for their
-// own names (an id and an extension) pass them over, and Sweep removes
-// those of processes that are gone. A nil *Pool keeps nothing: Retire
-// removes, Create makes a new file.
+// Idle files live in a directory of their own, on the same file system as
+// the files they stand in for, named "<kind>-<pid>-<tag>-<n>": readers of the
+// real directories never meet them (a glob for "*.json" there finds
+// receipts only), and Sweep removes those of processes that are gone. A
+// nil *Pool keeps nothing: Retire removes, Create makes a new file.
 package filepool
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,25 +33,26 @@ import (
 	"github.com/hermesrun/hermes/internal/atomicfile"
 )
 
-// Prefix begins the name of every idle file.
-const Prefix = ".idle-"
-
-// Pool holds one kind of idle file of this process in one directory.
+// Pool holds one kind of idle file of this process.
 type Pool struct {
-	dir    string
-	prefix string // Prefix + "<pid>-"
-	ext    string
+	dir    string // where idle files wait
+	prefix string // "<kind>-<pid>-<tag>-"
 	max    int
 
 	mu     sync.Mutex
+	made   bool // dir exists
 	seq    int
 	idle   []string
 	closed bool // or renaming without replacing is refused here
 }
 
-// New returns a pool of at most max idle files named with ext in dir.
-func New(dir, ext string, max int) *Pool {
-	return &Pool{dir: dir, prefix: Prefix + strconv.Itoa(os.Getpid()) + "-", ext: ext, max: max}
+// New returns a pool keeping at most max idle files of kind (a word naming
+// what they are, without a dash) in dir, which is made on first use. Pools
+// may share dir, in one process or several: each names its files apart.
+func New(dir, kind string, max int) *Pool {
+	var tag [4]byte
+	_, _ = rand.Read(tag[:])
+	return &Pool{dir: dir, prefix: kind + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(tag[:]) + "-", max: max}
 }
 
 // Retire takes the file at path out of its name: kept idle, and empty,
@@ -57,8 +61,14 @@ func (p *Pool) Retire(path string) error {
 	if p != nil {
 		p.mu.Lock()
 		room := !p.closed && len(p.idle) < p.max
+		if room && !p.made {
+			// Made private: what waits there is emptied, but its
+			// name is still a job's business.
+			room = os.MkdirAll(p.dir, 0o700) == nil
+			p.made = room
+		}
 		p.seq++
-		name := filepath.Join(p.dir, p.prefix+strconv.Itoa(p.seq)+p.ext)
+		name := filepath.Join(p.dir, p.prefix+strconv.Itoa(p.seq))
 		p.mu.Unlock()
 		if room && os.Rename(path, name) == nil {
 			// Emptied once it has no reader's name: what it held (a
@@ -167,7 +177,7 @@ func (p *Pool) put(name string) {
 // Owner returns the pid of the process an idle file's name says keeps it,
 // and false for a name that is not an idle file's.
 func Owner(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, Prefix)
+	_, rest, ok := strings.Cut(name, "-")
 	if !ok {
 		return 0, false
 	}
@@ -191,7 +201,7 @@ func Stale(name string) bool {
 	return err != nil && !errors.Is(err, syscall.EPERM)
 }
 
-// Sweep removes the stale idle files in dir.
+// Sweep removes the stale idle files in dir, a pool's directory.
 func Sweep(dir string) {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -42,10 +42,10 @@ func names(t *testing.T, dir string) []string {
 // TestCreateReusesRetired: a retired file comes back as the same inode
 // under the new name, holding exactly the new contents (a longer old one
 // leaves nothing behind), with its mode and a fresh modification time;
-// while idle it has an idle name.
+// while idle it waits in the pool's directory under its own name.
 func TestCreateReusesRetired(t *testing.T) {
-	dir := t.TempDir()
-	p := New(dir, ".json", 4)
+	dir, idleDir := t.TempDir(), filepath.Join(t.TempDir(), "idle")
+	p := New(idleDir, "receipt", 4)
 	old, next := filepath.Join(dir, "old.json"), filepath.Join(dir, "next.json")
 	if err := p.Create(old, []byte("a much longer receipt than the next"), 0o600); err != nil {
 		t.Fatal(err)
@@ -65,14 +65,20 @@ func TestCreateReusesRetired(t *testing.T) {
 	if err := p.Retire(old); err != nil {
 		t.Fatal(err)
 	}
-	idle := names(t, dir)
-	if len(idle) != 1 {
-		t.Fatalf("after Retire: %q", idle)
+	if n := names(t, dir); len(n) != 0 {
+		t.Fatalf("after Retire the directory holds %q", n)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, idle[0])); err != nil || fi.Size() != 0 {
+	idle := names(t, idleDir)
+	if len(idle) != 1 {
+		t.Fatalf("idle after Retire: %q", idle)
+	}
+	if fi, err := os.Stat(filepath.Join(idleDir, idle[0])); err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("idle file %v, %v: want it emptied", fi, err)
 	}
-	if pid, ok := Owner(idle[0]); !ok || pid != os.Getpid() || filepath.Ext(idle[0]) != ".json" {
+	if d, err := os.Stat(idleDir); err != nil || d.Mode().Perm() != 0o700 {
+		t.Fatalf("idle directory %v, %v: want it private", d, err)
+	}
+	if pid, ok := Owner(idle[0]); !ok || pid != os.Getpid() {
 		t.Fatalf("idle name %q: owner %d, %v", idle[0], pid, ok)
 	}
 	if err := p.Create(next, []byte("short"), 0o644); err != nil {
@@ -90,8 +96,8 @@ func TestCreateReusesRetired(t *testing.T) {
 	if fi, err := os.Stat(next); err != nil || fi.Mode().Perm() != 0o600 || time.Since(fi.ModTime()) > time.Minute {
 		t.Errorf("mode %v, modified %v, %v; want the file's own 0600, modified now", fi.Mode(), fi.ModTime(), err)
 	}
-	if got := names(t, dir); !slices.Equal(got, []string{"next.json"}) {
-		t.Errorf("directory %q", got)
+	if got := names(t, dir); !slices.Equal(got, []string{"next.json"}) || len(names(t, idleDir)) != 0 {
+		t.Errorf("directory %q, idle %q", got, names(t, idleDir))
 	}
 }
 
@@ -103,7 +109,7 @@ func TestCreateExisting(t *testing.T) {
 		dir := t.TempDir()
 		var p *Pool
 		if withPool {
-			p = New(dir, ".json", 4)
+			p = New(filepath.Join(dir, "idle"), "receipt", 4)
 			f := filepath.Join(dir, "f.json")
 			if err := os.WriteFile(f, nil, 0o600); err != nil {
 				t.Fatal(err)
@@ -131,8 +137,8 @@ func TestCreateExisting(t *testing.T) {
 // TestBounds: a pool keeps at most max files, removes the rest, and Close
 // removes what it kept; a nil pool removes at once and makes new files.
 func TestBounds(t *testing.T) {
-	dir := t.TempDir()
-	p := New(dir, ".x", 3)
+	dir, idleDir := t.TempDir(), filepath.Join(t.TempDir(), "idle")
+	p := New(idleDir, "x", 3)
 	for i := range 5 {
 		f := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.WriteFile(f, nil, 0o600); err != nil {
@@ -142,11 +148,11 @@ func TestBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := names(t, dir); len(n) != 3 || p.Idle() != 3 {
+	if n := names(t, idleDir); len(n) != 3 || p.Idle() != 3 || len(names(t, dir)) != 0 {
 		t.Fatalf("%q kept, %d idle; want 3", n, p.Idle())
 	}
 	p.Close()
-	if n := names(t, dir); len(n) != 0 {
+	if n := names(t, idleDir); len(n) != 0 {
 		t.Fatalf("after Close: %q", n)
 	}
 	f := filepath.Join(dir, "late")
@@ -173,8 +179,8 @@ func TestBounds(t *testing.T) {
 // TestPlacePrepareFails: an idle file that cannot be prepared is removed
 // and the next one tried.
 func TestPlacePrepareFails(t *testing.T) {
-	dir := t.TempDir()
-	p := New(dir, ".x", 4)
+	dir, idleDir := t.TempDir(), filepath.Join(t.TempDir(), "idle")
+	p := New(idleDir, "x", 4)
 	for _, n := range []string{"a", "b"} {
 		f := filepath.Join(dir, n)
 		if err := os.WriteFile(f, []byte(n), 0o600); err != nil {
@@ -194,7 +200,7 @@ func TestPlacePrepareFails(t *testing.T) {
 	if !ok || err != nil || calls != 2 {
 		t.Fatalf("Place = %v, %v after %d tries", ok, err, calls)
 	}
-	if got := names(t, dir); !slices.Equal(got, []string{"c"}) || p.Idle() != 0 {
+	if got := names(t, dir); !slices.Equal(got, []string{"c"}) || p.Idle() != 0 || len(names(t, idleDir)) != 0 {
 		t.Fatalf("directory %q, %d idle", got, p.Idle())
 	}
 }
@@ -204,12 +210,12 @@ func TestPlacePrepareFails(t *testing.T) {
 func TestSweep(t *testing.T) {
 	dir := t.TempDir()
 	keep := []string{
-		Prefix + strconv.Itoa(os.Getpid()) + "-1.ctl",
+		"ctl-" + strconv.Itoa(os.Getpid()) + "-1",
 		"0123456789abcdef.json",
-		Prefix + "notapid-1.json",
-		Prefix + "0-1.json",
+		"state-notapid-1",
+		"state-0-1",
 	}
-	for _, n := range append([]string{Prefix + strconv.Itoa(deadPID(t)) + "-3.json"}, keep...) {
+	for _, n := range append([]string{"state-" + strconv.Itoa(deadPID(t)) + "-3"}, keep...) {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +243,7 @@ func deadPID(t *testing.T) int {
 // FuzzOwner: any name is either an idle file's, with a positive pid, or
 // not; never a panic.
 func FuzzOwner(f *testing.F) {
-	for _, s := range []string{".idle-12-3.json", ".idle--1.json", ".idle-0-1", "x", ".idle-9999999999999999999999-1"} {
+	for _, s := range []string{"receipt-12-3", "ctl--1", "state-0-1", "x", "x-9999999999999999999999-1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {

@@ -87,6 +87,13 @@ type FileStore struct {
 // idleReceipts is how many trimmed receipt files a store keeps for reuse.
 const idleReceipts = 64
 
+// idleReceiptDir is where the trimmed files of the store in dir wait: a
+// directory beside it, so that the store's own directory holds receipts
+// only, whoever lists it.
+func idleReceiptDir(dir string) string {
+	return filepath.Join(filepath.Dir(filepath.Clean(dir)), ".idle-"+filepath.Base(filepath.Clean(dir)))
+}
+
 // aged is a receipt file and its mtime.
 type aged struct {
 	id  string
@@ -100,7 +107,7 @@ func NewFileStore(dir string, opts Options) (*FileStore, error) {
 		return nil, fmt.Errorf("receipt store: %w", err)
 	}
 	return &FileStore{dir: dir, opts: opts.WithDefaults(), now: time.Now, log: slog.Default(),
-		idle: filepool.New(dir, ".json", idleReceipts)}, nil
+		idle: filepool.New(idleReceiptDir(dir), "receipt", idleReceipts)}, nil
 }
 
 // Path is the file that holds (or would hold) the receipt id.
@@ -382,9 +389,6 @@ func (s *FileStore) ids() ([]string, error) {
 	for _, name := range names {
 		if id, ok := strings.CutSuffix(name, ".json"); ok && IsID(id) {
 			ids = append(ids, id)
-		} else if filepool.Stale(name) {
-			// Kept for reuse by a store in a process that is gone.
-			_ = os.Remove(filepath.Join(s.dir, name))
 		}
 	}
 	return ids, nil
@@ -449,6 +453,7 @@ func (s *FileStore) trim(wrote string, added bool) {
 	s.ages = ages // forgets files that are gone
 	if sweep {
 		s.sweepCompletions(now)
+		filepool.Sweep(idleReceiptDir(s.dir)) // kept by stores in processes that are gone
 	}
 	if len(live) < s.opts.MaxRetained {
 		return

@@ -182,7 +182,7 @@ func TestFileStoreDeleteAtTheCap(t *testing.T) {
 // creates take the files of those it trimmed (the first receipt's file,
 // held open here, is never freed: it is linked again), each holds exactly
 // its own contents, and no reader, in this store or another, ever sees a
-// kept file; Close removes them.
+// kept file (they wait outside the store's directory); Close removes them.
 func TestFileStoreReusesTrimmedFiles(t *testing.T) {
 	const max = 5
 	ctx := context.Background()
@@ -220,14 +220,18 @@ func TestFileStoreReusesTrimmedFiles(t *testing.T) {
 	if links := fi.Sys().(*syscall.Stat_t).Nlink; links != 1 {
 		t.Errorf("the first receipt's file has %d links after it was trimmed: it was removed, not reused", links)
 	}
-	s.Close()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
+	if got := receiptFiles(t, dir); len(got) != max {
+		t.Errorf("%d receipts on disk, want %d", len(got), max)
 	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			t.Errorf("after Close %s is left", e.Name())
-		}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != max {
+		t.Errorf("the store's directory holds %d entries (%v), want its %d receipts only", len(entries), err, max)
+	}
+	idle := filepath.Join(filepath.Dir(dir), ".idle-"+filepath.Base(dir))
+	if entries, err := os.ReadDir(idle); err != nil || len(entries) == 0 {
+		t.Errorf("no trimmed file kept in %s: %v", idle, err)
+	}
+	s.Close()
+	if entries, err := os.ReadDir(idle); err != nil || len(entries) != 0 {
+		t.Errorf("after Close %s holds %d files (%v)", idle, len(entries), err)
 	}
 }

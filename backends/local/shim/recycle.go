@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
@@ -27,9 +28,14 @@ type jobFiles struct {
 	fifos, states *filepool.Pool
 }
 
-func newJobFiles(dir string) *jobFiles {
-	return &jobFiles{fifos: filepool.New(dir, ".ctl", idleMax), states: filepool.New(dir, ".json", idleMax)}
+func newJobFiles(runDir string) *jobFiles {
+	dir := idleDir(runDir)
+	return &jobFiles{fifos: filepool.New(dir, "ctl", idleMax), states: filepool.New(dir, "state", idleMax)}
 }
+
+// idleDir is where a supervisor's idle job files wait: beside the jobs',
+// under a name no reader of the run directory takes for a job's.
+func idleDir(runDir string) string { return filepath.Join(runDir, ".idle") }
 
 func (j *jobFiles) pools() (fifos, states *filepool.Pool) {
 	if j == nil {

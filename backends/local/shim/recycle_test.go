@@ -8,11 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/hermesrun/hermes/internal/filepool"
 )
 
 func inode(t *testing.T, path string) uint64 {
@@ -40,7 +37,8 @@ func names(t *testing.T, dir string) []string {
 // TestJobFilesReuse: an ended job's FIFO and state file come back, as
 // the same inodes, under the next job's names, with the next job's state
 // in full (a shorter one leaves nothing of the longer one behind); while
-// idle they carry dot names, and close removes them.
+// idle they wait outside the run directory's own names (a glob for the
+// jobs' files finds nothing), and close removes them.
 func TestJobFilesReuse(t *testing.T) {
 	dir := t.TempDir()
 	j := newJobFiles(dir)
@@ -64,10 +62,13 @@ func TestJobFilesReuse(t *testing.T) {
 	}
 	j.retireFIFO(first + ".ctl")
 	j.retireState(first + ".json")
-	for _, n := range names(t, dir) {
-		if !strings.HasPrefix(n, filepool.Prefix+strconv.Itoa(os.Getpid())+"-") {
-			t.Fatalf("after the job ended the directory holds %q", n)
+	for _, glob := range []string{"*.ctl", "*.json"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, glob)); len(m) > 0 {
+			t.Fatalf("after the job ended the run directory holds %q", m)
 		}
+	}
+	if n := names(t, idleDir(dir)); len(n) != 2 {
+		t.Fatalf("idle: %q, want the two files", n)
 	}
 
 	if err := j.makeFIFO(second + ".ctl"); err != nil {
@@ -89,15 +90,15 @@ func TestJobFilesReuse(t *testing.T) {
 	if b, err := os.ReadFile(second + ".json"); err != nil || string(b) != want {
 		t.Errorf("state = %q, %v; want %q", b, err, want)
 	}
-	if n := names(t, dir); len(n) != 2 {
-		t.Errorf("directory holds %q, want the two files of b", n)
+	if n := names(t, idleDir(dir)); len(n) != 0 {
+		t.Errorf("idle: %q, want none", n)
 	}
 
 	j.retireFIFO(second + ".ctl")
 	j.retireState(second + ".json")
 	j.close()
-	if n := names(t, dir); len(n) != 0 {
-		t.Errorf("after close the directory holds %q", n)
+	if n := names(t, idleDir(dir)); len(n) != 0 {
+		t.Errorf("after close the idle directory holds %q", n)
 	}
 }
 
@@ -155,7 +156,7 @@ func TestJobFilesWithoutReuse(t *testing.T) {
 		}
 		j.retireFIFO(p)
 	}
-	if n := names(t, dir); len(n) != idleMax || j.fifos.Idle() != idleMax {
+	if n := names(t, idleDir(dir)); len(n) != idleMax || j.fifos.Idle() != idleMax {
 		t.Fatalf("%d files, %d idle FIFOs; want %d", len(n), j.fifos.Idle(), idleMax)
 	}
 	j.close()

@@ -115,7 +115,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	if err != nil {
 		return err
 	}
-	filepool.Sweep(cfg.Paths.RunDir)
+	filepool.Sweep(idleDir(cfg.Paths.RunDir))
 	files := newJobFiles(cfg.Paths.RunDir)
 	defer files.close()
 	s := &supervisor{
