@@ -7,21 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 )
 
 // names lists dir: no temporary file may be left in it.
-func names(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
-}
 
 func content(t *testing.T, path string) (string, fs.FileMode) {
 	t.Helper()
@@ -61,7 +51,7 @@ func TestCreate(t *testing.T) {
 			if got, _ := content(t, path); got != `{"a":1}` {
 				t.Fatalf("the existing file became %q", got)
 			}
-			if got := names(t, dir); !slices.Equal(got, []string{"r.json"}) {
+			if got := testenv.DirNames(t, dir); !slices.Equal(got, []string{"r.json"}) {
 				t.Fatalf("directory holds %q", got)
 			}
 			if err := create(filepath.Join(dir, "missing", "x"), nil, 0o600); err == nil {
@@ -83,7 +73,7 @@ func TestWrite(t *testing.T) {
 			t.Fatalf("wrote %q mode %v", got, mode)
 		}
 	}
-	if got := names(t, dir); !slices.Equal(got, []string{"state.json"}) {
+	if got := testenv.DirNames(t, dir); !slices.Equal(got, []string{"state.json"}) {
 		t.Fatalf("directory holds %q", got)
 	}
 }

@@ -10,34 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 	"time"
 )
-
-func inode(t *testing.T, path string) uint64 {
-	t.Helper()
-	fi, err := os.Lstat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
-}
-
-func names(t *testing.T, dir string) []string {
-	t.Helper()
-	d, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	n, err := d.Readdirnames(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(n)
-	return n
-}
 
 // TestCreateReusesRetired: a retired file comes back as the same inode
 // under the new name, holding exactly the new contents (a longer old one
@@ -57,7 +34,7 @@ func TestCreateReusesRetired(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	ino := inode(t, old)
+	ino := testenv.Inode(t, old)
 	long := time.Now().Add(-time.Hour)
 	if err := os.Chtimes(old, long, long); err != nil {
 		t.Fatal(err)
@@ -65,10 +42,10 @@ func TestCreateReusesRetired(t *testing.T) {
 	if err := p.Retire(old); err != nil {
 		t.Fatal(err)
 	}
-	if n := names(t, dir); len(n) != 0 {
+	if n := testenv.DirNames(t, dir); len(n) != 0 {
 		t.Fatalf("after Retire the directory holds %q", n)
 	}
-	idle := names(t, idleDir)
+	idle := testenv.DirNames(t, idleDir)
 	if len(idle) != 1 {
 		t.Fatalf("idle after Retire: %q", idle)
 	}
@@ -84,7 +61,7 @@ func TestCreateReusesRetired(t *testing.T) {
 	if err := p.Create(next, []byte("short"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := inode(t, next); got != ino {
+	if got := testenv.Inode(t, next); got != ino {
 		t.Errorf("inode %d, want the retired %d", got, ino)
 	}
 	if b, err := os.ReadFile(next); err != nil || string(b) != "short" {
@@ -96,8 +73,8 @@ func TestCreateReusesRetired(t *testing.T) {
 	if fi, err := os.Stat(next); err != nil || fi.Mode().Perm() != 0o600 || time.Since(fi.ModTime()) > time.Minute {
 		t.Errorf("mode %v, modified %v, %v; want the file's own 0600, modified now", fi.Mode(), fi.ModTime(), err)
 	}
-	if got := names(t, dir); !slices.Equal(got, []string{"next.json"}) || len(names(t, idleDir)) != 0 {
-		t.Errorf("directory %q, idle %q", got, names(t, idleDir))
+	if got := testenv.DirNames(t, dir); !slices.Equal(got, []string{"next.json"}) || len(testenv.DirNames(t, idleDir)) != 0 {
+		t.Errorf("directory %q, idle %q", got, testenv.DirNames(t, idleDir))
 	}
 }
 
@@ -148,19 +125,19 @@ func TestBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := names(t, idleDir); len(n) != 3 || p.Idle() != 3 || len(names(t, dir)) != 0 {
+	if n := testenv.DirNames(t, idleDir); len(n) != 3 || p.Idle() != 3 || len(testenv.DirNames(t, dir)) != 0 {
 		t.Fatalf("%q kept, %d idle; want 3", n, p.Idle())
 	}
 	p.Close()
-	if n := names(t, idleDir); len(n) != 0 {
+	if n := testenv.DirNames(t, idleDir); len(n) != 0 {
 		t.Fatalf("after Close: %q", n)
 	}
 	f := filepath.Join(dir, "late")
 	if err := os.WriteFile(f, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Retire(f); err != nil || len(names(t, dir)) != 0 {
-		t.Fatalf("retired after Close: %v, %q", err, names(t, dir))
+	if err := p.Retire(f); err != nil || len(testenv.DirNames(t, dir)) != 0 {
+		t.Fatalf("retired after Close: %v, %q", err, testenv.DirNames(t, dir))
 	}
 
 	var none *Pool
@@ -171,8 +148,8 @@ func TestBounds(t *testing.T) {
 	if ok, err := none.Place(filepath.Join(dir, "h"), nil); ok || err != nil {
 		t.Fatalf("nil Place = %v, %v", ok, err)
 	}
-	if err := none.Retire(g); err != nil || len(names(t, dir)) != 0 {
-		t.Fatalf("nil Retire: %v, %q", err, names(t, dir))
+	if err := none.Retire(g); err != nil || len(testenv.DirNames(t, dir)) != 0 {
+		t.Fatalf("nil Retire: %v, %q", err, testenv.DirNames(t, dir))
 	}
 }
 
@@ -200,7 +177,7 @@ func TestPlacePrepareFails(t *testing.T) {
 	if !ok || err != nil || calls != 2 {
 		t.Fatalf("Place = %v, %v after %d tries", ok, err, calls)
 	}
-	if got := names(t, dir); !slices.Equal(got, []string{"c"}) || p.Idle() != 0 || len(names(t, idleDir)) != 0 {
+	if got := testenv.DirNames(t, dir); !slices.Equal(got, []string{"c"}) || p.Idle() != 0 || len(testenv.DirNames(t, idleDir)) != 0 {
 		t.Fatalf("directory %q, %d idle", got, p.Idle())
 	}
 }
@@ -222,7 +199,7 @@ func TestSweep(t *testing.T) {
 	}
 	Sweep(dir)
 	slices.Sort(keep)
-	if got := names(t, dir); !slices.Equal(got, keep) {
+	if got := testenv.DirNames(t, dir); !slices.Equal(got, keep) {
 		t.Fatalf("after the sweep: %q, want %q", got, keep)
 	}
 }

@@ -10,29 +10,9 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 )
-
-func inode(t *testing.T, path string) uint64 {
-	t.Helper()
-	fi, err := os.Lstat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Sys().(*syscall.Stat_t).Ino
-}
-
-func names(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
-}
 
 // TestJobFilesReuse: an ended job's FIFO and state file come back, as
 // the same inodes, under the next job's names, with the next job's state
@@ -50,7 +30,7 @@ func TestJobFilesReuse(t *testing.T) {
 	if err := j.createState(first+".json", []byte(`{"id":"a","command":"a long command"}`)); err != nil {
 		t.Fatal(err)
 	}
-	fifo, state := inode(t, first+".ctl"), inode(t, first+".json")
+	fifo, state := testenv.Inode(t, first+".ctl"), testenv.Inode(t, first+".json")
 	// Held open, the files cannot be freed: new ones would need other
 	// inodes.
 	for _, p := range []string{first + ".ctl", first + ".json"} {
@@ -67,7 +47,7 @@ func TestJobFilesReuse(t *testing.T) {
 			t.Fatalf("after the job ended the run directory holds %q", m)
 		}
 	}
-	if n := names(t, idleDir(dir)); len(n) != 2 {
+	if n := testenv.DirNames(t, idleDir(dir)); len(n) != 2 {
 		t.Fatalf("idle: %q, want the two files", n)
 	}
 
@@ -78,26 +58,26 @@ func TestJobFilesReuse(t *testing.T) {
 	if err := j.createState(second+".json", []byte(want)); err != nil {
 		t.Fatal(err)
 	}
-	if got := inode(t, second+".ctl"); got != fifo {
+	if got := testenv.Inode(t, second+".ctl"); got != fifo {
 		t.Errorf("FIFO inode %d, want the ended job's %d", got, fifo)
 	}
 	if fi, err := os.Lstat(second + ".ctl"); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
 		t.Errorf("control FIFO: %v, %v", fi, err)
 	}
-	if got := inode(t, second+".json"); got != state {
+	if got := testenv.Inode(t, second+".json"); got != state {
 		t.Errorf("state inode %d, want the ended job's %d", got, state)
 	}
 	if b, err := os.ReadFile(second + ".json"); err != nil || string(b) != want {
 		t.Errorf("state = %q, %v; want %q", b, err, want)
 	}
-	if n := names(t, idleDir(dir)); len(n) != 0 {
+	if n := testenv.DirNames(t, idleDir(dir)); len(n) != 0 {
 		t.Errorf("idle: %q, want none", n)
 	}
 
 	j.retireFIFO(second + ".ctl")
 	j.retireState(second + ".json")
 	j.close()
-	if n := names(t, idleDir(dir)); len(n) != 0 {
+	if n := testenv.DirNames(t, idleDir(dir)); len(n) != 0 {
 		t.Errorf("after close the idle directory holds %q", n)
 	}
 }
@@ -144,7 +124,7 @@ func TestJobFilesWithoutReuse(t *testing.T) {
 	}
 	none.retireFIFO(p + ".ctl")
 	none.retireState(p + ".json")
-	if n := names(t, dir); len(n) != 0 {
+	if n := testenv.DirNames(t, dir); len(n) != 0 {
 		t.Fatalf("directory holds %q", n)
 	}
 
@@ -156,7 +136,7 @@ func TestJobFilesWithoutReuse(t *testing.T) {
 		}
 		j.retireFIFO(p)
 	}
-	if n := names(t, idleDir(dir)); len(n) != idleMax || j.fifos.Idle() != idleMax {
+	if n := testenv.DirNames(t, idleDir(dir)); len(n) != idleMax || j.fifos.Idle() != idleMax {
 		t.Fatalf("%d files, %d idle FIFOs; want %d", len(n), j.fifos.Idle(), idleMax)
 	}
 	j.close()
