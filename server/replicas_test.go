@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -159,6 +161,15 @@ func TestReplicaGoneJobsLost(t *testing.T) {
 		if info.PID > 0 {
 			_ = syscall.Kill(-info.PID, syscall.SIGKILL)
 			_ = syscall.Kill(info.PID, syscall.SIGKILL)
+		}
+		// Its supervisor records the end and sets the job's files
+		// aside for reuse: let it finish before the home is removed.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			_, errState := os.Stat(filepath.Join(a.Home, "run", info.ID+".json"))
+			_, errCtl := os.Stat(filepath.Join(a.Home, "run", info.ID+".ctl"))
+			if os.IsNotExist(errState) && os.IsNotExist(errCtl) {
+				break
+			}
 		}
 	})
 	began := time.Now()

@@ -47,7 +47,8 @@ type Pool struct {
 }
 
 // New returns a pool keeping at most max idle files of kind (a word naming
-// what they are, without a dash) in dir, which is made on first use. Pools
+// what they are, without a dash) in dir, which is made on first use (its
+// parent must exist). Pools
 // may share dir, in one process or several: each names its files apart.
 func New(dir, kind string, max int) *Pool {
 	var tag [4]byte
@@ -63,8 +64,11 @@ func (p *Pool) Retire(path string) error {
 		room := !p.closed && len(p.idle) < p.max
 		if room && !p.made {
 			// Made private: what waits there is emptied, but its
-			// name is still a job's business.
-			room = os.MkdirAll(p.dir, 0o700) == nil
+			// name is still a job's business. Its parent is not made:
+			// a directory being removed (a profile deleted while a
+			// supervisor ends its last job) must not come back.
+			err := os.Mkdir(p.dir, 0o700)
+			room = err == nil || errors.Is(err, fs.ErrExist)
 			p.made = room
 		}
 		p.seq++
