@@ -38,8 +38,8 @@ import (
 //	<LogDir>/<id>.log   the full output, rotated
 //
 // A many-job supervisor renames an ended job's FIFO and state file aside
-// (<RunDir>/.idle-<pid>-<n>.ctl and .json) and back under a later job's id,
-// instead of making and removing files (see package shim).
+// (into <RunDir>/.idle) and back under a later job's id, instead of making
+// and removing files (see package shim).
 type Detached struct {
 	// Exe and Args start the shim; Args default to ["shim"].
 	Exe  string

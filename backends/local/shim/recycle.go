@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/hermesrun/hermes/internal/atomicfile"
 	"github.com/hermesrun/hermes/internal/filepool"
 )
 
@@ -19,8 +18,7 @@ const idleMax = 64
 // many-job supervisor runs, from the files of its ended jobs when it has
 // some (package filepool says why: at hundreds of jobs a second, making
 // and removing two inodes per job was a tenth of a runner's CPU on ext4
-// without a journal). Idle files carry names no reader takes for a job's
-// (Detached.List wants an id).
+// without a journal).
 //
 // A nil *jobFiles (the one-job shim, which would never reuse) makes new
 // files and removes them.
@@ -62,10 +60,8 @@ func (j *jobFiles) makeFIFO(path string) error {
 // createState stores b at path, synced, only if nothing is there yet (the
 // error then wraps fs.ErrExist), like atomicfile.Create.
 func (j *jobFiles) createState(path string, b []byte) error {
-	if _, states := j.pools(); states != nil {
-		return states.Create(path, b, 0o600)
-	}
-	return atomicfile.Create(path, b, 0o600)
+	_, states := j.pools()
+	return states.Create(path, b, 0o600) // a nil pool makes a new file
 }
 
 // retireFIFO and retireState take an ended job's file out of its path.
