@@ -127,12 +127,17 @@ type ShimState struct {
 const maxStateBytes = 1 << 20
 
 // valid reports whether st can be trusted for the file of id: a state file
-// written by somebody else, or for another id, is skipped.
+// written by somebody else, or for another id, is skipped. One with no pid
+// and no job start, but its supervisor's start, is that supervisor's
+// draft, synced while its job started (a crash then left it): its job
+// reads as lost once the supervisor is gone, and nothing is signalled by
+// pid.
 func (st *ShimState) valid(id string) error {
+	draft := st.PID == 0 && st.JobStart == 0 && st.ShimStart != 0
 	switch {
 	case st.ID != id:
 		return fmt.Errorf("state file of %s names %.64q", id, st.ID)
-	case st.PID <= 1 || st.ShimPID <= 1:
+	case (st.PID <= 1 && !draft) || st.ShimPID <= 1:
 		return fmt.Errorf("state file of %s: bad pid", id)
 	}
 	return nil
@@ -470,7 +475,7 @@ func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
 	if lost {
 		// Only a job proven to be the one recorded is killed: after the
 		// shim died its pid may have been recycled by now.
-		if st := h.jobState(); st != nil {
+		if st := h.jobState(); st != nil && st.PID != 0 {
 			if err := osproc.SignalGroup(st.job(), syscall.SIGKILL); err != nil && !errors.Is(err, osproc.ErrNoProcess) {
 				h.d.logger().Warn("lost job not killed", "id", h.id, "pid", st.PID, "err", err)
 			}

@@ -3,7 +3,9 @@ package local_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,8 +88,17 @@ func TestDecodeStateRejects(t *testing.T) {
 			t.Errorf("%s: accepted %s", name, b)
 		}
 	}
-	if _, err := local.DecodeState("proc_000000000001", []byte(`{"id":"proc_000000000001","pid":50,"shim_pid":51}`)); err != nil {
-		t.Errorf("a sound state refused: %v", err)
+	for name, b := range map[string]string{
+		"sound": `{"id":"proc_000000000001","pid":50,"shim_pid":51}`,
+		// Written and synced while the job started; a crash left it.
+		"draft": `{"id":"proc_000000000001","pid":0,"shim_pid":51,"shim_start":7}`,
+	} {
+		if _, err := local.DecodeState("proc_000000000001", []byte(b)); err != nil {
+			t.Errorf("%s state refused: %v", name, err)
+		}
+	}
+	if _, err := local.DecodeState("proc_000000000001", []byte(`{"id":"proc_000000000001","pid":0,"shim_pid":51,"shim_start":7,"job_start":9}`)); err == nil {
+		t.Error("pid 0 with a job start accepted")
 	}
 }
 
@@ -100,7 +111,8 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if st.ID != "proc_000000000001" || st.PID <= 1 || st.ShimPID <= 1 {
+		draft := st.PID == 0 && st.JobStart == 0 && st.ShimStart != 0
+		if st.ID != "proc_000000000001" || (st.PID <= 1 && !draft) || st.ShimPID <= 1 {
 			t.Fatalf("accepted %+v", st)
 		}
 	})
@@ -136,5 +148,41 @@ func TestSignalReachesDescendantsOutsideTheGroup(t *testing.T) {
 			t.Fatalf("the setsid descendant %d survived the signal", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDraftStateLost: the state a supervisor syncs while its job starts
+// (no pid yet) is what a crash at that moment leaves. Its job is listed
+// and waited on as lost, and nothing is signalled: pid 0 would be this
+// process's own group.
+func TestDraftStateLost(t *testing.T) {
+	dir := t.TempDir()
+	d := &local.Detached{RunDir: filepath.Join(dir, "run"), LogDir: filepath.Join(dir, "logs")}
+	if err := os.MkdirAll(d.RunDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const id = "proc_000000000007"
+	b, _ := json.Marshal(local.ShimState{ID: id, Command: "sleep 300", ShimPID: 999999, ShimStart: 1})
+	if err := os.WriteFile(d.StatePath(id), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, err := d.List(context.Background())
+	if err != nil || len(live) != 1 || live[0].ID != id || !live[0].Lost {
+		t.Fatalf("List = %+v, %v; want the draft's job, lost", live, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, _, err := d.Attach(ctx, id)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	if err := h.Signal(ctx, syscall.SIGTERM); err == nil {
+		t.Error("Signal of a job with no recorded pid reported success")
+	}
+	if _, err := h.Wait(ctx); !errors.Is(err, runner.ErrLost) {
+		t.Fatalf("Wait = %v, want ErrLost", err)
+	}
+	if _, err := os.Stat(d.StatePath(id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("state of the lost job still there: %v", err)
 	}
 }

@@ -75,10 +75,7 @@ func (p *Pool) Retire(path string) error {
 		name := filepath.Join(p.dir, p.prefix+strconv.Itoa(p.seq))
 		p.mu.Unlock()
 		if room && os.Rename(path, name) == nil {
-			// Emptied once it has no reader's name: what it held (a
-			// trimmed or expired receipt) is gone from the disk as if
-			// it had been removed. A FIFO holds nothing (EINVAL).
-			_ = os.Truncate(name, 0)
+			empty(name)
 			p.put(name)
 			return nil
 		}
@@ -220,6 +217,35 @@ func Sweep(dir string) {
 	}
 }
 
+// zeroedMax is the largest retired file emptied by writing zeros over it;
+// a larger one is truncated.
+const zeroedMax = 64 << 10
+
+// empty takes what a retired file held (a trimmed or expired receipt, an
+// ended job's state) off the disk, as its removal would have. A small
+// file is overwritten with zeros and keeps its blocks: its next contents
+// are written over them, and syncing a write that allocates nothing is a
+// single block's write where a truncated file's took its allocation's
+// too. A FIFO holds nothing.
+func empty(name string) {
+	f, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil || !fi.Mode().IsRegular() || fi.Size() == 0:
+	case fi.Size() <= zeroedMax:
+		if _, err := f.WriteAt(make([]byte, fi.Size()), 0); err == nil {
+			return
+		}
+		_ = f.Truncate(0)
+	default:
+		_ = f.Truncate(0)
+	}
+}
+
 // rewrite replaces the contents of the idle file at path with data and
 // syncs it.
 func rewrite(path string, data []byte) error {
@@ -227,10 +253,7 @@ func rewrite(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(data, 0)
-	if err == nil {
-		err = f.Truncate(int64(len(data)))
-	}
+	err = overwrite(f, data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -238,4 +261,12 @@ func rewrite(path string, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// overwrite makes f hold exactly data.
+func overwrite(f *os.File, data []byte) error {
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return err
+	}
+	return f.Truncate(int64(len(data)))
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hermesrun/hermes/internal/testenv"
@@ -49,8 +50,9 @@ func TestCreateReusesRetired(t *testing.T) {
 	if len(idle) != 1 {
 		t.Fatalf("idle after Retire: %q", idle)
 	}
-	if fi, err := os.Stat(filepath.Join(idleDir, idle[0])); err != nil || fi.Size() != 0 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("idle file %v, %v: want it emptied", fi, err)
+	emptied(t, filepath.Join(idleDir, idle[0]))
+	if fi, err := os.Stat(filepath.Join(idleDir, idle[0])); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("idle file %v, %v: want its mode kept", fi, err)
 	}
 	if d, err := os.Stat(idleDir); err != nil || d.Mode().Perm() != 0o700 {
 		t.Fatalf("idle directory %v, %v: want it private", d, err)
@@ -228,4 +230,115 @@ func FuzzOwner(f *testing.F) {
 			t.Fatalf("Owner(%q) = %d, true", name, pid)
 		}
 	})
+}
+
+// emptied fails unless the file at path holds nothing but zeros: what a
+// retired file held is gone.
+func emptied(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Trim(string(b), "\x00") != "" {
+		t.Fatalf("idle file %s holds %q; want it emptied", path, b)
+	}
+}
+
+// TestRetireEmpties: a small retired file is zeroed where it lies (its
+// blocks kept for the next contents), a large one truncated.
+func TestRetireEmpties(t *testing.T) {
+	for _, size := range []int{1, 900, zeroedMax, zeroedMax + 1, 1 << 20} {
+		dir, idleDir := t.TempDir(), filepath.Join(t.TempDir(), "idle")
+		p := New(idleDir, "receipt", 1)
+		f := filepath.Join(dir, "r.json")
+		if err := os.WriteFile(f, []byte(strings.Repeat("s", size)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Retire(f); err != nil {
+			t.Fatal(err)
+		}
+		idle := filepath.Join(idleDir, testenv.DirNames(t, idleDir)[0])
+		emptied(t, idle)
+		fi, err := os.Stat(idle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int64(size); size > zeroedMax {
+			if fi.Size() != 0 {
+				t.Errorf("%d bytes retired: %d left, want truncated", size, fi.Size())
+			}
+		} else if fi.Size() != want {
+			t.Errorf("%d bytes retired: size %d, want zeroed in place", size, fi.Size())
+		}
+	}
+}
+
+// TestDraft: a draft is an idle file written (and its first contents
+// synced) before it has its name. Placed, it holds exactly its last
+// contents; placed over a file, it leaves that file alone and goes back to
+// the pool, as does a discarded one, emptied. With nothing idle there is
+// no draft.
+func TestDraft(t *testing.T) {
+	dir, idleDir := t.TempDir(), filepath.Join(t.TempDir(), "idle")
+	p := New(idleDir, "state", 4)
+	if d := p.Draft([]byte("x")); d != nil {
+		t.Fatal("a draft from an empty pool")
+	}
+	var nilPool *Pool
+	if d := nilPool.Draft([]byte("x")); d != nil {
+		t.Fatal("a draft from a nil pool")
+	}
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte(strings.Repeat("an older, longer state ", 10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ino := testenv.Inode(t, old)
+	if err := p.Retire(old); err != nil {
+		t.Fatal(err)
+	}
+
+	d := p.Draft([]byte(`{"pid":0}`))
+	if d == nil {
+		t.Fatal("no draft from a pool holding a file")
+	}
+	if err := d.Rewrite([]byte(`{"pid":42}`)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "job.json")
+	if err := d.Place(path); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != `{"pid":42}` {
+		t.Fatalf("placed draft holds %q, %v", b, err)
+	}
+	if got := testenv.Inode(t, path); got != ino {
+		t.Errorf("inode %d, want the retired %d", got, ino)
+	}
+
+	if err := p.Retire(path); err != nil {
+		t.Fatal(err)
+	}
+	there := filepath.Join(dir, "there.json")
+	if err := os.WriteFile(there, []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = p.Draft([]byte("draft"))
+	if err := d.Place(there); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Place over a file: %v, want fs.ErrExist", err)
+	}
+	if b, _ := os.ReadFile(there); string(b) != "kept" {
+		t.Fatalf("the file there became %q", b)
+	}
+	if p.Idle() != 1 {
+		t.Fatalf("%d idle after a refused Place, want the draft back", p.Idle())
+	}
+	emptied(t, filepath.Join(idleDir, testenv.DirNames(t, idleDir)[0]))
+
+	d = p.Draft([]byte("a secret draft"))
+	d.Discard()
+	if p.Idle() != 1 {
+		t.Fatalf("%d idle after Discard, want the draft back", p.Idle())
+	}
+	emptied(t, filepath.Join(idleDir, testenv.DirNames(t, idleDir)[0]))
 }

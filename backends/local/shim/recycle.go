@@ -64,6 +64,33 @@ func (j *jobFiles) createState(path string, b []byte) error {
 	return states.Create(path, b, 0o600) // a nil pool makes a new file
 }
 
+// draftState begins the state file of a job about to start: b, the state
+// without the job's pid, is written and synced while the job starts
+// (filepool.Draft). Nil when no idle file is at hand: placeState then
+// makes a new one.
+func (j *jobFiles) draftState(b []byte) *filepool.Draft {
+	_, states := j.pools()
+	return states.Draft(b)
+}
+
+// placeState stores b, the job's whole state, at path as createState does,
+// through d when there is one: a crash before the reply finds b or d's
+// first contents there, never nothing.
+func (j *jobFiles) placeState(d *filepool.Draft, path string, b []byte) error {
+	if d == nil {
+		return j.createState(path, b)
+	}
+	if err := d.Rewrite(b); err != nil {
+		d.Discard()
+		return j.createState(path, b)
+	}
+	err := d.Place(path)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return j.createState(path, b)
+	}
+	return err
+}
+
 // retireFIFO and retireState take an ended job's file out of its path.
 func (j *jobFiles) retireFIFO(path string) {
 	fifos, _ := j.pools()

@@ -54,8 +54,14 @@ func TestJobFilesReuse(t *testing.T) {
 	if err := j.makeFIFO(second + ".ctl"); err != nil {
 		t.Fatal(err)
 	}
+	// As a supervisor does: the state without the pid first, synced
+	// while the job starts, then the whole of it.
+	draft := j.draftState([]byte(`{"id":"b","pid":0}`))
+	if draft == nil {
+		t.Fatal("no draft with an ended job's state file idle")
+	}
 	want := `{"id":"b"}`
-	if err := j.createState(second+".json", []byte(want)); err != nil {
+	if err := j.placeState(draft, second+".json", []byte(want)); err != nil {
 		t.Fatal(err)
 	}
 	if got := testenv.Inode(t, second+".ctl"); got != fifo {
@@ -83,7 +89,8 @@ func TestJobFilesReuse(t *testing.T) {
 }
 
 // TestJobFilesCreateStateExists: like atomicfile.Create, a state file that
-// is there already is not replaced, and the idle file is kept.
+// is there already is not replaced, with a draft or without, and the idle
+// file is kept.
 func TestJobFilesCreateStateExists(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "x.json")
@@ -97,14 +104,19 @@ func TestJobFilesCreateStateExists(t *testing.T) {
 		if err := os.WriteFile(path, []byte("there"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.createState(path, []byte("new")); !errors.Is(err, fs.ErrExist) {
-			t.Fatalf("createState over a file: %v, want fs.ErrExist", err)
-		}
-		if b, _ := os.ReadFile(path); string(b) != "there" {
-			t.Fatalf("the file there became %q", b)
-		}
-		if j != nil && j.states.Idle() != 1 {
-			t.Fatalf("%d idle states, want the one kept", j.states.Idle())
+		for name, create := range map[string]func() error{
+			"createState": func() error { return j.createState(path, []byte("new")) },
+			"placeState":  func() error { return j.placeState(j.draftState([]byte("draft")), path, []byte("new")) },
+		} {
+			if err := create(); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("%s over a file: %v, want fs.ErrExist", name, err)
+			}
+			if b, _ := os.ReadFile(path); string(b) != "there" {
+				t.Fatalf("%s: the file there became %q", name, b)
+			}
+			if j != nil && j.states.Idle() != 1 {
+				t.Fatalf("%s: %d idle states, want the one kept", name, j.states.Idle())
+			}
 		}
 		os.Remove(path)
 	}

@@ -176,34 +176,44 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	defer ctl.Close()
 
 	m := spec.Meta
+	shimStart := env.start
+	if shimStart == 0 {
+		shimStart, _ = osproc.StartTime(os.Getpid())
+	}
+	state := local.ShimState{
+		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Timeout: spec.Timeout, Meta: m,
+		ShimPID: os.Getpid(), ShimStart: shimStart,
+	}
+	// The state without the job's pid is synced while the job starts,
+	// not after: a crash before the reply leaves a state that names no
+	// process to signal, and its supervisor gone, so the job reads as
+	// lost (see ShimState.valid).
+	b, _ := json.Marshal(state)
+	draft := env.files.draftState(b)
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
 	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, BaseEnv: req.Environ,
 		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, StartedAt: m.StartedAt,
 	})
 	if err != nil {
+		if draft != nil {
+			draft.Discard()
+		}
 		// The registry recorded a failed_to_start receipt already.
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
-	shimStart := env.start
-	if shimStart == 0 {
-		shimStart, _ = osproc.StartTime(os.Getpid())
-	}
 	// The job is this process's child and not reaped before its end is
 	// recorded, so its start time is read from the process itself (0 if
 	// it already ended: then nothing will ever signal it by pid).
-	jobStart, _ := osproc.StartTime(info.PID)
-	state := local.ShimState{
-		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Timeout: spec.Timeout, Meta: m,
-		PID: info.PID, ShimPID: os.Getpid(), ShimStart: shimStart, JobStart: jobStart,
-	}
+	state.PID = info.PID
+	state.JobStart, _ = osproc.StartTime(info.PID)
 	statePath := paths.StatePath(spec.ID)
-	b, _ := json.Marshal(state)
+	b, _ = json.Marshal(state)
 	// A new job's state file is not there yet: Create makes one directory
 	// entry where a replacement makes three. One that is there all the
 	// same (stale, of the same id) is replaced.
-	err = env.files.createState(statePath, b)
+	err = env.files.placeState(draft, statePath, b)
 	if errors.Is(err, fs.ErrExist) {
 		err = atomicfile.Write(statePath, b, 0o600)
 	}
