@@ -8,9 +8,12 @@ package profile_test
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,6 +285,62 @@ func TestDockerEngineUnreachable(t *testing.T) {
 		rec, err := e.Store.Get(ctx, info.ID, receipts.Anonymous())
 		if err != nil || rec.Status != receipts.StatusFailedToStart || rec.Backend != "docker" || rec.ExitCode == 0 {
 			t.Fatalf("mode %d: receipt = %+v, %v", mode, rec, err)
+		}
+	}
+}
+
+// TestFreshProfileNeverAsksDockerd: on a profile no command ran on before,
+// no engine can hold a job of it, so lookups are answered from the (empty)
+// marks and a socket at DOCKER_HOST is never connected to, even one that
+// accepts (as systemd's socket activation of dockerd does). A profile that
+// ran commands before marks existed still asks once.
+func TestFreshProfileNeverAsksDockerd(t *testing.T) {
+	dir, err := os.MkdirTemp("", "hermes-dockerd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "docker.sock") // short: a unix socket path
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var connects atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			connects.Add(1)
+			c.Close()
+		}
+	}()
+	host := "unix://" + sock
+	t.Setenv("DOCKER_HOST", host)
+	for _, tc := range []struct {
+		name   string
+		before bool // logs/ there: commands ran on the profile before
+		want   bool // dockerd asked
+	}{{"fresh", false, false}, {"used before marks", true, true}} {
+		home := t.TempDir()
+		if tc.before {
+			if err := os.MkdirAll(filepath.Join(home, "logs"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		connects.Store(0)
+		e := openProfile(t, home, map[string]string{"DOCKER_HOST": host})
+		reg, err := e.Registry(profile.Background)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_, _ = reg.Poll(ctx, "proc_aaaaaaaaaaa1")
+		_, _ = reg.List(ctx, runner.ListOptions{})
+		if asked := connects.Load() > 0; asked != tc.want {
+			t.Errorf("%s: dockerd asked %d times, want asked %v", tc.name, connects.Load(), tc.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -96,8 +97,22 @@ func Open(ctx context.Context, opts Options) (*Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(prof.Home, "logs"), 0o700); err != nil {
+	logs := filepath.Join(prof.Home, "logs")
+	_, err = os.Stat(logs)
+	fresh := errors.Is(err, fs.ErrNotExist)
+	if err := os.MkdirAll(logs, 0o700); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
+	}
+	if fresh {
+		// No hermes command ran on this profile before, of this version
+		// or an older one: no engine holds a job of it, so the marks of
+		// live containers are right from the start, empty (see marked).
+		// Otherwise the first lookup asks dockerd, and every lookup does
+		// while it cannot answer (a stale socket, or one that starts
+		// dockerd on connect).
+		if err := os.MkdirAll(prof.MarkDir(docker.Name), 0o700); err != nil {
+			return nil, fmt.Errorf("profile %s: %w", prof.Home, err)
+		}
 	}
 	if opts.Environ == nil {
 		opts.Environ = os.Environ()

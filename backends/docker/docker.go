@@ -154,6 +154,9 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Name is the backend's name in receipts.
+const Name = "docker"
+
 // Backend starts hermes processes as detached containers. It implements
 // runner.Backend with Recover: containers outlive the hermes process that
 // started them and are found again by their labels. It is safe for
@@ -182,11 +185,11 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: client: %w", err)
 	}
-	return &Backend{opts: opts, cli: cli, log: opts.Logger.With("backend", "docker")}, nil
+	return &Backend{opts: opts, cli: cli, log: opts.Logger.With("backend", Name)}, nil
 }
 
 // Name is the receipt's backend field.
-func (b *Backend) Name() string { return "docker" }
+func (b *Backend) Name() string { return Name }
 
 // Capabilities implements runner.Backend. Whoever holds a handle captures
 // the output and writes the receipt: there is no supervisor of its own

@@ -50,7 +50,7 @@ func liveFromLabels(l map[string]string, created time.Time) runner.Live {
 	live := runner.Live{
 		ID:      l[LabelID],
 		Command: l[LabelCommand],
-		Backend: "docker",
+		Backend: Name,
 		Cwd:     l[LabelCwd],
 		Image:   l[LabelImage],
 	}
