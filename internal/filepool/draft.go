@@ -20,6 +20,10 @@ type Draft struct {
 	synced chan error
 }
 
+// errNotRegular is a drafted idle file that is not a regular file: none
+// is, unless somebody else put it there.
+var errNotRegular = errors.New("not a regular file")
+
 // Draft takes an idle file, writes data to it and starts syncing it. It
 // returns nil when none is idle, or the one taken could not be written
 // (it is removed): the caller makes the file itself.
@@ -32,7 +36,7 @@ func (p *Pool) Draft(data []byte) *Draft {
 		f, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err == nil {
 			if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
-				err = errors.Join(serr, errors.New("not a regular file"))
+				err = errNotRegular
 			} else {
 				err = overwrite(f, data)
 			}
