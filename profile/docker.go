@@ -26,7 +26,7 @@ func (e *Profile) dockerWanted() bool {
 
 // markedDocker gates d's lookups on the profile's marks of docker jobs:
 // a command on a profile without live containers never contacts dockerd.
-func (e *Profile) markedDocker(d *docker.Backend) runner.Backend {
+func (e *Profile) markedDocker(d *docker.Backend) marked {
 	return newMarked(d, e.MarkDir(d.Name()))
 }
 
@@ -104,12 +104,20 @@ func (e *Profile) spawnWatcher(id, backend string) error {
 func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	var b runner.Backend
 	var err error
+	unmark := func() {}
 	if backend == "kubernetes" {
 		b, err = e.Kubernetes()
 	} else {
 		var d *docker.Backend
 		if d, err = e.Docker(); err == nil {
-			b = e.markedDocker(d)
+			// The watcher is told which job is its own: the engine is
+			// asked about it whatever the marks say (a start marks its
+			// job before it spawns the watcher, so this is the mark
+			// made again), and the mark goes with the job.
+			m := e.markedDocker(d)
+			if err = m.mark(id); err == nil {
+				b, unmark = m, func() { m.unmark(id) }
+			}
 		}
 	}
 	if err != nil {
@@ -125,10 +133,12 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	}
 	reg, err := runner.New(opts)
 	if err != nil {
+		unmark()
 		return err
 	}
 	done, err := reg.Adopt(ctx, id)
 	if err != nil {
+		unmark()
 		return err
 	}
 	select {
