@@ -115,7 +115,7 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 			// job before it spawns the watcher, so this is the mark
 			// made again), and the mark goes with the job.
 			m := e.markedDocker(d)
-			if err = m.mark(id); err == nil {
+			if err = m.claim(ctx, id); err == nil {
 				b, unmark = m, func() { m.unmark(id) }
 			}
 		}

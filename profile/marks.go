@@ -84,18 +84,28 @@ func (m marked) marks() (map[string]time.Time, bool, error) {
 	return out, true, nil
 }
 
-// Start marks the job, then starts it; a failed start takes the mark back.
-func (m marked) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+// claim marks job id as live: one about to start, or one a watcher was
+// told is its own.
+func (m marked) claim(ctx context.Context, id string) error {
 	if _, trusted, _ := m.marks(); !trusted {
 		// Mark what already runs before the first mark makes the marks
-		// authoritative. An engine that cannot list would not start the
-		// job either, and the marks must not become trusted without it.
+		// authoritative. An engine that cannot list would not start or
+		// find the job either, and the marks must not become trusted
+		// without it.
 		if _, err := m.List(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := m.mark(spec.ID); err != nil {
-		return nil, fmt.Errorf("%s: mark job: %w", m.Name(), err)
+	if err := m.mark(id); err != nil {
+		return fmt.Errorf("%s: mark job: %w", m.Name(), err)
+	}
+	return nil
+}
+
+// Start marks the job, then starts it; a failed start takes the mark back.
+func (m marked) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+	if err := m.claim(ctx, spec.ID); err != nil {
+		return nil, err
 	}
 	h, err := m.Backend.Start(ctx, spec)
 	if err != nil {

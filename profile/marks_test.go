@@ -17,6 +17,7 @@ type engine struct {
 	live           map[string]bool
 	calls          int
 	failStart      bool
+	failList       bool
 	released       []string
 }
 
@@ -33,6 +34,9 @@ func (e *engine) Start(_ context.Context, s runner.Spec) (runner.Handle, error) 
 
 func (e *engine) List(context.Context) ([]runner.Live, error) {
 	e.calls++
+	if e.failList {
+		return nil, errors.New("engine down")
+	}
 	var out []runner.Live
 	for id := range e.live {
 		out = append(out, runner.Live{ID: id, Backend: "docker"})
@@ -200,5 +204,30 @@ func TestMarkedFirstLookupTrusts(t *testing.T) {
 	}
 	if e.calls != 2 {
 		t.Fatalf("lookups of an unmarked job reached the engine: %d calls", e.calls)
+	}
+}
+
+// TestMarkedClaim: a watcher's claim on its job seeds untrusted marks from
+// the engine first, as a start does, so the jobs from before the marks are
+// not forgotten; with an engine that cannot list it fails and leaves the
+// marks untrusted.
+func TestMarkedClaim(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "marks", "docker")
+	e := &engine{live: map[string]bool{idA: true, idB: true}, failList: true}
+	m := newMarked(e, dir)
+	if err := m.claim(ctx, idB); err == nil {
+		t.Fatal("claim with an engine that cannot list succeeded")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("marks made trusted without a listing: %v", err)
+	}
+	e.failList = false
+	if err := m.claim(ctx, idB); err != nil {
+		t.Fatal(err)
+	}
+	marks, trusted, err := m.marks()
+	if err != nil || !trusted || len(marks) != 2 {
+		t.Fatalf("marks %v, trusted %v, %v; want both live jobs", marks, trusted, err)
 	}
 }
