@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -133,12 +134,15 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	}
 	reg, err := runner.New(opts)
 	if err != nil {
-		unmark()
 		return err
 	}
 	done, err := reg.Adopt(ctx, id)
-	if err != nil {
+	if errors.Is(err, runner.ErrNotFound) {
+		// No such job: the mark claimed for it is taken back. One
+		// that failed otherwise may still run, and keeps its mark.
 		unmark()
+	}
+	if err != nil {
 		return err
 	}
 	select {
