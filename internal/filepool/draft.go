@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 )
 
 // Draft is an idle file being written for a path it does not have yet,
@@ -20,10 +19,6 @@ type Draft struct {
 	synced chan error
 }
 
-// errNotRegular is a drafted idle file that is not a regular file: none
-// is, unless somebody else put it there.
-var errNotRegular = errors.New("not a regular file")
-
 // Draft takes an idle file, writes data to it and starts syncing it. It
 // returns nil when none is idle, or the one taken could not be written
 // (it is removed): the caller makes the file itself.
@@ -33,14 +28,9 @@ func (p *Pool) Draft(data []byte) *Draft {
 		if name == "" {
 			return nil
 		}
-		f, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		f, _, err := openRegular(name)
 		if err == nil {
-			if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
-				err = errNotRegular
-			} else {
-				err = overwrite(f, data)
-			}
-			if err == nil {
+			if err = overwrite(f, data); err == nil {
 				d := &Draft{p: p, name: name, f: f, synced: make(chan error, 1)}
 				go func() { d.synced <- f.Sync() }()
 				return d
@@ -58,11 +48,7 @@ func (d *Draft) Rewrite(data []byte) error { return overwrite(d.f, data) }
 // to path, which must not exist (the error then wraps fs.ErrExist). The
 // draft is done with either way: a draft not placed goes back to the pool.
 func (d *Draft) Place(path string) error {
-	err := <-d.synced
-	if cerr := d.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := d.finish(); err != nil {
 		d.discard()
 		return fmt.Errorf("sync %s: %w", path, err)
 	}
@@ -76,11 +62,24 @@ func (d *Draft) Place(path string) error {
 	return nil
 }
 
-// Discard gives the draft back to the pool unplaced, emptied.
+// Discard gives the draft back to the pool unplaced, emptied. A nil
+// draft (none was taken) has nothing to give back.
 func (d *Draft) Discard() {
-	<-d.synced
-	d.f.Close()
+	if d == nil {
+		return
+	}
+	_ = d.finish()
 	d.discard()
+}
+
+// finish waits for the first sync and closes the file: the error is the
+// sync's, or the close's.
+func (d *Draft) finish() error {
+	err := <-d.synced
+	if cerr := d.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (d *Draft) discard() {

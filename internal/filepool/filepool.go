@@ -228,22 +228,44 @@ const zeroedMax = 64 << 10
 // single block's write where a truncated file's took its allocation's
 // too. A FIFO holds nothing.
 func empty(name string) {
-	f, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, size, err := openRegular(name)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
 	switch {
-	case err != nil || !fi.Mode().IsRegular() || fi.Size() == 0:
-	case fi.Size() <= zeroedMax:
-		if _, err := f.WriteAt(make([]byte, fi.Size()), 0); err == nil {
+	case size == 0:
+	case size <= zeroedMax:
+		if _, err := f.WriteAt(make([]byte, size), 0); err == nil {
 			return
 		}
 		_ = f.Truncate(0)
 	default:
 		_ = f.Truncate(0)
 	}
+}
+
+// errNotRegular is an idle file that is not a regular file: a FIFO, or
+// something somebody else put there.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens the idle file name for writing, with its size, if it
+// is a regular file. A FIFO is never waited on: with no reader it fails
+// to open (ENXIO), with one it is refused as not regular.
+func openRegular(name string) (*os.File, int64, error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errNotRegular
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
 }
 
 // rewrite replaces the contents of the idle file at path with data and

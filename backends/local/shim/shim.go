@@ -196,9 +196,7 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, StartedAt: m.StartedAt,
 	})
 	if err != nil {
-		if draft != nil {
-			draft.Discard()
-		}
+		draft.Discard()
 		// The registry recorded a failed_to_start receipt already.
 		reply(local.ShimReply{Error: err.Error()})
 		return err
