@@ -77,18 +77,29 @@ func SignalGroup(id Identity, sig syscall.Signal) error {
 // and so on), found by walking the parent links now. It is how a tree is
 // reached where no subreaper keeps it together: a descendant whose parent
 // already exited is not found.
+//
+// The parent links are read once, in one pass over the system's
+// processes, and the walk runs on that table: asking for each process's
+// children in turn would pass over every process once per descendant, and
+// a job with 2,000 descendants would take a minute to kill.
 func Descendants(pid int) []int {
+	kids, err := childTable()
+	if err != nil {
+		return nil
+	}
+	return descendantsOf(pid, kids)
+}
+
+// descendantsOf walks kids (parent pid → child pids) breadth first from
+// pid, at most maxDescendants deep into a fork bomb.
+func descendantsOf(pid int, kids map[int][]int) []int {
 	var out []int
 	queue := []int{pid}
 	seen := map[int]bool{pid: true}
 	for len(queue) > 0 && len(out) < maxDescendants {
 		p := queue[0]
 		queue = queue[1:]
-		kids, err := Children(p)
-		if err != nil {
-			continue
-		}
-		for _, k := range kids {
+		for _, k := range kids[p] {
 			if !seen[k] {
 				seen[k] = true
 				out = append(out, k)
@@ -97,6 +108,15 @@ func Descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// Children returns the pids whose parent is pid.
+func Children(pid int) ([]int, error) {
+	kids, err := childTable()
+	if err != nil {
+		return nil, err
+	}
+	return kids[pid], nil
 }
 
 // maxDescendants bounds a walk over a fork bomb.

@@ -28,19 +28,21 @@ func StartTime(pid int) (uint64, error) {
 	return uint64(tv.Sec)*1e6 + uint64(tv.Usec), nil
 }
 
-// Children returns the pids whose parent is pid, from kern.proc.all.
-func Children(pid int) ([]int, error) {
+// childTable maps each parent pid to its children, from one
+// kern.proc.all sysctl.
+func childTable() (map[int][]int, error) {
 	all, err := unix.SysctlKinfoProcSlice("kern.proc.all")
 	if err != nil {
 		return nil, err
 	}
-	var out []int
+	kids := make(map[int][]int, len(all)/2)
 	for _, kp := range all {
-		if int(kp.Eproc.Ppid) == pid && kp.Proc.P_pid > 1 {
-			out = append(out, int(kp.Proc.P_pid))
+		if kp.Proc.P_pid > 1 {
+			pp := int(kp.Eproc.Ppid)
+			kids[pp] = append(kids[pp], int(kp.Proc.P_pid))
 		}
 	}
-	return out, nil
+	return kids, nil
 }
 
 // BecomeSubreaper is not available on macOS: orphans go to launchd.

@@ -51,8 +51,9 @@ func StartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(string(f[19]), 10, 64)
 }
 
-// Children returns the pids whose parent is pid (zombies included).
-func Children(pid int) ([]int, error) {
+// childTable maps each parent pid to its children (zombies included), from
+// one pass over /proc.
+func childTable() (map[int][]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, err
@@ -62,7 +63,7 @@ func Children(pid int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []int
+	kids := make(map[int][]int, len(names)/2)
 	for _, n := range names {
 		p, err := strconv.Atoi(n)
 		if err != nil || p <= 1 {
@@ -72,11 +73,11 @@ func Children(pid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		if pp, err := strconv.Atoi(string(f[1])); err == nil && pp == pid {
-			out = append(out, p)
+		if pp, err := strconv.Atoi(string(f[1])); err == nil {
+			kids[pp] = append(kids[pp], p)
 		}
 	}
-	return out, nil
+	return kids, nil
 }
 
 // BecomeSubreaper makes the calling process the one that orphaned
