@@ -239,6 +239,10 @@ var (
 	// ErrNotSupported is returned by the methods of a capability the
 	// backend does not declare.
 	ErrNotSupported = errors.New("not supported by this backend")
+	// ErrUnproven is returned (wrapped) by Signal and Kill when neither
+	// the job's supervisor answers nor the process named can be proven
+	// to be the job: nothing was signalled, and waiting will not help.
+	ErrUnproven = errors.New("cannot be proven to be the job; nothing was signalled")
 )
 
 // KillTree is Handle.Kill for handles that can only signal: SIGTERM to the

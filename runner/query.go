@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -379,7 +380,9 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	r.terminate(ctx, p, grace)
+	if err := r.terminate(ctx, p, grace); errors.Is(err, ErrUnproven) {
+		return p.info(), fmt.Errorf("kill %s: %w", p.spec.ID, err)
+	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():

@@ -262,10 +262,12 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 
 // terminate ends p's whole process tree: SIGTERM, then SIGKILL after the
 // grace period (the backend's Kill, or its supervisor's).
-func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duration) {
-	if err := p.handle.Kill(ctx, grace); err != nil {
+func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duration) error {
+	err := p.handle.Kill(ctx, grace)
+	if err != nil {
 		r.log.Warn("kill", "id", p.spec.ID, "err", err)
 	}
+	return err
 }
 
 // finish records the end of p: its receipt (written once, whoever observes

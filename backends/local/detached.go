@@ -143,7 +143,39 @@ func (st *ShimState) valid(id string) error {
 	return nil
 }
 
+// job is the identity st records for its job: enough to wait for its
+// end, never enough to signal it (provenJob).
 func (st *ShimState) job() osproc.Identity { return osproc.Identity{PID: st.PID, Start: st.JobStart} }
+
+// provenJob returns the identity of st's job once the process it names is
+// proven to be that job by something no file can forge: it still started
+// when the state says, and it carries the job's mark (FamilyEnv=<id>) in
+// the environment it started with, which only hermes gave it. A state
+// file is written by whoever can write the run directory, and a process's
+// start time is world-readable, so the file alone never authorises a
+// signal. A job that cleared its environment, or a system whose
+// environments cannot be read (macOS), is not proven: it is left alone.
+func (st *ShimState) provenJob() (osproc.Identity, error) {
+	id := st.job()
+	if !id.Alive() {
+		return osproc.Identity{}, osproc.ErrNoProcess
+	}
+	if mark, ok := osproc.Environ(st.PID, FamilyEnv); !ok || mark != st.ID {
+		return osproc.Identity{}, osproc.ErrNotProven
+	}
+	return id, nil
+}
+
+// signalJob sends sig to the process group of st's job, only once the job
+// is proven (provenJob). ErrNoProcess: it is gone.
+func (st *ShimState) signalJob(sig syscall.Signal) error {
+	id, err := st.provenJob()
+	if err != nil {
+		return err
+	}
+	return osproc.SignalGroup(id, sig)
+}
+
 func (st *ShimState) shim() osproc.Identity {
 	return osproc.Identity{PID: st.ShimPID, Start: st.ShimStart}
 }
@@ -476,7 +508,7 @@ func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
 		// Only a job proven to be the one recorded is killed: after the
 		// shim died its pid may have been recycled by now.
 		if st := h.jobState(); st != nil && st.PID != 0 {
-			if err := osproc.SignalGroup(st.job(), syscall.SIGKILL); err != nil && !errors.Is(err, osproc.ErrNoProcess) {
+			if err := st.signalJob(syscall.SIGKILL); err != nil && !errors.Is(err, osproc.ErrNoProcess) {
 				h.d.logger().Warn("lost job not killed", "id", h.id, "pid", st.PID, "err", err)
 			}
 		}
@@ -536,11 +568,13 @@ func (h *shimHandle) Signal(_ context.Context, sig syscall.Signal) error {
 	if st == nil {
 		return fmt.Errorf("signal %s: %w", h.id, runner.ErrFinished)
 	}
-	switch kerr := osproc.SignalGroup(st.job(), sig); {
+	switch kerr := st.signalJob(sig); {
 	case kerr == nil:
 		return nil
 	case errors.Is(kerr, osproc.ErrNoProcess):
 		return fmt.Errorf("signal %s: %w", h.id, runner.ErrFinished)
+	case errors.Is(kerr, osproc.ErrNotProven):
+		return fmt.Errorf("signal %s: its supervisor does not answer, and pid %d %w", h.id, st.PID, runner.ErrUnproven)
 	default:
 		return fmt.Errorf("signal %s: %w", h.id, kerr)
 	}

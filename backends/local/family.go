@@ -9,7 +9,9 @@ import (
 )
 
 // FamilyEnv is the environment variable that carries a job's process id
-// into the job and everything it starts, when its backend has a Family.
+// into the job and everything it starts. It is the job's mark: a Family
+// attributes orphans by it, and a job whose supervisor is gone is
+// signalled only when its leader carries it (see ShimState.provenJob).
 const FamilyEnv = "HERMES_PROCESS_ID"
 
 // Family sorts out the escaped descendants of the jobs of one process that

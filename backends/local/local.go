@@ -109,11 +109,10 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 	if base == nil {
 		base = os.Environ()
 	}
-	cmd.Env = append(withoutSecrets(base), spec.Env...)
-	if b.Family != nil {
-		// Last, so that a job's own Env cannot set another job's mark.
-		cmd.Env = append(cmd.Env, FamilyEnv+"="+spec.ID)
-	}
+	// Every job is marked with its id (see FamilyEnv), last and alone,
+	// so that neither the caller's environment nor the job's own Env can
+	// give it another job's mark.
+	cmd.Env = append(withoutMark(append(withoutSecrets(base), spec.Env...)), FamilyEnv+"="+spec.ID)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	r, w, err := os.Pipe()
@@ -341,6 +340,11 @@ func killOrphans() { NewFamily().Sweep() }
 // credentials. Jobs never need them, and a job run for an untrusted agent
 // must not read the runner's store password or API tokens.
 var hermesSecrets = []string{"HERMES_REDIS_URL=", "HERMES_RUNNER_TOKEN=", "HERMES_TOKENS_FILE="}
+
+// withoutMark returns env without any FamilyEnv entry, in place.
+func withoutMark(env []string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, FamilyEnv+"=") })
+}
 
 // withoutSecrets returns a copy of env without hermesSecrets.
 func withoutSecrets(env []string) []string {

@@ -61,33 +61,83 @@ func (p *testProfile) plantState(id string, pid, shimPID int, jobStart uint64) {
 	}
 }
 
-// TestNeverSignalAStranger: a shim that died leaves a state file whose pid
-// now belongs to somebody else (or is 1). Reads may record the job lost;
-// they signal nothing, and kill refuses too.
+// plantStateShim is plantState with the supervisor's start time given, so
+// that a live process can be named as the supervisor.
+func (p *testProfile) plantStateShim(id string, pid, shimPID int, start uint64) {
+	p.t.Helper()
+	st := map[string]any{
+		"id": id, "command": "sleep 1000", "cwd": "/", "meta": map[string]any{"started_at": time.Now().UTC()},
+		"pid": pid, "shim_pid": shimPID, "shim_start": start, "job_start": start,
+	}
+	b, _ := json.Marshal(st)
+	if err := os.WriteFile(filepath.Join(p.home, "run", id+".json"), b, 0o600); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// TestNeverSignalAStranger: a state file names a process that is not its
+// job's: a recycled pid, or a forged file that copies a stranger's true
+// start time (world-readable in /proc/PID/stat) beside a dead or a live
+// supervisor. Every command holds to one rule: a file alone never
+// authorises a signal. Reads may record the job lost; kill refuses, at
+// once when nothing can be asked.
 func TestNeverSignalAStranger(t *testing.T) {
+	trueStart := func(pid int) uint64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Skipf("no /proc here: %v", err)
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		n, err := strconv.ParseUint(f[19], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	for _, tc := range []struct {
 		name     string
 		jobStart func(pid int) uint64
+		// liveShim names a process that is alive as the job's supervisor.
+		liveShim bool
+		status   string
 	}{
-		{"recycled pid, other start time", func(pid int) uint64 { return 1 }},
-		{"no start time recorded", func(int) uint64 { return 0 }},
+		{"recycled pid, other start time", func(pid int) uint64 { return 1 }, false, "lost"},
+		{"no start time recorded", func(int) uint64 { return 0 }, false, "lost"},
+		{"forged: true start time, dead supervisor", trueStart, false, "lost"},
+		{"forged: true start time, live supervisor", trueStart, true, "running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProfile(t)
 			victim := stranger(t)
 			id := "proc_" + fmt.Sprintf("%012x", time.Now().UnixNano()&0xffffffffffff)
-			p.plantState(id, victim.Process.Pid, deadPID(t), tc.jobStart(victim.Process.Pid))
+			shim := deadPID(t)
+			p.plantState(id, victim.Process.Pid, shim, tc.jobStart(victim.Process.Pid))
+			if tc.liveShim {
+				// The stranger itself, with its true start time: alive
+				// for as long as any check looks.
+				p.plantStateShim(id, victim.Process.Pid, victim.Process.Pid, trueStart(victim.Process.Pid))
+			}
 			p.hermes("ps")
 			p.hermes("ps", "--retained")
 			st, res := p.poll(nil, id)
 			p.hermes("log", id)
-			p.hermes("kill", id)
+			p.hermes("wait", id, "--timeout", "1s")
+			begun := time.Now()
+			kill := p.hermes("kill", id)
+			if tc.liveShim {
+				if kill.code == 0 || !strings.Contains(kill.stderr, "nothing was signalled") {
+					t.Fatalf("kill of a job no supervisor answers for:\n%s\nwant a refusal", kill)
+				}
+				if d := time.Since(begun); d > 10*time.Second {
+					t.Fatalf("kill took %s to refuse: it waited for an end that no signal was sent for", d)
+				}
+			}
 			time.Sleep(100 * time.Millisecond)
 			if !alive(victim.Process.Pid) {
 				t.Fatalf("hermes signalled a process that was not its job's")
 			}
-			if st.Status != "lost" {
-				t.Fatalf("poll of a job whose shim died = %+v\n%s", st, res)
+			if st.Status != tc.status {
+				t.Fatalf("poll = %+v, want %s\n%s", st, tc.status, res)
 			}
 		})
 	}
