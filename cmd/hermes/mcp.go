@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
-
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hermesrun/hermes/agent/tools"
 	hermesmcp "github.com/hermesrun/hermes/mcp"
@@ -43,11 +40,5 @@ func (c *MCPCmd) Run(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return conn.Run(ctx, &sdk.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{g.Stdout}})
+	return conn.Run(ctx, &hermesmcp.StdioTransport{Reader: os.Stdin, Writer: g.Stdout})
 }
-
-// nopWriteCloser keeps the transport from closing stdout, which is the
-// command's and not the connection's.
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

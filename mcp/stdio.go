@@ -1,0 +1,268 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// MaxLineBytes bounds one message on stdio. A longer line is answered with
+// an error and skipped, as a malformed one is.
+const MaxLineBytes = 16 << 20
+
+// StdioTransport is the transport of `hermes mcp`: newline-delimited
+// JSON-RPC over r and w, as the SDK's IOTransport, but a connection that
+// outlives bad input. The SDK's ends the connection at the first line that
+// is not a JSON-RPC message (a stray log line from a host, an object as
+// id), dropping every call in flight; this one answers such a line with a
+// JSON-RPC error (-32700 for what is not JSON, -32600 for what is not a
+// message) and reads on, as the HTTP transport does. It also keeps the
+// rule of cancellation: a request the client cancelled
+// (notifications/cancelled) gets no answer, the handler's context having
+// been cancelled by the SDK.
+//
+// Batches (2025-03-26 only) are answered with -32600: no host sends them,
+// and newer protocols dropped them.
+type StdioTransport struct {
+	Reader io.Reader
+	Writer io.Writer
+}
+
+// Connect implements sdk.Transport.
+func (t *StdioTransport) Connect(context.Context) (sdk.Connection, error) {
+	c := &lineConn{
+		w:         t.Writer,
+		incoming:  make(chan jsonrpc.Message),
+		closed:    make(chan struct{}),
+		readDone:  make(chan struct{}),
+		cancelled: map[jsonrpc.ID]bool{},
+		pending:   map[jsonrpc.ID]bool{},
+	}
+	go c.readLoop(t.Reader)
+	return c, nil
+}
+
+// lineConn is one stdio connection.
+type lineConn struct {
+	writeMu sync.Mutex
+	w       io.Writer
+
+	incoming chan jsonrpc.Message
+	readErr  error // set before readDone is closed
+	readDone chan struct{}
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	mu sync.Mutex
+	// pending are the requests read and not yet answered; cancelled
+	// those of them the client cancelled.
+	pending   map[jsonrpc.ID]bool
+	cancelled map[jsonrpc.ID]bool
+}
+
+// readLoop reads lines until EOF or a read error, handing each message to
+// Read and answering each bad line itself.
+func (c *lineConn) readLoop(r io.Reader) {
+	defer close(c.readDone)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br)
+		if len(bytes.TrimSpace(line)) > 0 || errors.Is(err, errLineTooLong) {
+			msg, bad := decodeLine(line, err)
+			if bad != nil {
+				if werr := c.writeRaw(bad); werr != nil {
+					c.readErr = werr
+					return
+				}
+			} else if !c.deliver(msg) {
+				return
+			}
+		}
+		if err != nil && !errors.Is(err, errLineTooLong) {
+			c.readErr = err
+			return
+		}
+	}
+}
+
+// deliver hands msg to Read, noting requests and cancellations; false once
+// the connection is closed.
+func (c *lineConn) deliver(msg jsonrpc.Message) bool {
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		c.mu.Lock()
+		switch {
+		case req.IsCall():
+			c.pending[req.ID] = true
+		case req.Method == "notifications/cancelled":
+			if id, ok := cancelledID(req.Params); ok && c.pending[id] {
+				c.cancelled[id] = true
+			}
+		}
+		c.mu.Unlock()
+	}
+	select {
+	case c.incoming <- msg:
+		return true
+	case <-c.closed:
+		return false
+	}
+}
+
+// cancelledID is the request id a notifications/cancelled names.
+func cancelledID(params json.RawMessage) (jsonrpc.ID, bool) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	return id, err == nil && id.IsValid()
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its newline, at most
+// MaxLineBytes of it: the rest of a longer line is read and dropped, and
+// errLineTooLong returned with what was kept.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > MaxLineBytes {
+				tooLong = true
+				line = nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if tooLong && err == nil {
+			return nil, errLineTooLong
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), err
+	}
+}
+
+// decodeLine is the message of one line, or the error response that
+// answers it.
+func decodeLine(line []byte, readErr error) (jsonrpc.Message, []byte) {
+	if errors.Is(readErr, errLineTooLong) {
+		return nil, errorResponse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("message longer than %d bytes", MaxLineBytes))
+	}
+	line = bytes.TrimSpace(line)
+	if !json.Valid(line) {
+		return nil, errorResponse(nil, jsonrpc.CodeParseError, "parse error: not JSON")
+	}
+	if line[0] == '[' {
+		return nil, errorResponse(nil, jsonrpc.CodeInvalidRequest, "batches are not supported")
+	}
+	msg, err := jsonrpc.DecodeMessage(line)
+	if err != nil {
+		return nil, errorResponse(idOf(line), jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error())
+	}
+	return msg, nil
+}
+
+// idOf is the id of a line that is not a valid message, when it has a
+// usable one: an error answers the request it can name.
+func idOf(line []byte) any {
+	var m struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return nil
+	}
+	switch m.ID.(type) {
+	case string, float64:
+		return m.ID
+	}
+	return nil
+}
+
+// errorResponse is the wire form of a JSON-RPC error answering id (nil:
+// null, for a request that cannot be named).
+func errorResponse(id any, code int, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error":   map[string]any{"code": code, "message": msg},
+	})
+	return append(b, '\n')
+}
+
+// Read implements sdk.Connection.
+func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case msg := <-c.incoming:
+		return msg, nil
+	case <-c.readDone:
+		if c.readErr != nil {
+			return nil, c.readErr
+		}
+		return nil, io.EOF
+	case <-c.closed:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Write implements sdk.Connection. The answer to a cancelled request is
+// dropped.
+func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.mu.Lock()
+		drop := c.cancelled[resp.ID]
+		delete(c.cancelled, resp.ID)
+		delete(c.pending, resp.ID)
+		c.mu.Unlock()
+		if drop {
+			return nil
+		}
+	}
+	b, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("mcp: encode: %w", err)
+	}
+	return c.writeRaw(append(b, '\n'))
+}
+
+// writeRaw writes one whole line: the lock keeps lines from interleaving.
+func (c *lineConn) writeRaw(b []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	select {
+	case <-c.closed:
+		return io.ErrClosedPipe
+	default:
+	}
+	_, err := c.w.Write(b)
+	return err
+}
+
+// Close implements sdk.Connection. It does not close the reader or the
+// writer: stdin and stdout are the command's.
+func (c *lineConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return nil
+}
+
+// SessionID implements sdk.Connection: stdio has no session id.
+func (c *lineConn) SessionID() string { return "" }

@@ -1,0 +1,199 @@
+package mcp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawClient speaks newline-delimited JSON-RPC to a connection served over
+// StdioTransport, as a host does, byte for byte.
+type rawClient struct {
+	t   *testing.T
+	in  io.Writer
+	out chan map[string]any
+}
+
+// serveStdio runs a connection to a fresh registry over pipes.
+func serveStdio(t *testing.T) *rawClient {
+	t.Helper()
+	conn, err := New(Options{Logger: testLogger(t), Service: newRegistry(t), PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- conn.Run(context.Background(), &StdioTransport{Reader: inR, Writer: outW}) }()
+	c := &rawClient{t: t, in: inW, out: make(chan map[string]any, 64)}
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Errorf("server wrote a line that is not JSON: %q", sc.Text())
+				continue
+			}
+			c.out <- m
+		}
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return at EOF")
+		}
+		outW.Close()
+	})
+	return c
+}
+
+func (c *rawClient) send(line string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.in, line+"\n"); err != nil {
+		c.t.Fatalf("write %q: %v", line, err)
+	}
+}
+
+// next returns the next answer (messages with an id or an error), skipping
+// notifications.
+func (c *rawClient) next() map[string]any {
+	c.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case m := <-c.out:
+			if _, isNote := m["method"]; isNote && m["id"] == nil {
+				continue
+			}
+			return m
+		case <-deadline:
+			c.t.Fatal("no answer within 15 s")
+			return nil
+		}
+	}
+}
+
+func (c *rawClient) initialize() {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := c.next(); m["result"] == nil {
+		c.t.Fatalf("initialize = %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+func errorCode(m map[string]any) int {
+	e, _ := m["error"].(map[string]any)
+	code, _ := e["code"].(float64)
+	return int(code)
+}
+
+// TestStdioOutlivesBadInput: a line that is not JSON, an object as id, a
+// batch, an overlong line and blank lines are each answered (or skipped)
+// and the connection goes on serving, with a call in flight across them.
+func TestStdioOutlivesBadInput(t *testing.T) {
+	c := serveStdio(t)
+	c.initialize()
+	// A call in flight across the bad lines: it must still be answered.
+	c.send(`{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"terminal","arguments":{"command":"sleep 1; echo slept"}}}`)
+	var slow map[string]any
+	for _, tc := range []struct {
+		line string
+		code int
+		id   any
+	}{
+		{`this is a log line, not JSON`, -32700, nil},
+		{`{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`, -32600, nil},
+		{`{"jsonrpc":"1.0","id":7,"method":"tools/list"}`, -32600, 7.0},
+		{`[{"jsonrpc":"2.0","id":8,"method":"tools/list"}]`, -32600, nil},
+		{`{"jsonrpc":"2.0","id":9,"method":`, -32700, nil},
+		{`{"jsonrpc":"2.0","id":10,"method":"tools/list","params":"` + strings.Repeat("x", MaxLineBytes) + `"}`, -32600, nil},
+	} {
+		c.send("")
+		c.send(tc.line)
+		m := c.next()
+		if m["id"] == "slow" {
+			slow = m
+			m = c.next()
+		}
+		if errorCode(m) != tc.code || m["id"] != tc.id {
+			t.Fatalf("answer to %.60q = %v, want code %d id %v", tc.line, m, tc.code, tc.id)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":11,"method":"tools/list"}`)
+	got := map[any]map[string]any{"slow": slow}
+	if slow == nil {
+		delete(got, "slow")
+	}
+	for len(got) < 2 {
+		m := c.next()
+		got[m["id"]] = m
+	}
+	if got[11.0]["result"] == nil {
+		t.Fatalf("tools/list after the bad lines = %v", got[11.0])
+	}
+	res, _ := got["slow"]["result"].(map[string]any)
+	if b, _ := json.Marshal(res); !strings.Contains(string(b), "slept") {
+		t.Fatalf("the call in flight = %v", got["slow"])
+	}
+}
+
+// TestStdioCancelledGetsNoAnswer: a wait the client cancels is not
+// answered, and the connection answers what comes next.
+func TestStdioCancelledGetsNoAnswer(t *testing.T) {
+	c := serveStdio(t)
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"terminal","arguments":{"command":"sleep 30","background":true}}}`)
+	m := c.next()
+	res, _ := m["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	id, _ := sc["session_id"].(string)
+	if id == "" {
+		t.Fatalf("start = %v", m)
+	}
+	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process_manage","arguments":{"action":"wait","session_id":%q,"timeout":60}}}`, id))
+	time.Sleep(300 * time.Millisecond)
+	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user pressed escape"}}`)
+	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"process_manage","arguments":{"action":"kill","session_id":%q}}}`, id))
+	m = c.next()
+	if m["id"] != 3.0 {
+		t.Fatalf("first answer after the cancel = %v, want the kill's (id 3): a cancelled request was answered", m)
+	}
+	select {
+	case m := <-c.out:
+		if m["id"] == 2.0 {
+			t.Fatalf("the cancelled wait was answered: %v", m)
+		}
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// FuzzDecodeLine: any line is either a message or one JSON error answer.
+func FuzzDecodeLine(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"id":{}}`, `[`, `[]`, `null`, `"x"`, `{"jsonrpc":"2.0","id":1,"result":{}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		msg, bad := decodeLine(line, nil)
+		if (msg == nil) == (bad == nil) {
+			t.Fatalf("decodeLine(%q) = %v, %q: want exactly one", line, msg, bad)
+		}
+		if bad != nil {
+			var m map[string]any
+			if err := json.Unmarshal(bad, &m); err != nil || m["error"] == nil {
+				t.Fatalf("answer to %q is not a JSON-RPC error: %q", line, bad)
+			}
+		}
+	})
+}
