@@ -162,9 +162,10 @@ func (r *Registry) Dispatch(ctx context.Context) ([]Dispatched, error) {
 		}
 		_, q, err := entryInfo(e)
 		if err != nil {
-			// Nothing can start it: release the slot, leave a trace.
-			r.log.Error("queued job unreadable; dropped", "id", e.ID, "err", err)
-			_ = a.Ledger.Release(ctx, e.ID)
+			// Nothing can start it, but it was accepted: it ends lost,
+			// with a receipt and a completion for its owner.
+			r.log.Error("queued job unreadable; recorded lost", "id", e.ID, "err", err)
+			r.lostInQueue(ctx, e)
 			continue
 		}
 		req := q.request()
@@ -233,7 +234,6 @@ func (r *Registry) reconcile(ctx context.Context) error {
 // neverStarted records the end of a job that left the queue but never
 // started (its dispatcher died in between), and frees its slot.
 func (r *Registry) neverStarted(ctx context.Context, e *admission.Entry) {
-	a := r.opts.Admission
 	if _, q, err := entryInfo(e); err == nil {
 		req := q.request()
 		req.StartedAt = q.QueuedAt
@@ -242,8 +242,24 @@ func (r *Registry) neverStarted(ctx context.Context, e *admission.Entry) {
 		})
 		return
 	}
-	r.log.Warn("slot of a job that never started released", "id", e.ID)
-	_ = a.Ledger.Release(ctx, e.ID)
+	r.lostInQueue(ctx, e)
+}
+
+// lostInQueue records the end of an accepted job whose request the ledger
+// no longer holds (a damaged ledger gave back its id and owner only): it
+// ends lost, its completion goes to its owner, and its slot is freed.
+func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
+	at := e.EnqueuedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	req := StartRequest{ID: e.ID, Command: "(unknown: its queue entry was damaged)", Backend: "local",
+		// Whether it asked for notify is lost with its request; an owner
+		// is told all the same, since nothing else will tell it.
+		Owner: receipts.Owner{ParentSessionID: e.Owner, NotifyOnComplete: e.Owner != ""}, StartedAt: at}
+	r.recordNeverRun(ctx, req, Exit{Code: -1}, ErrLost, func(p *Process) {
+		p.errMsg = "it was queued, but its entry in the queue's ledger was damaged before it could start"
+	})
 }
 
 // recordNeverRun records the end of a request that never ran (killed in

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -214,4 +215,78 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestDamagedLedgerLosesNoJob: the file ledger is cut in the middle of
+// its last queued entry, whose journal is gone too. Every accepted job
+// still ends with a receipt: those the journal holds run, in order, and
+// the cut one ends lost, its owner told by a completion.
+func TestDamagedLedgerLosesNoJob(t *testing.T) {
+	h := newHome(t)
+	qdir := filepath.Join(h.dir, "queue")
+	led := admission.NewFileLedger(qdir)
+	lim := admission.Limits{ConcurrentJobs: 1}
+	r := h.registry(t, func(o *runner.Options) { o.Admission = &runner.Admission{Ledger: led, Limits: lim} })
+	ctx := waitCtx(t, "owner")
+	first := start(t, r, ctx, runner.StartRequest{Command: "sleep 0.3"})
+	var queued []*runner.Info
+	for i := range 3 {
+		queued = append(queued, start(t, r, ctx, runner.StartRequest{Command: fmt.Sprintf("echo %d", i), Owner: receipts.Owner{NotifyOnComplete: true}}))
+	}
+	path := filepath.Join(qdir, "ledger.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := queued[2].ID
+	at := strings.Index(string(b), `"id":"`+last+`"`)
+	cut := at + strings.Index(string(b[at:]), `"payload":"`) + 20
+	if err := os.WriteFile(path, b[:cut], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(qdir, "jobs", last+".queued")); err != nil {
+		t.Fatal(err)
+	}
+	done(t, r, first.ID)
+	r.Close()
+	r2 := limited(t, h, led, lim)
+	for i, q := range queued[:2] {
+		res, err := r2.Wait(ctx, q.ID)
+		if err != nil || res.Status != receipts.StatusExited || res.Output != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("wait %s = %+v, %v", q.ID, res, err)
+		}
+	}
+	// Dispatched, then polled, not waited on: a wait would take its
+	// completion.
+	if _, err := r2.Dispatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		p, err := r2.Poll(ctx, last)
+		if err != nil {
+			t.Fatalf("poll of the cut job: %v", err)
+		}
+		if p.Status == receipts.StatusLost {
+			break
+		}
+		if p.Status != receipts.StatusQueued {
+			t.Fatalf("the cut job is %s, want lost", p.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rec, err := r2.Receipt(ctx, last)
+	if err != nil || rec.Status != receipts.StatusLost || !strings.Contains(rec.Error, "damaged") {
+		t.Fatalf("receipt of the cut job = %+v, %v", rec, err)
+	}
+	cs, err := r2.Completions(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cs {
+		ids = append(ids, c.ID)
+	}
+	if !slices.Contains(ids, last) {
+		t.Fatalf("completions %v lack the lost job %s", ids, last)
+	}
 }

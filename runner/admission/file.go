@@ -23,6 +23,16 @@ var errDamaged = errors.New("damaged")
 // rewritten whole under a flock by whichever process of the profile changes
 // it. A profile's queue is short (it is bounded by queued_jobs), so the
 // whole-file rewrite is cheaper than anything cleverer.
+//
+// Each job that waits in the queue also has a journal file of its own,
+// jobs/<id>.queued, renamed to jobs/<id>.started when it leaves the queue
+// and removed when its slot is released. The ledger file alone would be
+// one write from losing every job it holds: a ledger that no longer
+// decodes (truncated, overwritten) is rebuilt from what of it still reads
+// and from the journal, so that no accepted job vanishes. What cannot be
+// read back whole (an entry cut in the middle, an unreadable journal file)
+// stays in the queue without its request, and whoever dispatches it
+// records it lost, with a receipt and a completion for its owner.
 type FileLedger struct {
 	dir string
 }
@@ -63,6 +73,19 @@ func (l *FileLedger) read() (*fileState, error) {
 	return st, nil
 }
 
+// load reads the state, rebuilding a damaged ledger first (see recover),
+// so that a reader sees the jobs a damaged file lost.
+func (l *FileLedger) load(ctx context.Context) (*fileState, error) {
+	st, err := l.read()
+	if !errors.Is(err, errDamaged) {
+		return st, err
+	}
+	if err := l.update(ctx, func(*fileState) (bool, error) { return false, nil }); err != nil {
+		return nil, err
+	}
+	return l.read()
+}
+
 // update runs f on the state under the lock and writes it back when f says
 // it changed.
 func (l *FileLedger) update(ctx context.Context, f func(*fileState) (bool, error)) error {
@@ -75,20 +98,18 @@ func (l *FileLedger) update(ctx context.Context, f func(*fileState) (bool, error
 	}
 	defer unlock()
 	st, err := l.read()
+	recovered := false
 	if errors.Is(err, errDamaged) {
-		// A damaged ledger must not stop every start: it is kept aside
-		// for whoever wants to look, and counting starts afresh.
-		aside := fmt.Sprintf("%s.damaged-%d", l.path(), time.Now().UnixNano())
-		if rerr := os.Rename(l.path(), aside); rerr != nil {
-			return fmt.Errorf("%w (and it could not be moved aside: %v)", err, rerr)
-		}
-		st, err = &fileState{Running: map[string]Entry{}}, nil
+		// A damaged ledger must not stop every start, nor lose a job:
+		// it is rebuilt, and counting goes on.
+		st, err = l.recover()
+		recovered = err == nil
 	}
 	if err != nil {
 		return err
 	}
 	changed, err := f(st)
-	if err != nil || !changed {
+	if err != nil || (!changed && !recovered) {
 		return err
 	}
 	b, err := json.Marshal(st)
@@ -104,6 +125,11 @@ func (l *FileLedger) Admit(ctx context.Context, e Entry, lim Limits, now time.Ti
 	err := l.update(ctx, func(st *fileState) (bool, error) {
 		var err error
 		d, err = admit(st, e, lim, now)
+		if err == nil && d.Queued {
+			// Journalled before the ledger names it: a ledger lost from
+			// here on still leaves the job to recover.
+			err = l.journal(st.Queue[len(st.Queue)-1])
+		}
 		return err == nil, err
 	})
 	return d, err
@@ -149,6 +175,9 @@ func (l *FileLedger) Next(ctx context.Context, lim Limits) (*Entry, error) {
 			return false, nil
 		}
 		e := st.Queue[0]
+		if err := l.journalStarted(e.ID); err != nil {
+			return false, err
+		}
 		st.Queue = slices.Delete(st.Queue, 0, 1)
 		out = &e
 		// The slot keeps the request until the end is recorded: a
@@ -170,6 +199,7 @@ func (l *FileLedger) Release(ctx context.Context, id string) error {
 		delete(st.Running, id)
 		n := len(st.Queue)
 		st.Queue = slices.DeleteFunc(st.Queue, func(e Entry) bool { return e.ID == id })
+		l.unjournal(id)
 		return running || n != len(st.Queue), nil
 	})
 }
@@ -194,14 +224,17 @@ func (l *FileLedger) Cancel(ctx context.Context, id string) (bool, error) {
 		n := len(st.Queue)
 		st.Queue = slices.DeleteFunc(st.Queue, func(e Entry) bool { return e.ID == id })
 		was = n != len(st.Queue)
+		if was {
+			l.unjournal(id)
+		}
 		return was, nil
 	})
 	return was, err
 }
 
 // Queued implements Ledger.
-func (l *FileLedger) Queued(context.Context) ([]Entry, error) {
-	st, err := l.read()
+func (l *FileLedger) Queued(ctx context.Context) ([]Entry, error) {
+	st, err := l.load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +246,7 @@ func (l *FileLedger) Queued(context.Context) ([]Entry, error) {
 
 // Lookup implements Ledger.
 func (l *FileLedger) Lookup(ctx context.Context, id string) (*Entry, error) {
-	st, err := l.read()
+	st, err := l.load(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -230,8 +263,8 @@ func (l *FileLedger) Lookup(ctx context.Context, id string) (*Entry, error) {
 }
 
 // Running implements Ledger.
-func (l *FileLedger) Running(context.Context) ([]Entry, error) {
-	st, err := l.read()
+func (l *FileLedger) Running(ctx context.Context) ([]Entry, error) {
+	st, err := l.load(ctx)
 	if err != nil {
 		return nil, err
 	}
