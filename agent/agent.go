@@ -46,9 +46,12 @@ type Completer interface {
 // Notifier is where the session's completions are taken: any
 // runner.Service (the registry in-process, or a shared runner's client).
 type Notifier interface {
-	// Completions takes the completions of the session ctx carries,
-	// waiting up to wait for one.
-	Completions(ctx context.Context, wait time.Duration) ([]runner.Completion, error)
+	// LeaseCompletions takes the completions of the session ctx carries,
+	// waiting up to wait for one, and holds them for lease: unless
+	// AckCompletions names them by then, they are taken again.
+	LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]runner.Completion, error)
+	// AckCompletions says the completions of ids were delivered.
+	AckCompletions(ctx context.Context, ids []string) error
 	// List lists the processes visible to the session ctx carries.
 	List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error)
 }
@@ -123,6 +126,10 @@ type Agent struct {
 	messages  []openai.Message
 	turns     int
 	followUps int
+	// delivered are the processes whose completions a follow-up turn
+	// reported: a completion delivered twice (its lease ran out before
+	// the acknowledgement) is not reported again.
+	delivered map[string]bool
 	calls     int
 	usage     openai.Usage
 	// context is the context size the provider reported for the last call.
@@ -247,18 +254,41 @@ func (a *Agent) followUp(ctx context.Context, wait time.Duration) (answer string
 		return "", false, nil
 	}
 	ctx = a.withSession(ctx)
-	cs, err := n.Completions(ctx, wait)
+	taken, err := n.LeaseCompletions(ctx, wait, followUpLease)
 	if err != nil {
 		return "", false, fmt.Errorf("take completions: %w", err)
 	}
-	if len(cs) == 0 {
-		return "", false, nil
+	if a.delivered == nil {
+		a.delivered = map[string]bool{}
 	}
-	a.followUps++
-	a.opts.Observer.FollowUp(cs)
-	answer, err = a.turn(ctx, FollowUpMessage(cs), cs)
-	return answer, true, a.afterTurn(ctx, err)
+	ids := make([]string, 0, len(taken))
+	cs := taken[:0:0]
+	for _, c := range taken {
+		ids = append(ids, c.ID)
+		if !a.delivered[c.ID] {
+			a.delivered[c.ID] = true
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) > 0 {
+		a.followUps++
+		a.opts.Observer.FollowUp(cs)
+		answer, err = a.turn(ctx, FollowUpMessage(cs), cs)
+		err = a.afterTurn(ctx, err)
+	}
+	// Acknowledged once the turn that reports them has run: a process that
+	// dies before then leaves them to be taken again.
+	if len(ids) > 0 {
+		if aerr := n.AckCompletions(context.WithoutCancel(ctx), ids); aerr != nil && err == nil {
+			err = fmt.Errorf("acknowledge completions: %w", aerr)
+		}
+	}
+	return answer, len(cs) > 0, err
 }
+
+// followUpLease is how long a follow-up turn holds the completions it
+// reports before it acknowledges them: longer than any turn runs.
+const followUpLease = 15 * time.Minute
 
 // PendingNotify lists the running processes whose completions the session
 // will take: its own notify processes and, for a compression tip, those of

@@ -444,3 +444,51 @@ func TestStartSession(t *testing.T) {
 		t.Errorf("session = %+v, %v", got, err)
 	}
 }
+
+// repeatingNotifier hands out the same completion at every take, as a
+// store does when the acknowledgement of a lease was lost; it counts acks.
+type repeatingNotifier struct {
+	c    runner.Completion
+	mu   sync.Mutex
+	acks []string
+}
+
+func (n *repeatingNotifier) LeaseCompletions(context.Context, time.Duration, time.Duration) ([]runner.Completion, error) {
+	return []runner.Completion{n.c}, nil
+}
+
+func (n *repeatingNotifier) AckCompletions(_ context.Context, ids []string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.acks = append(n.acks, ids...)
+	return nil
+}
+
+func (n *repeatingNotifier) List(context.Context, runner.ListOptions) ([]*runner.Info, error) {
+	return nil, nil
+}
+
+// TestFollowUpDeduplicates: a completion handed out again (a lease that
+// ran out before its acknowledgement) never makes a second follow-up, and
+// each take is acknowledged.
+func TestFollowUpDeduplicates(t *testing.T) {
+	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "noted"} })
+	n := &repeatingNotifier{c: runner.Completion{ID: "proc_00000000abcd", Status: "exited", Message: "[IMPORTANT: Background process proc_00000000abcd exited (exit code 0).]"}}
+	a, err := agent.New(agent.Options{Client: p.client(), Model: "test-model", Notifier: n, SessionID: "sess-dedup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 10*time.Second)
+	for i, want := range []bool{true, false, false} {
+		_, delivered, err := a.FollowUp(ctx)
+		if err != nil || delivered != want {
+			t.Fatalf("follow-up %d: delivered %v, %v; want %v", i, delivered, err, want)
+		}
+	}
+	if got := len(p.requests()); got != 1 {
+		t.Fatalf("%d model calls; want one follow-up turn", got)
+	}
+	if len(n.acks) != 3 {
+		t.Fatalf("acks %v; want one per take", n.acks)
+	}
+}

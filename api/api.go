@@ -120,6 +120,17 @@ type EndSessionRequest struct {
 	Reason string `json:"reason"`
 }
 
+// AckCompletionsRequest is the body of POST
+// /v1/sessions/{id}/completions/ack: the process ids of the completions a
+// taker leased (GET .../completions?lease=DUR) and has delivered. The
+// answer has the same shape.
+type AckCompletionsRequest struct {
+	IDs []string `json:"ids"`
+}
+
+// MaxAckIDs bounds one acknowledgement.
+const MaxAckIDs = 1000
+
 // WaitResult answers POST /v1/processes/{id}/wait: the final log, or
 // TimedOut with status running when the wait's timeout passed first.
 type WaitResult struct {

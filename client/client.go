@@ -656,12 +656,21 @@ func (c *Client) Health(ctx context.Context) error {
 // Completions implements runner.Service with the long-poll of GET
 // /v1/sessions/{id}/completions, for the session carried by ctx.
 func (c *Client) Completions(ctx context.Context, wait time.Duration) ([]runner.Completion, error) {
+	return c.LeaseCompletions(ctx, wait, 0)
+}
+
+// LeaseCompletions implements runner.Service: GET
+// /v1/sessions/{id}/completions with a lease.
+func (c *Client) LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]runner.Completion, error) {
 	session := sessions.Current(ctx)
 	if session == "" {
 		return nil, fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", runner.ErrInvalid)
 	}
 	wait = min(max(wait, 0), api.MaxWait)
 	q := url.Values{"wait": {wait.String()}}
+	if lease > 0 {
+		q.Set("lease", lease.String())
+	}
 	cctx, cancel := context.WithTimeout(ctx, wait+c.opts.Timeout)
 	defer cancel()
 	var out []runner.Completion
@@ -669,6 +678,23 @@ func (c *Client) Completions(ctx context.Context, wait time.Duration) ([]runner.
 		return nil, err
 	}
 	return out, nil
+}
+
+// AckCompletions implements runner.Service: POST
+// /v1/sessions/{id}/completions/ack.
+func (c *Client) AckCompletions(ctx context.Context, ids []string) error {
+	session := sessions.Current(ctx)
+	if session == "" {
+		return fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", runner.ErrInvalid)
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), api.MaxAckIDs)
+		if err := c.call(ctx, http.MethodPost, sessionPath(session, "/completions/ack"), nil, api.AckCompletionsRequest{IDs: ids[:n]}, nil); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
 }
 
 // StartSession implements runner.Service.

@@ -79,6 +79,9 @@ type Conn struct {
 	started bool   // the watcher runs
 	ss      *sdk.ServerSession
 	closed  bool
+	// delivered are the processes whose completions this connection
+	// returned: a completion taken again is not returned twice.
+	delivered map[string]bool
 
 	// onClose, when set, runs once when the connection closes.
 	onClose   func()

@@ -147,18 +147,50 @@ func (c *Conn) completions(ctx context.Context, args tools.Args) (string, bool, 
 		return "", true, err
 	}
 	wait = min(wait, tools.MaxWaitTimeout)
-	list, err := c.opts.Service.Completions(ctx, wait)
+	// Leased and acknowledged once the answer is built; a completion
+	// handed out again (an acknowledgement that did not arrive in time)
+	// is not given to the model twice.
+	taken, err := c.opts.Service.LeaseCompletions(ctx, wait, completionLease)
 	if err != nil {
 		return "", true, err
 	}
-	if list == nil {
-		list = []runner.Completion{}
+	list := c.undelivered(taken)
+	if len(taken) > 0 {
+		ids := make([]string, len(taken))
+		for i, t := range taken {
+			ids[i] = t.ID
+		}
+		if err := c.opts.Service.AckCompletions(context.WithoutCancel(ctx), ids); err != nil {
+			c.log.Warn("completions not acknowledged: they come back once their lease ends", "err", err)
+		}
 	}
 	b, err := json.Marshal(list)
 	if err != nil {
 		return "", true, fmt.Errorf("encode completions: %w", err)
 	}
 	return string(b), true, nil
+}
+
+// completionLease holds the completions a call takes until its answer is
+// built.
+const completionLease = time.Minute
+
+// undelivered is cs without those this connection gave its model before,
+// recorded as given now; never nil.
+func (c *Conn) undelivered(cs []runner.Completion) []runner.Completion {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.delivered == nil {
+		c.delivered = map[string]bool{}
+	}
+	out := []runner.Completion{}
+	for _, x := range cs {
+		if !c.delivered[x.ID] {
+			c.delivered[x.ID] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // blocks reports whether a call waits for a process to end: a wait, or a

@@ -51,6 +51,16 @@ type Service interface {
 	// sessions it continues by compression, waiting up to wait for one.
 	// Each is taken once, by whoever asks first.
 	Completions(ctx context.Context, wait time.Duration) ([]Completion, error)
+	// LeaseCompletions is Completions for a taker that acknowledges: what
+	// it returns is held for lease and comes back to be taken again
+	// unless AckCompletions names it before the lease ends, so a taker
+	// that dies between the take and the delivery loses nothing. A taker
+	// that delivered and died before acknowledging delivers again: takers
+	// deduplicate by process id. A lease of 0 is Completions.
+	LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]Completion, error)
+	// AckCompletions acknowledges the leased completions of ids (of the
+	// calling session's lineage): they are gone for good.
+	AckCompletions(ctx context.Context, ids []string) error
 	// StartSession records a session; EndSession ends one (once);
 	// Session and Sessions read them. Sessions belong to the profile (the
 	// tenant, on a runner), not to the calling session.

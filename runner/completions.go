@@ -102,6 +102,18 @@ func (r *Registry) CompletionReady() <-chan struct{} {
 // to whichever process of the profile asks first, even after the process
 // that started the job has gone.
 func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]Completion, error) {
+	return r.LeaseCompletions(ctx, wait, 0)
+}
+
+// MaxLease bounds a completion's lease: a taker that needs longer to hand
+// a completion on renews nothing, it takes again.
+const MaxLease = time.Hour
+
+// LeaseCompletions implements Service.
+func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]Completion, error) {
+	if lease < 0 || lease > MaxLease {
+		return nil, fmt.Errorf("%w: a lease must be between 0 and %s", ErrInvalid, MaxLease)
+	}
 	scope, err := r.Scope(ctx)
 	if err != nil {
 		return nil, err
@@ -109,7 +121,7 @@ func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]Compl
 	deadline := time.Now().Add(wait)
 	for {
 		ready := r.CompletionReady()
-		recs, err := r.opts.Store.TakeCompletions(ctx, scope)
+		recs, err := r.opts.Store.LeaseCompletions(ctx, scope, lease)
 		if err != nil {
 			return nil, fmt.Errorf("completions: %w", err)
 		}
@@ -134,6 +146,23 @@ func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]Compl
 		}
 		t.Stop()
 	}
+}
+
+// AckCompletions implements Service.
+func (r *Registry) AckCompletions(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if !receipts.IsID(id) {
+			return fmt.Errorf("%w: %q is not a process id", ErrInvalid, Clip(id))
+		}
+	}
+	scope, err := r.Scope(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.opts.Store.AckCompletions(ctx, scope, ids); err != nil {
+		return fmt.Errorf("acknowledge completions: %w", err)
+	}
+	return nil
 }
 
 // dropCompletion takes the completion of a process whose final output the

@@ -52,6 +52,7 @@ func (s *Server) routes() *router {
 	mux.HandleFunc("POST /v1/sessions/{id}/end", s.api(handlerBudget, s.endSession))
 	mux.HandleFunc("POST /v1/sessions/{id}/resume", s.api(handlerBudget, s.resumeSession))
 	mux.HandleFunc("GET /v1/sessions/{id}/completions", s.api(0, s.completions))
+	mux.HandleFunc("POST /v1/sessions/{id}/completions/ack", s.api(handlerBudget, s.completionsAck))
 	// MCP over streamable HTTP (POST, GET for the event stream, DELETE);
 	// the SDK answers other methods.
 	mux.HandleFunc("/mcp", s.api(0, s.serveMCP))

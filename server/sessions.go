@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -120,40 +121,37 @@ func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request, t *Tenant
 	writeJSON(w, http.StatusOK, sess)
 }
 
-// completions handles GET /v1/sessions/{id}/completions?wait=DUR: it takes
-// the session's completions, waiting up to wait (at most api.MaxWait) for
-// one to arrive. The caller must be the session or a compression
-// descendant of it; anyone else is answered as if the session did not
-// exist.
+// completions handles GET /v1/sessions/{id}/completions?wait=DUR&lease=DUR:
+// it takes the session's completions, waiting up to wait (at most
+// api.MaxWait) for one to arrive. With a lease, what it returns comes back
+// to be taken again unless acknowledged (completionsAck) before the lease
+// ends. The caller must be the session or a compression descendant of it;
+// anyone else is answered as if the session did not exist.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	id := r.PathValue("id")
-	if sessions.Current(r.Context()) == "" {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "taking completions needs the "+api.HeaderSession+" header: the session or a compression descendant of it")
+	id, ok := s.lineageSession(w, r, t)
+	if !ok {
 		return
 	}
-	wait := time.Duration(0)
-	if v := r.URL.Query().Get("wait"); v != "" {
-		d, err := api.ParseDuration(v)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "wait: "+err.Error())
-			return
+	var wait, lease time.Duration
+	for _, p := range []struct {
+		name string
+		to   *time.Duration
+		max  time.Duration
+	}{{"wait", &wait, api.MaxWait}, {"lease", &lease, runner.MaxLease}} {
+		if v := r.URL.Query().Get(p.name); v != "" {
+			d, err := api.ParseDuration(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, p.name+": "+err.Error())
+				return
+			}
+			*p.to = min(d, p.max)
 		}
-		wait = min(d, api.MaxWait)
-	}
-	scope, err := t.Registry.Scope(r.Context())
-	if err != nil {
-		s.sessionFailed(w, r, err)
-		return
-	}
-	if !scope.Allows(id) {
-		writeError(w, http.StatusNotFound, api.CodeSessionNotFound, "session "+runner.Clip(id)+" not found among the caller's lineage")
-		return
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + handlerBudget))
 	ctx, cancel := s.untilDrained(r.Context())
 	defer cancel()
 	ctx = sessions.WithCurrent(ctx, id)
-	cs, err := t.Registry.Completions(ctx, wait)
+	cs, err := t.Registry.LeaseCompletions(ctx, wait, lease)
 	if err != nil && errors.Is(err, context.Canceled) && r.Context().Err() == nil {
 		cs, err = []runner.Completion{}, nil // draining: an empty answer, asked again elsewhere
 	}
@@ -162,4 +160,53 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, t *Tenant) 
 		return
 	}
 	writeJSON(w, http.StatusOK, cs)
+}
+
+// completionsAck handles POST /v1/sessions/{id}/completions/ack: the
+// leased completions it names are delivered, gone for good. The answer
+// repeats the ids.
+func (s *Server) completionsAck(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := s.lineageSession(w, r, t)
+	if !ok {
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	var req api.AckCompletionsRequest
+	if err := decodeStrict(body, "acknowledgement", &req); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	if len(req.IDs) > api.MaxAckIDs {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf("at most %d ids per acknowledgement", api.MaxAckIDs))
+		return
+	}
+	if err := t.Registry.AckCompletions(sessions.WithCurrent(r.Context(), id), req.IDs); err != nil {
+		s.sessionFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.AckCompletionsRequest{IDs: req.IDs})
+}
+
+// lineageSession is the session a completions request names, once the
+// caller (X-Hermes-Session) is proven to be it or a compression
+// descendant of it; otherwise it answers and returns false.
+func (s *Server) lineageSession(w http.ResponseWriter, r *http.Request, t *Tenant) (string, bool) {
+	id := r.PathValue("id")
+	if sessions.Current(r.Context()) == "" {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "taking completions needs the "+api.HeaderSession+" header: the session or a compression descendant of it")
+		return "", false
+	}
+	scope, err := t.Registry.Scope(r.Context())
+	if err != nil {
+		s.sessionFailed(w, r, err)
+		return "", false
+	}
+	if !scope.Allows(id) {
+		writeError(w, http.StatusNotFound, api.CodeSessionNotFound, "session "+runner.Clip(id)+" not found among the caller's lineage")
+		return "", false
+	}
+	return id, true
 }

@@ -266,3 +266,52 @@ func TestCompletionsAcrossReplicas(t *testing.T) {
 		t.Errorf("replica A hands out a taken completion: %d %+v", status, cs)
 	}
 }
+
+// TestCompletionLeaseAPI: a long-poll taker that dies after the server
+// answered (stopped, then killed: the server cannot tell) loses nothing
+// when it asked with a lease: the completion is taken again once the lease
+// ends, and is gone for good only once acknowledged.
+func TestCompletionLeaseAPI(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	ts.startSession(t, "", `{"id":"owner"}`)
+	ts.startSession(t, "", `{"id":"stranger"}`)
+	id := ts.startJob(t, "", "owner", map[string]any{"command": "echo leased", "notify": true})
+	ts.pollUntilEnded(t, "owner", id)
+	lease := func(wait string) []completionItem {
+		t.Helper()
+		a := ts.do(t, call{method: "GET", path: "/v1/sessions/owner/completions?lease=1s&wait=" + wait, session: "owner"})
+		if a.status != http.StatusOK {
+			t.Fatalf("lease: %d %s", a.status, a.body)
+		}
+		var cs []completionItem
+		a.json(t, &cs)
+		return cs
+	}
+	if cs := lease("5s"); len(cs) != 1 || cs[0].SessionID != id {
+		t.Fatalf("first taker leased %+v", cs)
+	}
+	// The first taker dies here, unacknowledged. While its lease runs,
+	// nobody else gets the completion.
+	if status, cs := ts.takeCompletions(t, "", "owner", "owner", "0s"); status != 200 || len(cs) != 0 {
+		t.Fatalf("taken during the lease: %d %+v", status, cs)
+	}
+	cs := lease("5s") // returns once the lease has ended
+	if len(cs) != 1 || cs[0].SessionID != id {
+		t.Fatalf("after the lease ended, the next taker got %+v", cs)
+	}
+	ack := func(session, body string) int {
+		return ts.do(t, call{method: "POST", path: "/v1/sessions/owner/completions/ack", session: session, body: []byte(body), contentType: "application/json"}).status
+	}
+	if st := ack("stranger", `{"ids":["`+id+`"]}`); st != http.StatusNotFound {
+		t.Fatalf("a stranger's ack: %d", st)
+	}
+	for body, want := range map[string]int{`{"ids":["nope"]}`: 400, `{"ids":1}`: 400, `{}`: 200, `{"ids":["` + id + `"]}`: 200} {
+		if st := ack("owner", body); st != want {
+			t.Fatalf("ack %s: %d, want %d", body, st, want)
+		}
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if status, cs := ts.takeCompletions(t, "", "owner", "owner", "0s"); status != 200 || len(cs) != 0 {
+		t.Fatalf("an acknowledged completion came back: %d %+v", status, cs)
+	}
+}

@@ -21,6 +21,7 @@ type SessionCmd struct {
 	Show        SessionShowCmd        `cmd:"" help:"Print one session's record as JSON."`
 	Ls          SessionLsCmd          `cmd:"" help:"List the sessions of this profile (or runner tenant), the most recently started first."`
 	Completions SessionCompletionsCmd `cmd:"" help:"Take the completions of HERMES_SESSION_ID's notify processes: print them as a JSON array, each taken once."`
+	Ack         SessionAckCmd         `cmd:"" help:"Acknowledge completions taken with --lease: they are gone for good."`
 }
 
 // SessionStartCmd is hermes session start.
@@ -146,31 +147,73 @@ func orDash(s string) string {
 
 // SessionCompletionsCmd is hermes session completions.
 type SessionCompletionsCmd struct {
-	Wait string `help:"Wait up to this long (e.g. 30s) for a completion when none is there yet; default: answer at once." placeholder:"DUR"`
+	Wait  string `help:"Wait up to this long (e.g. 30s) for a completion when none is there yet; default: answer at once." placeholder:"DUR"`
+	Lease string `help:"Hold what is printed for this long (at most 1h) instead of taking it for good: unless acknowledged (hermes session ack ID...) before then, it is taken again. For a taker that may die before it hands the completions on." placeholder:"DUR"`
 }
+
+// printLease is how long a plain take holds its completions until they
+// are printed: a hermes killed between the take and the print loses
+// nothing, since they come back after it.
+const printLease = time.Minute
 
 // Run implements the command.
 func (c *SessionCompletionsCmd) Run(ctx context.Context, g *Globals) error {
-	var wait time.Duration
-	if c.Wait != "" {
-		d, err := duration.Parse(c.Wait)
-		if err != nil {
-			return badInput("--wait: %v", err)
+	var wait, lease time.Duration
+	for _, f := range []struct {
+		name, v string
+		to      *time.Duration
+	}{{"--wait", c.Wait, &wait}, {"--lease", c.Lease, &lease}} {
+		if f.v == "" {
+			continue
 		}
-		wait = d
+		d, err := duration.Parse(f.v)
+		if err != nil {
+			return badInput("%s: %v", f.name, err)
+		}
+		*f.to = d
+	}
+	if lease > runner.MaxLease {
+		return badInput("--lease: at most %s", runner.MaxLease)
 	}
 	if g.Getenv("HERMES_SESSION_ID") == "" {
 		return badInput("hermes session completions takes the completions of HERMES_SESSION_ID: set it to the session that started the jobs (or a compression descendant)")
 	}
 	return onSessions(ctx, g, "session completions", func(ctx context.Context, svc runner.Service) error {
-		cs, err := svc.Completions(ctx, wait)
+		held := lease
+		if held == 0 {
+			held = printLease
+		}
+		cs, err := svc.LeaseCompletions(ctx, wait, held)
 		if err != nil {
 			return err
 		}
 		if cs == nil {
 			cs = []runner.Completion{}
 		}
-		return printJSON(g, cs)
+		if err := printJSON(g, cs); err != nil || lease > 0 || len(cs) == 0 {
+			return err
+		}
+		// Printed: taken for good.
+		ids := make([]string, len(cs))
+		for i, c := range cs {
+			ids[i] = c.ID
+		}
+		return svc.AckCompletions(ctx, ids)
+	})
+}
+
+// SessionAckCmd is hermes session ack.
+type SessionAckCmd struct {
+	IDs []string `arg:"" name:"id" help:"Process ids of completions taken with hermes session completions --lease."`
+}
+
+// Run implements the command.
+func (c *SessionAckCmd) Run(ctx context.Context, g *Globals) error {
+	if g.Getenv("HERMES_SESSION_ID") == "" {
+		return badInput("hermes session ack acknowledges completions of HERMES_SESSION_ID: set it to the session that took them")
+	}
+	return onSessions(ctx, g, "session ack", func(ctx context.Context, svc runner.Service) error {
+		return svc.AckCompletions(ctx, c.IDs)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -64,20 +65,52 @@ func (s *FileStore) markPending(r *Receipt) error {
 	return nil
 }
 
+// A leased completion's marker is renamed to <id>.lease-<expiry>, the
+// expiry in Unix nanoseconds: rename(2), like unlink, succeeds for one
+// taker, and the name carries the lease, so no second step can race. A
+// lease past its expiry is renamed back to <id> by the next taker, which
+// makes it pending again; an acknowledgement removes it.
+const leaseInfix = ".lease-"
+
 // TakeCompletions implements Store.
-func (s *FileStore) TakeCompletions(_ context.Context, scope Scope) ([]*Receipt, error) {
+func (s *FileStore) TakeCompletions(ctx context.Context, scope Scope) ([]*Receipt, error) {
+	return s.LeaseCompletions(ctx, scope, 0)
+}
+
+// LeaseCompletions implements Store.
+func (s *FileStore) LeaseCompletions(_ context.Context, scope Scope, lease time.Duration) ([]*Receipt, error) {
 	var out []*Receipt
+	now := time.Now()
 	for _, owner := range scope.Owners {
 		dir := s.ownerDir(owner)
 		names, err := readNames(dir)
 		if err != nil {
 			return out, err
 		}
-		for _, id := range names {
-			if !IsID(id) {
-				continue
+		pending := names[:0:0]
+		for _, name := range names {
+			id, expiry, leased := parseMarker(name)
+			switch {
+			case !IsID(id):
+			case !leased:
+				pending = append(pending, id)
+			case now.After(expiry):
+				// The taker never acknowledged: it is pending again, for
+				// whoever renames it back first.
+				if os.Rename(filepath.Join(dir, name), filepath.Join(dir, id)) == nil {
+					pending = append(pending, id)
+				}
 			}
-			if err := os.Remove(filepath.Join(dir, id)); err != nil {
+		}
+		for _, id := range pending {
+			from := filepath.Join(dir, id)
+			var err error
+			if lease > 0 {
+				err = os.Rename(from, filepath.Join(dir, id+leaseInfix+strconv.FormatInt(now.Add(lease).UnixNano(), 10)))
+			} else {
+				err = os.Remove(from)
+			}
+			if err != nil {
 				continue // another taker won it
 			}
 			r, err := s.load(id)
@@ -93,14 +126,50 @@ func (s *FileStore) TakeCompletions(_ context.Context, scope Scope) ([]*Receipt,
 	return out, nil
 }
 
-// DropCompletion implements Store.
+// parseMarker splits a marker's name into the process id and, for a
+// leased one, the lease's expiry.
+func parseMarker(name string) (id string, expiry time.Time, leased bool) {
+	id, rest, leased := strings.Cut(name, leaseInfix)
+	if !leased {
+		return name, time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return id, time.Unix(0, ns), true
+}
+
+// AckCompletions implements Store.
+func (s *FileStore) AckCompletions(ctx context.Context, scope Scope, ids []string) error {
+	for _, id := range ids {
+		if !IsID(id) {
+			return fmt.Errorf("%w: %q", ErrInvalidID, id)
+		}
+	}
+	for _, owner := range scope.Owners {
+		for _, id := range ids {
+			if err := s.DropCompletion(ctx, id, owner); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DropCompletion implements Store: the marker, pending or leased.
 func (s *FileStore) DropCompletion(_ context.Context, id, owner string) error {
 	if !IsID(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
-	err := os.Remove(filepath.Join(s.ownerDir(owner), id))
+	dir := s.ownerDir(owner)
+	err := os.Remove(filepath.Join(dir, id))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("completion of %s: %w", id, err)
+	}
+	leases, _ := filepath.Glob(filepath.Join(dir, id+leaseInfix+"*"))
+	for _, l := range leases {
+		_ = os.Remove(l)
 	}
 	return nil
 }
@@ -141,12 +210,14 @@ func (s *FileStore) sweepCompletions(now time.Time) {
 			continue
 		}
 		kept := 0
-		for _, id := range names {
-			if _, err := os.Lstat(s.Path(id)); err == nil && IsID(id) {
-				kept++
-				continue
+		for _, name := range names {
+			if id, _, _ := parseMarker(name); IsID(id) {
+				if _, err := os.Lstat(s.Path(id)); err == nil {
+					kept++
+					continue
+				}
 			}
-			_ = os.Remove(filepath.Join(dir, id))
+			_ = os.Remove(filepath.Join(dir, name))
 		}
 		if info, err := o.Info(); err == nil && kept == 0 && now.Sub(info.ModTime()) > s.opts.Retention {
 			_ = os.Remove(dir) // fails harmlessly if a marker came meanwhile

@@ -227,6 +227,18 @@ type Store interface {
 	// expires. Each is taken once, however many processes sharing the
 	// store take at the same time; a Put never makes one.
 	TakeCompletions(ctx context.Context, scope Scope) ([]*Receipt, error)
+	// LeaseCompletions is TakeCompletions for a taker that acknowledges:
+	// each completion it returns is held for lease, and comes back to be
+	// taken again (by anyone in scope) unless AckCompletions removes it
+	// before then. A taker that crashes between the take and the delivery
+	// loses nothing; one that delivered and crashed before its ack
+	// delivers again, so takers deduplicate by process id. A lease of 0
+	// is TakeCompletions. Expired leases are pending again for
+	// TakeCompletions too.
+	LeaseCompletions(ctx context.Context, scope Scope, lease time.Duration) ([]*Receipt, error)
+	// AckCompletions removes the completions of ids owned by the owners
+	// in scope, leased or pending: their taker delivered them.
+	AckCompletions(ctx context.Context, scope Scope, ids []string) error
 	// DropCompletion takes the completion of process id, owned by owner,
 	// if it is still pending, without returning it: its owner read the
 	// final output.

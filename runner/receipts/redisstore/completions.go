@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -21,12 +22,18 @@ import (
 
 // TakeCompletions implements receipts.Store.
 func (s *Store) TakeCompletions(ctx context.Context, scope receipts.Scope) ([]*receipts.Receipt, error) {
+	return s.LeaseCompletions(ctx, scope, 0)
+}
+
+// LeaseCompletions implements receipts.Store. Leased completions wait in
+// "P cl:<owner>", scored by when the lease ends (takeScript).
+func (s *Store) LeaseCompletions(ctx context.Context, scope receipts.Scope, lease time.Duration) ([]*receipts.Receipt, error) {
 	owners := dedupe(scope.Owners)
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 1+len(owners))
-	args = append(args, s.prefix)
+	args := make([]any, 0, 2+len(owners))
+	args = append(args, s.prefix, max(lease.Milliseconds(), 0))
 	for _, o := range owners {
 		args = append(args, o)
 	}
@@ -47,14 +54,34 @@ func (s *Store) TakeCompletions(ctx context.Context, scope receipts.Scope) ([]*r
 	return out, nil
 }
 
-// DropCompletion implements receipts.Store.
+// AckCompletions implements receipts.Store.
+func (s *Store) AckCompletions(ctx context.Context, scope receipts.Scope, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		if !receipts.IsID(id) {
+			return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
+		}
+		members[i] = id
+	}
+	pipe := s.rdb.Pipeline()
+	for _, o := range dedupe(scope.Owners) {
+		pipe.ZRem(ctx, s.prefix+"c:"+o, members...)
+		pipe.ZRem(ctx, s.prefix+"cl:"+o, members...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("acknowledge completions: redis: %w", err)
+	}
+	s.afterRedisOK()
+	return nil
+}
+
+// DropCompletion implements receipts.Store: pending or leased.
 func (s *Store) DropCompletion(ctx context.Context, id, owner string) error {
 	if !receipts.IsID(id) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
-	if err := s.rdb.ZRem(ctx, s.prefix+"c:"+owner, id).Err(); err != nil {
-		return fmt.Errorf("completion of %s: redis: %w", id, err)
-	}
-	s.afterRedisOK()
-	return nil
+	return s.AckCompletions(ctx, receipts.Scope{Owners: []string{owner}}, []string{id})
 }

@@ -44,6 +44,7 @@ local function drop(p, ids)
     bulk('ZREM', p .. 's:' .. o, list)
     bulk('ZREM', p .. 'sl:' .. o, list)
     bulk('ZREM', p .. 'c:' .. o, list)
+    bulk('ZREM', p .. 'cl:' .. o, list)
   end
   local keys = {}
   for i, id in ipairs(ids) do
@@ -247,21 +248,45 @@ return {#ids, #gone}
 
 // takeScript removes and returns the pending completions of the given
 // owners: the bodies of their receipts, skipping those that expired. It
-// is one atomic step, so concurrent takers never share a completion.
+// is one atomic step, so concurrent takers never share a completion. With
+// a lease, each taken completion moves to "P cl:O", scored by when its
+// lease ends; leases that have ended move back to "P c:O" first, so an
+// unacknowledged completion is taken again.
 //
-// ARGV: prefix, owner... Returns the receipt bodies.
-var takeScript = redis.NewScript(`
-local p, out = ARGV[1], {}
-for i = 2, #ARGV do
-  local key = p .. 'c:' .. ARGV[i]
+// ARGV: prefix, lease ms (0: take for good), owner... Returns the receipt
+// bodies.
+var takeScript = redis.NewScript(luaHelpers + `
+local p, lease, out = ARGV[1], tonumber(ARGV[2]), {}
+local now = now_ms()
+for i = 3, #ARGV do
+  local key, leased = p .. 'c:' .. ARGV[i], p .. 'cl:' .. ARGV[i]
+  local back = redis.call('ZRANGEBYSCORE', leased, '-inf', now)
+  if #back > 0 then
+    redis.call('ZREMRANGEBYSCORE', leased, '-inf', now)
+    local list = {}
+    for _, id in ipairs(back) do
+      list[#list + 1] = now
+      list[#list + 1] = id
+    end
+    bulk('ZADD', key, list)
+    redis.call('PEXPIRE', key, math.max(redis.call('PTTL', leased), 1000))
+  end
   local ids = redis.call('ZRANGE', key, 0, -1)
   if #ids > 0 then
+    local ttl = redis.call('PTTL', key)
     redis.call('DEL', key)
+    local list = {}
     for _, id in ipairs(ids) do
       local body = redis.call('GET', p .. 'r:' .. id)
       if body then
         out[#out + 1] = body
+        list[#list + 1] = now + lease
+        list[#list + 1] = id
       end
+    end
+    if lease > 0 and #list > 0 then
+      bulk('ZADD', leased, list)
+      redis.call('PEXPIRE', leased, math.max(ttl, redis.call('PTTL', leased), lease + 1000))
     end
   end
 end

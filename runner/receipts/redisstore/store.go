@@ -17,6 +17,7 @@
 //	P idx        zset    every receipt of the profile, score = when it was written (server clock, Unix ms)
 //	P owners     hash    id → owner, to find a receipt's indices once its key is gone
 //	P c:O        zset    owner O's pending completions, score = finished_at (completions.go)
+//	P cl:O       zset    owner O's leased completions, score = when the lease ends (completions.go)
 //
 // A write is one Lua script: it sets the receipt with its TTL, adds it to
 // the indices and trims the profile to MaxRetained by dropping the receipts

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -159,5 +160,65 @@ func testCompletionTrimmed(t *testing.T, open opener, _ Harness) {
 		if pid == id(0) || pid == id(1) {
 			t.Errorf("took %v: the completion of a trimmed receipt", got)
 		}
+	}
+}
+
+// lease takes the completions of owners under a lease and returns their ids.
+func lease(t *testing.T, s receipts.Store, d time.Duration, owners ...string) []string {
+	t.Helper()
+	got, err := s.LeaseCompletions(context.Background(), scope(owners...), d)
+	if err != nil {
+		t.Fatalf("LeaseCompletions(%q): %v", owners, err)
+	}
+	out := make([]string, len(got))
+	for i, r := range got {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// testCompletionLease: a leased completion is held from other takers while
+// its lease runs, comes back once it ends unacknowledged (a taker that
+// crashed mid-delivery), and is gone for good once acknowledged, even
+// after its lease would have ended.
+func testCompletionLease(t *testing.T, open opener, _ Harness) {
+	s := open(t, "a", receipts.Options{})
+	other := open(t, "a", receipts.Options{}) // another process or replica
+	create(t, s, notifying(id(1), "alice", 1, true), notifying(id(2), "alice", 2, true))
+	const d = 400 * time.Millisecond
+	if got := lease(t, s, d, "alice"); !eq(got, []string{id(1), id(2)}) {
+		t.Fatalf("leased %v", got)
+	}
+	if got := take(t, other, "alice"); len(got) != 0 {
+		t.Fatalf("another taker took %v while the lease ran", got)
+	}
+	if err := s.AckCompletions(context.Background(), scope("alice"), []string{id(1)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d + 200*time.Millisecond)
+	// id(2) was never acknowledged: its taker is presumed dead.
+	if got := lease(t, other, d, "alice"); !eq(got, []string{id(2)}) {
+		t.Fatalf("after the lease ended, took %v; want the unacknowledged one again", got)
+	}
+	if err := other.AckCompletions(context.Background(), scope("alice"), []string{id(2)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d + 200*time.Millisecond)
+	if got := take(t, s, "alice"); len(got) != 0 {
+		t.Fatalf("acknowledged completions came back: %v", got)
+	}
+	// A lease that ends is pending for a plain take too, and a drop
+	// removes a leased one.
+	create(t, s, notifying(id(3), "alice", 3, true), notifying(id(4), "alice", 4, true))
+	lease(t, s, d, "alice")
+	if err := s.DropCompletion(context.Background(), id(4), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d + 200*time.Millisecond)
+	if got := take(t, other, "alice"); !eq(got, []string{id(3)}) {
+		t.Fatalf("plain take after a lease ended = %v", got)
+	}
+	if err := s.AckCompletions(context.Background(), scope("alice"), []string{"nope"}); !errors.Is(err, receipts.ErrInvalidID) {
+		t.Fatalf("ack of a bad id = %v", err)
 	}
 }

@@ -85,6 +85,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentPuts", testConcurrentPuts},
 		{"Completions", testCompletions},
 		{"DropCompletion", testDropCompletion},
+		{"CompletionLease", testCompletionLease},
 		{"CompletionRace", testCompletionRace},
 		{"CompletionExpires", testCompletionExpires},
 		{"CompletionTrimmed", testCompletionTrimmed},
