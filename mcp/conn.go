@@ -60,6 +60,29 @@ type Options struct {
 	// ProgressInterval is how often a blocking wait reports progress.
 	// Default DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// Source is the source of the sessions the connection records;
+	// default SessionSource.
+	Source string
+	// CallSession, when set, names the session of one tool call from
+	// the call's _meta, for a host that says there which of its sessions
+	// calls (Codex: its thread), and the source to record it with; ""
+	// falls back to the connection's session.
+	CallSession func(meta map[string]any) (id, source string)
+	// Waker, when set, wakes a host that has no hook able to: when a
+	// notify job started by a call it claims ends, it hands the host the
+	// session's completions.
+	Waker Waker
+}
+
+// Waker wakes an idle host with the completions of a session: for a host
+// whose hooks cannot wait in the background (the Codex terminal), hermes
+// itself hands them over when a job ends.
+type Waker interface {
+	// Target says whether the call with meta comes from a host this
+	// waker wakes, and what to wake (a Codex thread).
+	Target(meta map[string]any) (target string, ok bool)
+	// Wake hands message to target as a new user turn.
+	Wake(ctx context.Context, target, message string) error
 }
 
 // Conn is one MCP connection.
@@ -82,6 +105,11 @@ type Conn struct {
 	// delivered are the processes whose completions this connection
 	// returned: a completion taken again is not returned twice.
 	delivered map[string]bool
+
+	// recorded are the per-call sessions known to exist.
+	recorded map[string]bool
+	// wake maps a session to the target its completions go to (Waker).
+	wake map[string]string
 
 	// onClose, when set, runs once when the connection closes.
 	onClose   func()
@@ -205,7 +233,13 @@ func (c *Conn) close() {
 // client is ready for notifications, and closes the connection when the
 // SDK session ends (a DELETE or an idle timeout over HTTP, EOF on stdio).
 func (c *Conn) initialized(ss *sdk.ServerSession) {
-	if _, err := c.sessionID(c.ctx); err != nil {
+	if c.opts.Session != "" && c.opts.Source != "" {
+		// A host's session, named after the host's own: recorded on
+		// first use, continued as it is when the host resumes it.
+		if err := c.record(c.ctx, c.opts.Session, c.opts.Source); err != nil {
+			c.log.Error("mcp session not recorded", "err", err)
+		}
+	} else if _, err := c.sessionID(c.ctx); err != nil {
 		c.log.Error("mcp session not recorded", "err", err)
 	}
 	c.mu.Lock()
@@ -236,7 +270,7 @@ func (c *Conn) sessionID(ctx context.Context) (string, error) {
 	if c.closed {
 		return "", errors.New("mcp: connection closed")
 	}
-	s, err := c.opts.Service.StartSession(ctx, runner.SessionRequest{Source: SessionSource})
+	s, err := c.opts.Service.StartSession(ctx, runner.SessionRequest{Source: c.source()})
 	if err != nil {
 		return "", fmt.Errorf("record mcp session: %w", err)
 	}
@@ -253,6 +287,59 @@ func (c *Conn) scoped(ctx context.Context) (context.Context, error) {
 		return ctx, err
 	}
 	return sessions.WithCurrent(ctx, id), nil
+}
+
+func (c *Conn) source() string {
+	if c.opts.Source != "" {
+		return c.opts.Source
+	}
+	return SessionSource
+}
+
+// callScoped is scoped for one tool call: the session its _meta names
+// (CallSession), recorded on first use, else the connection's.
+func (c *Conn) callScoped(ctx context.Context, meta map[string]any) (context.Context, string, error) {
+	id, source := "", ""
+	if c.opts.CallSession != nil {
+		id, source = c.opts.CallSession(meta)
+	}
+	if id == "" || runner.CheckLabel("session", id) != nil {
+		ctx, err := c.scoped(ctx)
+		return ctx, sessions.Current(ctx), err
+	}
+	if err := c.record(ctx, id, source); err != nil {
+		return ctx, "", err
+	}
+	return sessions.WithCurrent(ctx, id), id, nil
+}
+
+// record makes sure session id exists, recording it on first use. One
+// that exists already (a host session resumed) is used as it is.
+func (c *Conn) record(ctx context.Context, id, source string) error {
+	c.mu.Lock()
+	known := c.recorded[id]
+	c.mu.Unlock()
+	if known {
+		return nil
+	}
+	if _, err := c.opts.Service.Session(ctx, id); err != nil {
+		if !errors.Is(err, sessions.ErrNotFound) {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		if source == "" {
+			source = c.source()
+		}
+		if _, err := c.opts.Service.StartSession(ctx, runner.SessionRequest{ID: id, Source: source}); err != nil && !errors.Is(err, sessions.ErrExists) {
+			return fmt.Errorf("record session %s: %w", id, err)
+		}
+	}
+	c.mu.Lock()
+	if c.recorded == nil {
+		c.recorded = map[string]bool{}
+	}
+	c.recorded[id] = true
+	c.mu.Unlock()
+	return nil
 }
 
 // DefaultLogLevel is the level of a session until its client sets one.

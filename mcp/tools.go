@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
 )
 
 // DefaultProgressInterval is how often a blocking wait tells a client that
@@ -25,7 +26,7 @@ const ActionCompletions = "completions"
 // addTools registers terminal and process_manage: the agent's own tools,
 // driven through a runner that tells the watcher about notify starts.
 func (c *Conn) addTools() error {
-	run := trackingRunner{Service: c.opts.Service, watch: c.watch}
+	run := trackingRunner{Service: c.opts.Service, watch: c.watch, conn: c}
 	term := c.opts.Terminal
 	term.Runner = run
 	terminal, err := tools.NewTerminal(term)
@@ -71,7 +72,10 @@ func toolOf(t tools.Tool, schema json.RawMessage, ann *sdk.ToolAnnotations) *sdk
 	if t.Name() == "process_manage" {
 		desc += " completions: take the results of this session's finished notify processes (each returned once; timeout waits for one)."
 	}
-	return &sdk.Tool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: schema, Annotations: ann}
+	// Claude Code defers the tools of MCP servers behind a search its
+	// model must make first; hermes's two are small and always wanted.
+	meta := sdk.Meta{"anthropic/alwaysLoad": true}
+	return &sdk.Tool{Name: def.Name, Title: ann.Title, Description: desc, InputSchema: schema, Annotations: ann, Meta: meta}
 }
 
 // withCompletions adds the completions action to process_manage's schema,
@@ -107,9 +111,15 @@ type extra func(ctx context.Context, args tools.Args) (content string, handled b
 // protocol error.
 func (c *Conn) handler(t tools.Tool, more extra) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		ctx, err := c.scoped(ctx)
+		meta := req.Params.GetMeta()
+		ctx, session, err := c.callScoped(ctx, meta)
 		if err != nil {
 			return errorResult(err), nil
+		}
+		if c.opts.Waker != nil {
+			if target, ok := c.opts.Waker.Target(meta); ok {
+				ctx = context.WithValue(ctx, wakeKey{}, wakeTarget{session: session, target: target})
+			}
 		}
 		args, err := tools.ParseArgs(string(req.Params.Arguments))
 		if err != nil {
@@ -293,15 +303,26 @@ func errorResult(err error) *sdk.CallToolResult {
 type trackingRunner struct {
 	runner.Service
 	watch *watcher
+	conn  *Conn
 }
 
 // Start implements tools.Runner.
 func (r trackingRunner) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
 	info, err := r.Service.Start(ctx, req)
 	if err == nil && info != nil {
-		r.watch.track(info.ID, info.NotifyOnComplete)
+		if w, ok := ctx.Value(wakeKey{}).(wakeTarget); ok && info.NotifyOnComplete {
+			r.conn.setWake(w.session, w.target)
+		}
+		r.watch.track(info.ID, info.NotifyOnComplete, sessions.Current(ctx))
 	}
 	return info, err
 }
+
+// wakeKey carries a call's wakeTarget to the start it makes.
+type wakeKey struct{}
+
+// wakeTarget is where the completions of a session go when its host has
+// to be woken by hermes (Options.Waker).
+type wakeTarget struct{ session, target string }
 
 func ptr[T any](v T) *T { return &v }

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/sessions"
 )
 
 // watcher notices the ends of the session's processes and hands each to
@@ -23,29 +24,37 @@ type watcher struct {
 	svc      runner.Service
 	interval time.Duration
 	log      *slog.Logger
-	announce func(ctx context.Context, ss *sdk.ServerSession, id string, notify bool)
+	announce func(ctx context.Context, ss *sdk.ServerSession, job tracked)
 
 	wake chan struct{}
 
 	mu      sync.Mutex
-	tracked map[string]bool // running process id -> notify
+	tracked map[string]tracked // running process id -> what is known of it
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
+// tracked is a process the watcher waits for.
+type tracked struct {
+	id     string
+	notify bool
+	// session owns it; "" is the connection's.
+	session string
+}
+
 func newWatcher(svc runner.Service, interval time.Duration, log *slog.Logger,
-	announce func(context.Context, *sdk.ServerSession, string, bool)) *watcher {
+	announce func(context.Context, *sdk.ServerSession, tracked)) *watcher {
 	return &watcher{
 		svc: svc, interval: interval, log: log, announce: announce,
-		wake: make(chan struct{}, 1), tracked: make(map[string]bool),
+		wake: make(chan struct{}, 1), tracked: make(map[string]tracked),
 	}
 }
 
 // track adds a process to watch, and looks at once: it may already have
 // ended.
-func (w *watcher) track(id string, notify bool) {
+func (w *watcher) track(id string, notify bool, session string) {
 	w.mu.Lock()
-	w.tracked[id] = notify
+	w.tracked[id] = tracked{id: id, notify: notify, session: session}
 	w.mu.Unlock()
 	w.poke()
 }
@@ -124,19 +133,23 @@ func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
 		if !ended(p.Status) {
 			running[p.ID] = true
 			if _, ok := w.tracked[p.ID]; !ok {
-				w.tracked[p.ID] = p.NotifyOnComplete
+				w.tracked[p.ID] = tracked{id: p.ID, notify: p.NotifyOnComplete}
 			}
 		}
 	}
-	var gone []string
-	for id := range w.tracked {
+	var gone []tracked
+	for id, t := range w.tracked {
 		if !running[id] {
-			gone = append(gone, id)
+			gone = append(gone, t)
 		}
 	}
 	w.mu.Unlock()
-	for _, id := range gone {
-		res, err := w.svc.Poll(ctx, id)
+	for _, t := range gone {
+		id, pctx := t.id, ctx
+		if t.session != "" {
+			pctx = sessions.WithCurrent(ctx, t.session)
+		}
+		res, err := w.svc.Poll(pctx, id)
 		switch {
 		case errors.Is(err, runner.ErrNotFound):
 			w.forget(id)
@@ -150,11 +163,11 @@ func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
 			continue // queued, or listed elsewhere: look again later
 		}
 		w.mu.Lock()
-		notify, ok := w.tracked[id]
+		_, ok := w.tracked[id]
 		delete(w.tracked, id)
 		w.mu.Unlock()
 		if ok {
-			w.announce(ctx, ss, id, notify)
+			w.announce(pctx, ss, t)
 		}
 	}
 }
@@ -170,7 +183,11 @@ func (w *watcher) forget(id string) {
 // notify process, a logging notification carrying the completion's
 // follow-up text. The completion itself is not taken: a host that drops
 // notifications still takes it with process_manage completions.
-func (c *Conn) announce(ctx context.Context, ss *sdk.ServerSession, id string, notify bool) {
+func (c *Conn) announce(ctx context.Context, ss *sdk.ServerSession, job tracked) {
+	id, notify := job.id, job.notify
+	if notify {
+		c.wakeHost(ctx, job)
+	}
 	for _, uri := range []string{ProcessURI(id), ProcessesURI} {
 		if err := c.server.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
 			c.log.Debug("resource update not sent", "uri", uri, "err", err)

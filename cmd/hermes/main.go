@@ -73,6 +73,7 @@ type CLI struct {
 	Completion     CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	UI             UICmd         `cmd:"" name:"ui" help:"Serve this profile's web console on loopback: sessions, jobs, live logs."`
 	MCP            MCPCmd        `cmd:"" name:"mcp" help:"Serve the Model Context Protocol over stdio: the terminal and process_manage tools, processes as resources, completions as notifications."`
+	Hook           HookCmd       `cmd:"" help:"Run as an agent host's hook (Claude Code, Codex): hand the host the completions of its session, one follow-up turn each (hermes mcp install writes the hooks)."`
 }
 
 // exitTempFail is the exit status of a start the profile's limits turned
@@ -103,7 +104,9 @@ func (silentRedisLog) Printf(context.Context, string, ...any) {}
 
 // Globals are what every command gets.
 type Globals struct {
-	JSON   bool
+	JSON bool
+	// Stdin is the command's input; nil is os.Stdin.
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string

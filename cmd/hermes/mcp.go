@@ -7,17 +7,27 @@ import (
 	"strings"
 
 	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/agenthost"
+	"github.com/hermesrun/hermes/config"
 	hermesmcp "github.com/hermesrun/hermes/mcp"
 )
 
-// MCPCmd is hermes mcp: the Model Context Protocol over stdio.
+// MCPCmd is hermes mcp: the Model Context Protocol over stdio (its
+// default), and the setup of the agent hosts that run it.
 type MCPCmd struct {
+	Serve     MCPServeCmd     `cmd:"" default:"withargs" help:"Serve the Model Context Protocol over stdio (what hermes mcp alone does)."`
+	Install   MCPInstallCmd   `cmd:"" help:"Configure an agent host (claude, codex) to run hermes mcp, with the hooks that give it one follow-up turn per finished notify job."`
+	Uninstall MCPUninstallCmd `cmd:"" help:"Remove what hermes mcp install wrote, and nothing else."`
+}
+
+// MCPServeCmd is hermes mcp [serve].
+type MCPServeCmd struct {
 	Workdir string `help:"Working directory of commands that give no workdir (default: the current one)." type:"existingdir" placeholder:"DIR"`
 }
 
 // Run implements the command. stdout carries the protocol alone; the log
 // goes to stderr, which MCP hosts show as the server's log.
-func (c *MCPCmd) Run(ctx context.Context, g *Globals) error {
+func (c *MCPServeCmd) Run(ctx context.Context, g *Globals) error {
 	ctx, svc, done, err := service(ctx, g, "mcp")
 	if err != nil {
 		return err
@@ -28,17 +38,51 @@ func (c *MCPCmd) Run(ctx context.Context, g *Globals) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(g.Stderr, &slog.HandlerOptions{Level: level}))
+	session, source := mcpSession(g.Getenv)
 	conn, err := hermesmcp.New(hermesmcp.Options{
-		Service: svc,
-		// The session HERMES_SESSION_ID names, else a fresh one of
-		// source mcp for this connection.
-		Session:  g.Getenv("HERMES_SESSION_ID"),
+		Service:  svc,
+		Session:  session,
+		Source:   source,
 		Terminal: tools.TerminalOptions{Cwd: c.Workdir},
 		Version:  versionString(),
 		Logger:   log,
+		// A Codex call names its thread; a Claude Code call is on the
+		// session its hooks last recorded: the sessions its hooks take.
+		CallSession: hostSessions(g).CallSession,
+		// An idle Codex terminal is woken by codex queue.
+		Waker: &agenthost.CodexQueue{Bin: g.Getenv("HERMES_CODEX_BIN")},
 	})
 	if err != nil {
 		return err
 	}
 	return conn.Run(ctx, &hermesmcp.StdioTransport{Reader: os.Stdin, Writer: g.Stdout})
+}
+
+// mcpSession is the session of an MCP connection: the one
+// HERMES_SESSION_ID names; else, under Claude Code, the one named after
+// its session (whose hooks take its completions); else "" (a fresh one of
+// source mcp).
+func mcpSession(getenv func(string) string) (id, source string) {
+	if id := getenv("HERMES_SESSION_ID"); id != "" {
+		return id, ""
+	}
+	if host := getenv(claudeSessionEnv); host != "" {
+		if id, err := agenthost.SessionName(agenthost.Claude, host); err == nil {
+			return id, string(agenthost.Claude)
+		}
+	}
+	return "", ""
+}
+
+// hostSessions names the session of each call of the host running this
+// MCP server.
+func hostSessions(g *Globals) agenthost.Sessions {
+	s := agenthost.Sessions{}
+	if g.Getenv(claudeSessionEnv) == "" {
+		return s
+	}
+	if home, err := config.Home(g.Getenv); err == nil {
+		s.Claude, s.ClaudePID = claudeSessions(home), os.Getppid()
+	}
+	return s
 }
