@@ -93,4 +93,3 @@ func ancestorArgs(name string) ([][]byte, bool) {
 	}
 	return nil, false
 }
-

@@ -124,7 +124,6 @@ func (g *Globals) stdin() io.Reader {
 	return os.Stdin
 }
 
-
 // claudeSessions is where the profile's Claude Code hooks record their
 // sessions for its MCP servers.
 func claudeSessions(home string) agenthost.ClaudeSessions {
