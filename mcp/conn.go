@@ -68,6 +68,11 @@ type Options struct {
 	// calls (Codex: its thread), and the source to record it with; ""
 	// falls back to the connection's session.
 	CallSession func(meta map[string]any) (id, source string)
+	// CallBudget, when set, is how long one call may block: a host's
+	// tool timeout, less a margin. A wait longer than it is answered
+	// before it, still running, with a note that tells the model to wait
+	// again; nothing is cut off by the host.
+	CallBudget time.Duration
 	// Waker, when set, wakes a host that has no hook able to: when a
 	// notify job started by a call it claims ends, it hands the host the
 	// session's completions.

@@ -197,3 +197,44 @@ func FuzzDecodeLine(f *testing.F) {
 		}
 	})
 }
+
+// TestCallBudget: a wait longer than the host lets a call last is answered
+// before then, still running, with a note telling the model to wait again.
+func TestCallBudget(t *testing.T) {
+	reg := newRegistry(t)
+	conn, err := New(Options{Logger: testLogger(t), Service: reg, CallBudget: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { _ = conn.Run(context.Background(), &StdioTransport{Reader: inR, Writer: outW}) }()
+	t.Cleanup(func() { inW.Close(); outW.Close() })
+	c := &rawClient{t: t, in: inW, out: make(chan map[string]any, 64)}
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				c.out <- m
+			}
+		}
+	}()
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"terminal","arguments":{"command":"sleep 5","background":true}}}`)
+	res, _ := c.next()["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	id, _ := sc["session_id"].(string)
+	begun := time.Now()
+	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process_manage","arguments":{"action":"wait","session_id":%q,"timeout":60}}}`, id))
+	m := c.next()
+	res, _ = m["result"].(map[string]any)
+	sc, _ = res["structuredContent"].(map[string]any)
+	if sc["timed_out"] != true || sc["status"] != "running" || !strings.Contains(fmt.Sprint(sc["note"]), "wait again") {
+		t.Fatalf("a wait past the budget = %v", m)
+	}
+	if d := time.Since(begun); d > 4*time.Second {
+		t.Fatalf("the wait took %s: the budget did not bound it", d)
+	}
+	_, _ = reg.Kill(context.Background(), id)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,12 +139,52 @@ func (c *Conn) handler(t tools.Tool, more extra) sdk.ToolHandler {
 			stop := c.progress(ctx, req.Session, token, args, c.defaultTimeout(t))
 			defer stop()
 		}
+		capped := c.capWait(t, args)
 		out, err := t.Call(ctx, args)
 		if err != nil {
 			return errorResult(err), nil
 		}
+		if capped {
+			out = withWaitNote(out, c.opts.CallBudget)
+		}
 		return textResult(out), nil
 	}
+}
+
+// capWait bounds a wait's timeout by the call budget, and reports whether
+// it did.
+func (c *Conn) capWait(t tools.Tool, args tools.Args) bool {
+	if c.opts.CallBudget <= 0 || t.Name() != "process_manage" || !blocks(t, args) {
+		return false
+	}
+	timeout, ok, err := args.Duration("timeout")
+	if err != nil {
+		return false // the tool reports it
+	}
+	if !ok {
+		timeout = c.defaultTimeout(t)
+	}
+	if timeout <= c.opts.CallBudget {
+		return false
+	}
+	args["timeout"] = json.RawMessage(strconv.FormatFloat(c.opts.CallBudget.Seconds(), 'f', -1, 64))
+	return true
+}
+
+// withWaitNote adds to a wait that ran out of the call budget what the
+// model does next.
+func withWaitNote(out string, budget time.Duration) string {
+	var res map[string]any
+	if json.Unmarshal([]byte(out), &res) != nil || res["timed_out"] != true {
+		return out
+	}
+	res["note"] = fmt.Sprintf("Still running after %s, the longest this host lets one call last. "+
+		"Call process_manage action=wait again to keep waiting, or go on: a job started with notify=true reports its end by itself.", budget.Round(time.Second))
+	b, err := json.Marshal(res)
+	if err != nil {
+		return out
+	}
+	return string(b)
 }
 
 // completions is process_manage's completions action.

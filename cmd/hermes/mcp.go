@@ -4,11 +4,14 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/agenthost"
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/internal/duration"
 	hermesmcp "github.com/hermesrun/hermes/mcp"
 )
 
@@ -22,12 +25,34 @@ type MCPCmd struct {
 
 // MCPServeCmd is hermes mcp [serve].
 type MCPServeCmd struct {
-	Workdir string `help:"Working directory of commands that give no workdir (default: the current one)." type:"existingdir" placeholder:"DIR"`
+	Workdir    string `help:"Working directory of commands that give no workdir (default: the current one)." type:"existingdir" placeholder:"DIR"`
+	CallBudget string `help:"The longest one tool call may block (the host's tool timeout, less a margin): a longer wait is answered before it, still running, telling the model to wait again. Default: from MCP_TOOL_TIMEOUT (Claude Code's), else none." env:"HERMES_MCP_CALL_BUDGET" placeholder:"DUR"`
+}
+
+// callBudget is the budget of one call: --call-budget, else nine tenths
+// of Claude Code's MCP_TOOL_TIMEOUT (milliseconds), which its MCP servers
+// inherit.
+func (c *MCPServeCmd) callBudget(getenv func(string) string) (time.Duration, error) {
+	if c.CallBudget != "" {
+		d, err := duration.Parse(c.CallBudget)
+		if err != nil {
+			return 0, badInput("--call-budget: %v", err)
+		}
+		return d, nil
+	}
+	if ms, err := strconv.ParseInt(getenv("MCP_TOOL_TIMEOUT"), 10, 64); err == nil && ms > 0 {
+		return max(time.Duration(ms)*time.Millisecond*9/10, time.Second), nil
+	}
+	return 0, nil
 }
 
 // Run implements the command. stdout carries the protocol alone; the log
 // goes to stderr, which MCP hosts show as the server's log.
 func (c *MCPServeCmd) Run(ctx context.Context, g *Globals) error {
+	budget, err := c.callBudget(g.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, svc, done, err := service(ctx, g, "mcp")
 	if err != nil {
 		return err
@@ -40,12 +65,13 @@ func (c *MCPServeCmd) Run(ctx context.Context, g *Globals) error {
 	log := slog.New(slog.NewTextHandler(g.Stderr, &slog.HandlerOptions{Level: level}))
 	session, source := mcpSession(g.Getenv)
 	conn, err := hermesmcp.New(hermesmcp.Options{
-		Service:  svc,
-		Session:  session,
-		Source:   source,
-		Terminal: tools.TerminalOptions{Cwd: c.Workdir},
-		Version:  versionString(),
-		Logger:   log,
+		Service:    svc,
+		Session:    session,
+		Source:     source,
+		Terminal:   tools.TerminalOptions{Cwd: c.Workdir},
+		Version:    versionString(),
+		Logger:     log,
+		CallBudget: budget,
 		// A Codex call names its thread; a Claude Code call is on the
 		// session its hooks last recorded: the sessions its hooks take.
 		CallSession: hostSessions(g).CallSession,
