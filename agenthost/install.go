@@ -282,6 +282,25 @@ func dropEmpty(m map[string]any, key string) {
 	}
 }
 
+// keys is the set of m's keys: what a file had before an edit.
+func keys(m map[string]any) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+// dropNew removes, of names, those left empty that the file did not have
+// before (had): an empty object of the user's own stays.
+func dropNew(m map[string]any, had map[string]bool, names ...string) {
+	for _, n := range names {
+		if !had[n] {
+			dropEmpty(m, n)
+		}
+	}
+}
+
 // editJSON is the edit of a JSON object file by f.
 func editJSON(path string, f func(map[string]any) error) (Edit, error) {
 	before, err := readFile(path)

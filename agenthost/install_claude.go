@@ -21,6 +21,7 @@ func (s Setup) planClaude(uninstall bool) ([]Edit, error) {
 		settingsFile = filepath.Join(s.Dir, ".claude", "settings.json")
 	}
 	servers, err := editJSON(serversFile, func(m map[string]any) error {
+		had := keys(m)
 		ss := object(m, "mcpServers")
 		delete(ss, ServerName)
 		if !uninstall {
@@ -34,24 +35,24 @@ func (s Setup) planClaude(uninstall bool) ([]Edit, error) {
 			}
 			ss[ServerName] = entry
 		}
-		dropEmpty(m, "mcpServers")
+		dropNew(m, had, "mcpServers")
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	settings, err := editJSON(settingsFile, func(m map[string]any) error {
+		had := keys(m)
 		hooks := object(m, "hooks")
 		s.editHooks(hooks, uninstall)
-		dropEmpty(m, "hooks")
 		perms := object(m, "permissions")
+		hadPerms := keys(perms)
 		perms["allow"] = editList(perms["allow"], ToolNames, uninstall)
-		dropEmpty(perms, "allow")
-		dropEmpty(m, "permissions")
+		dropNew(perms, hadPerms, "allow")
 		if s.Scope == ScopeProject {
 			m["enabledMcpjsonServers"] = editList(m["enabledMcpjsonServers"], []string{ServerName}, uninstall)
-			dropEmpty(m, "enabledMcpjsonServers")
 		}
+		dropNew(m, had, "hooks", "permissions", "enabledMcpjsonServers")
 		return nil
 	})
 	if err != nil {

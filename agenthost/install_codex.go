@@ -41,8 +41,9 @@ func (s Setup) planCodex(uninstall bool) ([]Edit, error) {
 	hooksFile := filepath.Join(dir, "hooks.json")
 	var groups map[string]int
 	hooks, err := editJSON(hooksFile, func(m map[string]any) error {
+		had := keys(m)
 		groups = s.editHooks(object(m, "hooks"), uninstall)
-		dropEmpty(m, "hooks")
+		dropNew(m, had, "hooks")
 		return nil
 	})
 	if err != nil {
