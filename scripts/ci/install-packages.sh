@@ -2,8 +2,9 @@
 # Installs the Debian packages the test suite needs, only those missing:
 # docker.io (dockerd), redis-server (+ redis-cli), busybox-static (the test
 # image's only binary), curl and util-linux's flock (used by these scripts),
-# chromium (the headless browser of the Jaeger UI and console tests) and
-# prometheus (for promtool, which checks what /metrics serves).
+# chromium (the headless browser of the Jaeger UI and console tests),
+# prometheus (for promtool, which checks what /metrics serves) and tmux (the
+# terminal the agent hosts' own UIs run in, in test/agenthosts).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -17,6 +18,7 @@ wanted=(
 	util-linux:flock
 	chromium:chromium
 	prometheus:promtool
+	tmux:tmux
 )
 
 installed() {
