@@ -31,7 +31,15 @@ import (
 const SessionSource = "mcp"
 
 // ProtocolVersions are the MCP versions served, newest first.
-var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+var ProtocolVersions = []string{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"}
+
+// protocols are the versions a connection serves.
+func protocols(handshakeOnly bool) []string {
+	if handshakeOnly {
+		return ProtocolVersions[1:]
+	}
+	return ProtocolVersions
+}
 
 // DefaultPollInterval is how often a connection looks for ends of its
 // session's processes that no event announced (a shared runner, another
@@ -73,6 +81,10 @@ type Options struct {
 	// before it, still running, with a note that tells the model to wait
 	// again; nothing is cut off by the host.
 	CallBudget time.Duration
+	// HandshakeOnly serves the handshake-era protocols alone (not
+	// 2026-07-28): the HTTP endpoint, whose requests of the newer
+	// protocol carry no connection to keep a session on.
+	HandshakeOnly bool
 	// Waker, when set, wakes a host that has no hook able to: when a
 	// notify job started by a call it claims ends, it hands the host the
 	// session's completions.
@@ -110,6 +122,10 @@ type Conn struct {
 	// delivered are the processes whose completions this connection
 	// returned: a completion taken again is not returned twice.
 	delivered map[string]bool
+
+	// startTool and waitTool run the calls the tasks extension makes
+	// tasks of (tasks.go).
+	startTool, waitTool tools.Tool
 
 	// recorded are the per-call sessions known to exist.
 	recorded map[string]bool
@@ -153,14 +169,20 @@ func New(opts Options) (*Conn, error) {
 		},
 		SubscribeHandler:   c.subscribe,
 		UnsubscribeHandler: func(context.Context, *sdk.UnsubscribeRequest) error { return nil },
-		// The handshake-era protocols only: a connection pushes
-		// completions outside any request (a logging notification, a
-		// resource update), which needs the session those protocols keep.
-		SupportedProtocolVersions: ProtocolVersions,
+		// 2026-07-28 as well as the handshake-era protocols. Logging
+		// notifications and resource updates reach only clients of the
+		// latter (the newer one has no session to push them on); agent
+		// hosts get their follow-ups through their hooks (package
+		// agenthost) whichever protocol they speak, and a client of
+		// 2026-07-28 that declares the tasks extension polls its
+		// background calls (tasks.go).
+		SupportedProtocolVersions: protocols(opts.HandshakeOnly),
 		Capabilities: &sdk.ServerCapabilities{
 			Logging:   &sdk.LoggingCapabilities{},
 			Tools:     &sdk.ToolCapabilities{},
 			Resources: &sdk.ResourceCapabilities{Subscribe: true},
+			// Served in front of the SDK (tasks.go).
+			Extensions: map[string]any{TasksExtension: map[string]any{}},
 		},
 	})
 	c.server.AddReceivingMiddleware(defaultLogLevel)
@@ -187,6 +209,9 @@ func (c *Conn) Server() *sdk.Server { return c.server }
 // is done, then closes it.
 func (c *Conn) Run(ctx context.Context, t sdk.Transport) error {
 	defer c.Close()
+	if st, ok := t.(*StdioTransport); ok {
+		st.intercept = c.interceptTask
+	}
 	ss, err := c.server.Connect(ctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("mcp: connect: %w", err)

@@ -77,6 +77,7 @@ func (h *Handler) server(r *http.Request) *sdk.Server {
 	if opts.Logger == nil {
 		opts.Logger = h.log
 	}
+	opts.HandshakeOnly = true
 	c, err := New(opts)
 	if err != nil {
 		h.log.Warn("mcp connection refused", "err", err)

@@ -80,7 +80,9 @@ func connect(t *testing.T, svc runner.Service, session string) (*Conn, *client) 
 			c.mu.Unlock()
 		},
 	})
-	cs, err := cl.Connect(ctx, ct, nil)
+	// The handshake-era protocol: completions are pushed on its session
+	// (2026-07-28 has none; TestTasks covers what its clients get).
+	cs, err := cl.Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}

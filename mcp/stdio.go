@@ -34,11 +34,16 @@ const MaxLineBytes = 16 << 20
 type StdioTransport struct {
 	Reader io.Reader
 	Writer io.Writer
+
+	// intercept, set by Conn.Run, answers the tasks extension's requests
+	// before the SDK sees them (tasks.go).
+	intercept func(ctx context.Context, req *jsonrpc.Request) (result any, handled bool, err error)
 }
 
 // Connect implements sdk.Transport.
 func (t *StdioTransport) Connect(context.Context) (sdk.Connection, error) {
 	c := &lineConn{
+		intercept: t.intercept,
 		w:         t.Writer,
 		incoming:  make(chan jsonrpc.Message),
 		closed:    make(chan struct{}),
@@ -52,6 +57,8 @@ func (t *StdioTransport) Connect(context.Context) (sdk.Connection, error) {
 
 // lineConn is one stdio connection.
 type lineConn struct {
+	intercept func(ctx context.Context, req *jsonrpc.Request) (any, bool, error)
+
 	writeMu sync.Mutex
 	w       io.Writer
 
@@ -109,12 +116,56 @@ func (c *lineConn) deliver(msg jsonrpc.Message) bool {
 		}
 		c.mu.Unlock()
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && c.intercept != nil && taskEligible(req) {
+		go c.answer(req)
+		return true
+	}
+	return c.pass(msg)
+}
+
+// pass hands msg to Read; false once the connection is closed.
+func (c *lineConn) pass(msg jsonrpc.Message) bool {
 	select {
 	case c.incoming <- msg:
 		return true
 	case <-c.closed:
 		return false
 	}
+}
+
+// answer runs an intercepted request and writes its answer, or passes it
+// on to the SDK when the interceptor leaves it.
+func (c *lineConn) answer(req *jsonrpc.Request) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	res, handled, err := c.intercept(ctx, req)
+	if !handled {
+		c.pass(req)
+		return
+	}
+	resp := &jsonrpc.Response{ID: req.ID}
+	var werr *jsonrpc.Error
+	switch {
+	case errors.As(err, &werr):
+		resp.Error = werr
+	case err != nil:
+		resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	default:
+		b, merr := json.Marshal(res)
+		if merr != nil {
+			resp.Error = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()}
+		} else {
+			resp.Result = b
+		}
+	}
+	_ = c.Write(ctx, resp)
 }
 
 // cancelledID is the request id a notifications/cancelled names.

@@ -238,3 +238,101 @@ func TestCallBudget(t *testing.T) {
 	}
 	_, _ = reg.Kill(context.Background(), id)
 }
+
+// modernMeta is the _meta of a 2026-07-28 request from a client that
+// declares the tasks extension (tasks) or not.
+func modernMeta(tasks bool) string {
+	ext := ""
+	if tasks {
+		ext = `"extensions":{"io.modelcontextprotocol/tasks":{}}`
+	}
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{` + ext + `}}`
+}
+
+// result is the result object of an answer, failing on an error.
+func (c *rawClient) result(m map[string]any) map[string]any {
+	c.t.Helper()
+	res, ok := m["result"].(map[string]any)
+	if !ok {
+		c.t.Fatalf("answer without a result: %v", m)
+	}
+	return res
+}
+
+// pollTask polls tasks/get until the task is no longer working.
+func (c *rawClient) pollTask(taskID string, id *int) map[string]any {
+	c.t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		*id++
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/get","params":{"taskId":%q,%s}}`, *id, taskID, modernMeta(true)))
+		res := c.result(c.next())
+		if res["resultType"] != "complete" || res["taskId"] != taskID {
+			c.t.Fatalf("tasks/get = %v", res)
+		}
+		if res["status"] != "working" {
+			return res
+		}
+	}
+	c.t.Fatalf("task %s still working after 15 s", taskID)
+	return nil
+}
+
+// TestTasks: a 2026-07-28 client that declares the tasks extension gets a
+// task for a background terminal call and for a wait, polls each to its
+// end (the job's final log as the result), and can cancel a job's task;
+// without the extension, the same calls answer as always.
+func TestTasks(t *testing.T) {
+	c := serveStdio(t)
+	n := 0
+	next := func(method, params string) map[string]any {
+		n++
+		c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{%s}}`, n, method, params))
+		return c.next()
+	}
+	disc := c.result(next("server/discover", modernMeta(true)))
+	caps, _ := disc["capabilities"].(map[string]any)
+	if ext, _ := caps["extensions"].(map[string]any); ext[TasksExtension] == nil {
+		t.Fatalf("discover does not declare the tasks extension: %v", disc)
+	}
+
+	started := c.result(next("tools/call", `"name":"terminal","arguments":{"command":"sleep 0.5; echo tasked; exit 4","background":true},`+modernMeta(true)))
+	taskID, _ := started["taskId"].(string)
+	if started["resultType"] != "task" || started["status"] != "working" || !strings.HasPrefix(taskID, "hermes-job-proc_") ||
+		!strings.Contains(fmt.Sprint(started["statusMessage"]), strings.TrimPrefix(taskID, "hermes-job-")) {
+		t.Fatalf("background call = %v", started)
+	}
+	done := c.pollTask(taskID, &n)
+	res, _ := done["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if done["status"] != "completed" || sc["exit_code"] != 4.0 || sc["output"] != "tasked\n" {
+		t.Fatalf("finished task = %v", done)
+	}
+
+	// A wait on a running job becomes a task too.
+	plain := c.result(next("tools/call", `"name":"terminal","arguments":{"command":"sleep 0.5; echo waited","background":true},`+modernMeta(false)))
+	if plain["resultType"] == "task" {
+		t.Fatalf("a task for a client without the extension: %v", plain)
+	}
+	jobSC, _ := plain["structuredContent"].(map[string]any)
+	job, _ := jobSC["session_id"].(string)
+	wait := c.result(next("tools/call", fmt.Sprintf(`"name":"process_manage","arguments":{"action":"wait","session_id":%q},%s`, job, modernMeta(true))))
+	if wait["resultType"] != "task" || wait["taskId"] != "hermes-wait-"+job {
+		t.Fatalf("wait = %v", wait)
+	}
+	if res, _ := c.pollTask("hermes-wait-"+job, &n)["result"].(map[string]any); !strings.Contains(fmt.Sprint(res["structuredContent"]), "waited") {
+		t.Fatalf("wait task result = %v", res)
+	}
+
+	// Cancelling a job's task ends the job.
+	long := c.result(next("tools/call", `"name":"terminal","arguments":{"command":"sleep 60","background":true},`+modernMeta(true)))
+	longID, _ := long["taskId"].(string)
+	if got := c.result(next("tasks/cancel", fmt.Sprintf(`"taskId":%q,%s`, longID, modernMeta(true)))); got["resultType"] != "complete" {
+		t.Fatalf("cancel = %v", got)
+	}
+	if st, _ := c.pollTask(longID, &n)["result"].(map[string]any); !strings.Contains(fmt.Sprint(st["structuredContent"]), "killed") {
+		t.Fatalf("cancelled task = %v", st)
+	}
+	if m := next("tasks/get", `"taskId":"hermes-job-proc_000000000000",`+modernMeta(true)); errorCode(m) != -32602 {
+		t.Fatalf("unknown task = %v", m)
+	}
+}

@@ -40,6 +40,7 @@ func (c *Conn) addTools() error {
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
+	c.startTool, c.waitTool = terminal, process
 	c.server.AddTool(toolOf(terminal, nil, &sdk.ToolAnnotations{
 		Title: "Run a shell command",
 		// It runs any command the model writes: nothing about it is
