@@ -25,6 +25,10 @@ import (
 // two replicas that disagree about an owner cannot bounce it forever.
 const HeaderForwardedBy = "X-Hermes-Forwarded-By"
 
+// HeaderHop carries the forwarder's signature (replicas.Directory.SignHop):
+// a HeaderForwardedBy without a good one is a client's, and ignored.
+const HeaderHop = "X-Hermes-Hop"
+
 // lostWhy is the error of a job whose replica vanished.
 const lostWhy = "lost: the runner replica that ran it is gone"
 
@@ -54,6 +58,11 @@ func newPeers(dir *replicas.Directory, s *Server) *peers {
 			pr.SetURL(target)
 			pr.Out.Host = target.Host
 			pr.Out.Header.Set(HeaderForwardedBy, dir.Self().Name)
+			if sig, err := dir.SignHop(pr.In.Context(), pr.In.Method, pr.In.URL.RequestURI(), time.Now()); err == nil {
+				pr.Out.Header.Set(HeaderHop, sig)
+			} else {
+				s.log.Warn("forwarded request not signed", "err", err)
+			}
 			// The caller's own address is no business of the owner's.
 			pr.Out.Header.Del("X-Forwarded-For")
 		},
@@ -106,8 +115,17 @@ func openReplicas(home string, opts Options) (*replicas.Directory, error) {
 // handler then answers from the receipt). It reports whether it answered.
 func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, t *Tenant) bool {
 	p := s.peers
-	if p == nil || r.Header.Get(HeaderForwardedBy) != "" {
+	if p == nil {
 		return false
+	}
+	if by := r.Header.Get(HeaderForwardedBy); by != "" {
+		if p.dir.VerifyHop(r.Context(), r.Header.Get(HeaderHop), by, r.Method, r.URL.RequestURI(), time.Now()) {
+			return false // a replica's: answered here
+		}
+		// A client's: it does not choose where its request is answered.
+		s.log.Warn("a forwarded-by header without a replica's signature was ignored", "by", runner.Clip(by))
+		r.Header.Del(HeaderForwardedBy)
+		r.Header.Del(HeaderHop)
 	}
 	id := r.PathValue("id")
 	if !receipts.IsPrefix(id) {

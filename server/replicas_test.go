@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,16 +70,25 @@ func TestReplicasForwardLocalJobs(t *testing.T) {
 			t.Errorf("a stranger's list through %s = %+v", name, l)
 		}
 	}
-	// A forwarded request is never forwarded again.
-	req, _ := http.NewRequest("GET", b.URL+"/v1/processes/"+id, nil)
-	req.Header.Set("X-Hermes-Session", who)
-	req.Header.Set(server.HeaderForwardedBy, "replica-x")
-	if resp, err := http.DefaultClient.Do(req); err != nil {
-		t.Fatal(err)
-	} else {
+	// Only a replica marks a request as forwarded (a forwarded one is
+	// answered where it lands): a client's mark, unsigned or badly
+	// signed, is ignored, and the request is forwarded to the job's
+	// replica as any other.
+	for _, hop := range []string{"", "1700000000.00", fmt.Sprintf("%d.%064x", time.Now().Unix(), 0)} {
+		req, _ := http.NewRequest("GET", b.URL+"/v1/processes/"+id, nil)
+		req.Header.Set("X-Hermes-Session", who)
+		req.Header.Set(server.HeaderForwardedBy, "replica-x")
+		if hop != "" {
+			req.Header.Set(server.HeaderHop, hop)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 404 {
-			t.Errorf("a request forwarded already was answered with %d; want B's own 404", resp.StatusCode)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"running"`) {
+			t.Errorf("a client-forged forwarded-by (hop %q) was answered %d %s; want the job, running, from its replica", hop, resp.StatusCode, body)
 		}
 	}
 

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,6 +64,9 @@ type Directory struct {
 	prefix string
 	self   Replica
 	ttl    time.Duration
+
+	keyMu sync.Mutex
+	key   []byte // the replicas' hop key, once read (hop.go)
 }
 
 // New returns the directory of the replicas under prefix (DefaultPrefix
