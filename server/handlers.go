@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hermesrun/hermes/api"
@@ -60,6 +63,11 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 		writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "timed out: "+err.Error())
+	case storeUnreachable(err):
+		// The store (Redis) does not answer: nothing is wrong with the
+		// request, and asking again soon may succeed.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "the store does not answer; try again: "+err.Error())
 	case r.Context().Err() != nil:
 		// The caller went away; nobody reads this answer.
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
@@ -583,4 +591,18 @@ func parseBool(v string) (bool, error) {
 		return false, fmt.Errorf("%q is not a boolean (want 1, 0, true or false)", v)
 	}
 	return b, nil
+}
+
+// storeUnreachable reports whether err is a store that cannot be reached
+// (a refused or broken connection, a pool that waited in vain), as opposed
+// to a store that answered with an error.
+func storeUnreachable(err error) bool {
+	var netErr net.Error
+	switch {
+	case errors.As(err, &netErr),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, redis.ErrClosed):
+		return true
+	}
+	return false
 }

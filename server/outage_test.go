@@ -25,6 +25,14 @@ func TestRedisOutageKeepsStartsAndExits(t *testing.T) {
 		ids = append(ids, ts.startJob(t, "", "", map[string]any{"command": "exit 2"}))
 	}
 	time.Sleep(500 * time.Millisecond) // the jobs end during the outage
+	// What only the store knows is unavailable, not an internal error:
+	// 503 with a Retry-After, never 500.
+	for _, path := range []string{"/v1/receipts/" + warm, "/v1/processes?retained=true", "/v1/sessions"} {
+		a := ts.do(t, call{method: "GET", path: path})
+		if a.status == http.StatusInternalServerError || (a.status == http.StatusServiceUnavailable && a.header.Get("Retry-After") == "") {
+			t.Errorf("GET %s during the outage: %d %s", path, a.status, a.body)
+		}
+	}
 	for _, id := range ids {
 		a := ts.do(t, call{method: "GET", path: "/v1/processes/" + id + "/poll"})
 		var p struct {

@@ -35,11 +35,19 @@ func NewFileStore(dir string) (*FileStore, error) {
 	return &FileStore{dir: dir, now: time.Now}, nil
 }
 
+// path is the file of session id. Any label is a session id (".", "..",
+// ".x" too, which a file name cannot be as it is): a leading dot is escaped
+// like the rest, so that no id names the directory, its parent, or a
+// hidden file a listing skips.
 func (s *FileStore) path(id string) (string, error) {
-	if id == "" || id == "." || id == ".." || len(id) > 256 {
+	if id == "" || len(id) > 256 {
 		return "", fmt.Errorf("invalid session id %q", id)
 	}
-	return filepath.Join(s.dir, url.PathEscape(id)+".json"), nil
+	name := url.PathEscape(id)
+	if strings.HasPrefix(name, ".") {
+		name = "%2E" + name[1:]
+	}
+	return filepath.Join(s.dir, name+".json"), nil
 }
 
 // Create implements Store.

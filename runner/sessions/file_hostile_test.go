@@ -84,3 +84,34 @@ func TestFileStoreHostileSessionFiles(t *testing.T) {
 func containsID(b []byte, id string) bool {
 	return strings.Contains(string(b), `"id":"`+id+`"`)
 }
+
+// TestFileStoreDotSessions: ".", ".." and ".x" are session ids like any
+// other label: created, read back, listed and scoped, never the store's
+// directory, its parent or a hidden file.
+func TestFileStoreDotSessions(t *testing.T) {
+	dir := t.TempDir()
+	s, err := sessions.NewFileStore(filepath.Join(dir, "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []string{".", "..", ".hidden", "a/b"} {
+		if err := s.Create(ctx, id, "cli", ""); err != nil {
+			t.Fatalf("Create(%q): %v", id, err)
+		}
+		got, err := s.Get(ctx, id)
+		if err != nil || got.ID != id {
+			t.Fatalf("Get(%q) = %+v, %v", id, got, err)
+		}
+		if _, err := sessions.Scope(ctx, s, id); err != nil {
+			t.Fatalf("Scope(%q): %v", id, err)
+		}
+	}
+	list, err := s.List(ctx, 0)
+	if err != nil || len(list) != 4 {
+		t.Fatalf("List = %d sessions, %v", len(list), err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("the store wrote beside its directory: %v", entries)
+	}
+}
