@@ -43,6 +43,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
+	if ok, wait := c.logins.allow(r); !ok {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		http.Error(w, "too many login attempts from this address; try again in "+retryAfter(wait)+" s", http.StatusTooManyRequests)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)

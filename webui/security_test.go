@@ -290,3 +290,45 @@ func TestCookiePerPort(t *testing.T) {
 		t.Fatalf("another port's cookie: %d", w.Code)
 	}
 }
+
+// TestLoginAttemptsLimitedPerClient: a client guessing tokens gets a
+// burst of attempts, then 429 with a Retry-After, whatever the token;
+// another client is not held up by it.
+func TestLoginAttemptsLimitedPerClient(t *testing.T) {
+	c, err := webui.New(webui.Options{Tenants: oneTenant{secret: "s3cret", svc: profileWith(t, 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := func(addr, token string) *http.Response {
+		req := httptest.NewRequest("POST", origin+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		req.RemoteAddr = addr
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		return w.Result()
+	}
+	limited := 0
+	for range 8 {
+		resp := login("198.51.100.7:40000", "guess")
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests:
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+			limited++
+		case http.StatusSeeOther:
+		default:
+			t.Fatalf("a guess answered %d", resp.StatusCode)
+		}
+	}
+	if limited != 3 {
+		t.Fatalf("%d of 8 rapid guesses limited; want the 3 past a burst of 5", limited)
+	}
+	if resp := login("198.51.100.7:40001", "s3cret"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the right token from a limited client (another port): %d", resp.StatusCode)
+	}
+	if resp := login("203.0.113.9:5000", "s3cret"); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) == 0 {
+		t.Fatalf("another client's login: %d", resp.StatusCode)
+	}
+}

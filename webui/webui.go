@@ -96,6 +96,8 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*consoleSession
+	// logins bounds the login attempts of each client.
+	logins *loginLimiter
 }
 
 // consoleSession is one login.
@@ -155,7 +157,7 @@ func New(opts Options) (*Console, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Console{opts: opts, sessions: map[string]*consoleSession{}, pages: map[string]*template.Template{}}
+	c := &Console{opts: opts, sessions: map[string]*consoleSession{}, pages: map[string]*template.Template{}, logins: newLoginLimiter()}
 	funcs := template.FuncMap{
 		"ago":      func(t time.Time) string { return humantime.Ago(t, time.Now()) },
 		"duration": humantime.Duration,
