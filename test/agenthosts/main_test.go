@@ -110,13 +110,17 @@ func newProfile(t *testing.T) *profile {
 	return p
 }
 
-// hermes runs the hermes CLI on the profile and returns its stdout.
-func (p *profile) hermes(t *testing.T, args ...string) string {
+// hermes runs the hermes CLI on the profile, as agent session session
+// (HERMES_SESSION_ID; "" for none), and returns its stdout.
+func (p *profile) hermes(t *testing.T, session string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, hermesBin(t), args...)
 	cmd.Env = []string{"HERMES_HOME=" + p.home, "PATH=" + os.Getenv("PATH"), "HOME=" + p.home}
+	if session != "" {
+		cmd.Env = append(cmd.Env, "HERMES_SESSION_ID="+session)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -135,20 +139,26 @@ type receipt struct {
 	Session    string    `json:"parent_session_id"`
 }
 
-// receipt waits for job id to end and returns its receipt.
-func (p *profile) receipt(t *testing.T, id string, within time.Duration) receipt {
+// job is a job the model started: its id, and the hermes session it
+// belongs to (the host session's), which alone reads it.
+type job struct {
+	ID, Session string
+}
+
+// receipt waits for j to end and returns its receipt.
+func (p *profile) receipt(t *testing.T, j job, within time.Duration) receipt {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		var r receipt
-		if err := json.Unmarshal([]byte(p.hermes(t, "inspect", id)), &r); err != nil {
-			t.Fatalf("hermes inspect %s: %v", id, err)
+		if err := json.Unmarshal([]byte(p.hermes(t, j.Session, "inspect", j.ID)), &r); err != nil {
+			t.Fatalf("hermes inspect %s: %v", j.ID, err)
 		}
 		if !r.FinishedAt.IsZero() {
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still %s after %s", id, r.Status, within)
+			t.Fatalf("%s still %s after %s", j.ID, r.Status, within)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -159,9 +169,13 @@ func (p *profile) receipt(t *testing.T, id string, within time.Duration) receipt
 func killMarked(t *testing.T, marker string) {
 	own := syscall.Getpgrp()
 	var pids []int
+	var names []string
 	for _, pid := range testenv.Processes(func(int, []string) bool { return true }) {
 		if pid == os.Getpid() || !hasEnv(pid, marker) {
 			continue
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
+			names = append(names, clipMiddle(strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "), 80))
 		}
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && pgid != own {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
@@ -176,7 +190,7 @@ func killMarked(t *testing.T, marker string) {
 		}
 	}
 	if len(pids) > 0 {
-		t.Logf("killed %d leftover processes of %s", len(pids), marker)
+		t.Logf("killed %d leftover processes of %s: %q", len(pids), marker, names)
 	}
 }
 
