@@ -49,7 +49,7 @@ func newClaude(t *testing.T, p *profile, model *fakemodel.Server, extra ...strin
 	writeJSON(t, filepath.Join(c.home, ".claude.json"), map[string]any{
 		"hasCompletedOnboarding": true,
 		"lastOnboardingVersion":  claudeVersion,
-		"customApiKeyResponses":                map[string]any{"approved": []string{claudeAPIKey[len(claudeAPIKey)-20:]}, "rejected": []string{}},
+		"customApiKeyResponses":  map[string]any{"approved": []string{claudeAPIKey[len(claudeAPIKey)-20:]}, "rejected": []string{}},
 		"projects": map[string]any{c.project: map[string]any{
 			"hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true,
 		}},
