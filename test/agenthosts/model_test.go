@@ -191,6 +191,11 @@ func checkDelivered(t *testing.T, reqs []fakemodel.Request, rec receipt, output 
 		!strings.Contains(tail, output) {
 		t.Errorf("the turn that brought %s's end lacks its exit code %d or its output %q: %q", rec.ID, code, output, clipMiddle(tail, 2000))
 	}
+	how := "hermes's notice"
+	if !strings.Contains(tail, noticePrefix+rec.ID) {
+		how = "the host's task notification"
+	}
+	t.Logf("%s's end reached the model %s after it, by %s", rec.ID, got[0].At.Sub(rec.FinishedAt).Round(time.Millisecond), how)
 	if late := got[0].At.Sub(rec.FinishedAt); late < 0 || late > within {
 		t.Errorf("the end of %s came %s after it (finished %s, turn at %s); want within %s",
 			rec.ID, late, rec.FinishedAt.Format("15:04:05.000"), got[0].At.Format("15:04:05.000"), within)
