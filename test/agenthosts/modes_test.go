@@ -45,6 +45,15 @@ var modes = []mode{
 	}},
 }
 
+// claudeSession is a session of Claude Code's.
+type claudeSession interface {
+	claudeHost() *claude
+}
+
+func (s *claudePrint) claudeHost() *claude { return s.c }
+
+func (s *claudeTUI) claudeHost() *claude { return s.c }
+
 // headlessWithin bounds a headless host's run.
 const headlessWithin = 90 * time.Second
 

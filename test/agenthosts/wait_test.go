@@ -31,15 +31,17 @@ func startAndWait() plan {
 	}
 }
 
-// waitResult is the result of the model's wait for job id as the model
-// got it (a wait's tool result, or a task's notification), or nil.
+// waitResult is the final result of the model's wait for job id as the
+// model got it (a wait's tool result, or a task's notification), or nil.
 func waitResult(reqs []fakemodel.Request, id string) map[string]any {
 	for _, r := range reqs {
 		if !r.Turn() {
 			continue
 		}
-		if rs := results(r.Conv.TailText(), id); len(rs) > 0 {
-			return rs[0]
+		for _, res := range results(r.Conv.TailText(), id) {
+			if res["exit_code"] != nil {
+				return res
+			}
 		}
 	}
 	return nil
