@@ -299,6 +299,9 @@ func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, 
 			}
 		}
 	}()
+	// prompted says the prompt is on the screen, waiting: the rechecks
+	// that find nothing must not print it again.
+	prompted := false
 	for {
 		answer, ok, err := ag.FollowUp(ctx)
 		if ok {
@@ -311,14 +314,20 @@ func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, 
 			return err
 		}
 		if ok {
+			prompted = false // the follow-up printed below the old prompt
 			continue
 		}
-		if tty && !quiet {
+		if tty && !quiet && !prompted {
 			fmt.Fprint(g.Stderr, "> ")
+			prompted = true
 		}
 		select {
 		case line, open := <-lines:
+			prompted = false
 			if !open {
+				if tty && !quiet {
+					fmt.Fprintln(g.Stderr) // Ctrl-D: the shell's prompt on a line of its own
+				}
 				last, n, err := ag.AwaitCompletions(ctx, oneshotWait(cfg))
 				res.FollowUps += n
 				if n > 0 && last != "" {
@@ -337,11 +346,20 @@ func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, 
 				}
 			}
 		case <-ready():
-			if tty && !quiet {
+			if tty && !quiet && prompted {
 				fmt.Fprintln(g.Stderr)
+				prompted = false
 			}
 		case <-recheck.C:
 		case <-ctx.Done():
+			if tty && !quiet && prompted {
+				fmt.Fprintln(g.Stderr)
+			}
+			// Ctrl-C at the prompt ends the chat, as the banner says:
+			// not an error.
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return nil
+			}
 			return ctx.Err()
 		}
 	}
