@@ -57,7 +57,7 @@ func newClaude(t *testing.T, p *profile, model *fakemodel.Server, extra ...strin
 	writeJSON(t, filepath.Join(c.home, ".claude", "settings.json"), map[string]any{
 		"permissions": map[string]any{"defaultMode": "default"},
 	})
-	base := hostEnv(c.home, p)
+	base := hostEnv(t, c.home, p)
 	install(t, "claude", c.project, base)
 	c.env = append(base,
 		"ANTHROPIC_BASE_URL="+model.URL(),

@@ -78,12 +78,26 @@ trust_level = "trusted"
 	}
 	// codex on PATH: the install records it for hermes to wake an idle
 	// terminal with (codex queue).
-	base := append(hostEnv(c.home, p, filepath.Dir(exe)), "CODEX_HOME="+c.codexHome)
+	base := append(hostEnv(t, c.home, p, filepath.Dir(exe)), "CODEX_HOME="+c.codexHome)
 	install(t, "codex", c.project, base)
 	c.env = append(base, codexKeyEnv+"=sk-fake-agenthosts")
 	c.env = append(c.env, extra...)
-	t.Cleanup(func() { c.stopDaemon(t) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.dumpLogs(t)
+		}
+		c.stopDaemon(t)
+	})
 	return c
+}
+
+// dumpLogs logs the end of Codex's own logs.
+func (c *codex) dumpLogs(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(c.codexHome, "log", "*"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		t.Logf("%s:\n%s", f, clip(string(b)))
+	}
 }
 
 // exec starts `codex exec` with args; --json makes it print its thread id.

@@ -65,17 +65,28 @@ func hermesBin(t *testing.T) string {
 // given; everything else is left out, so that nothing the test runs under
 // (a Claude Code or Codex session's CLAUDE_CODE_* and CODEX_* variables, a
 // HERMES_SESSION_ID, proxies, OTLP exporters) reaches a host or hermes.
-var inherited = []string{"PATH", "TMPDIR", "TZ", "USER", "LOGNAME"}
+var inherited = []string{"PATH", "TZ", "USER", "LOGNAME"}
 
 // hostEnv is the environment every host process starts from: the
-// inherited variables, HOME, and the profile.
+// inherited variables, HOME, TMPDIR, and the profile.
+//
+// TMPDIR is the host's own: Claude Code keeps per-process sockets and notes
+// there, Codex its background server's socket, and both leave them behind.
 //
 // HTTPS_PROXY and HTTP_PROXY point at a closed port of this machine: a
 // call to the outside world that no switch turns off fails at once,
 // instead of leaving the machine; NO_PROXY lets the fake models through.
-func hostEnv(home string, p *profile, path ...string) []string {
+func hostEnv(t *testing.T, home string, p *profile, path ...string) []string {
+	// Short: a socket's path must fit in about 100 bytes, and a test's
+	// TempDir carries the test's name.
+	tmp, err := os.MkdirTemp("", "ah")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	env := []string{
 		"HOME=" + home,
+		"TMPDIR=" + tmp,
 		"HERMES_HOME=" + p.home,
 		"LANG=C.UTF-8",
 		"SHELL=/bin/bash",

@@ -30,11 +30,13 @@ var anyNotice = regexp.MustCompile(regexp.QuoteMeta(noticePrefix) + `proc_[0-9a-
 const gotIt = "got it"
 
 // plan is the model's part in a scenario. A prompt holding trigger gets
-// first; each tool result gets next's answer to it; a notice gets gotIt;
-// anything else a plain answer. The hosts run it as they would a model.
+// first (or firstFor's answer to the prompt); each tool result gets next's
+// answer to it; a notice gets gotIt; anything else a plain answer. The
+// hosts run it as they would a model.
 type plan struct {
-	trigger string
-	first   fakemodel.Reply
+	trigger  string
+	first    fakemodel.Reply
+	firstFor func(prompt string) fakemodel.Reply
 	// next answers the result of a call of tool (a full name) with its
 	// JSON (nil when the result is not hermes's JSON: an error of the
 	// host's).
@@ -65,6 +67,8 @@ func (pl plan) script(c *fakemodel.Conversation) fakemodel.Reply {
 		return fakemodel.Say(gotIt)
 	case strings.Contains(tail, "<task-notification>"):
 		return fakemodel.Say("noted")
+	case strings.Contains(tail, pl.trigger) && pl.firstFor != nil:
+		return pl.firstFor(tail)
 	case strings.Contains(tail, pl.trigger):
 		return pl.first
 	}

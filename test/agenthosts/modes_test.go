@@ -17,6 +17,8 @@ type session interface {
 	end(t *testing.T)
 	// host is the host process (headless) or nil (in tmux).
 	host() *proc
+	// again is another session of the same host, in the same homes.
+	again(t *testing.T) session
 }
 
 // mode is a host and how it runs.
@@ -72,6 +74,8 @@ func (s *claudePrint) end(t *testing.T) { endHeadless(t, s.p) }
 
 func (s *claudePrint) host() *proc { return s.p }
 
+func (s *claudePrint) again(*testing.T) session { return &claudePrint{c: s.c, id: sessionID()} }
+
 // codexExec is `codex exec`.
 type codexExec struct {
 	c *codex
@@ -83,6 +87,8 @@ func (s *codexExec) prompt(t *testing.T, text string) { s.p = s.c.exec(t, text) 
 func (s *codexExec) end(t *testing.T) { endHeadless(t, s.p) }
 
 func (s *codexExec) host() *proc { return s.p }
+
+func (s *codexExec) again(*testing.T) session { return &codexExec{c: s.c} }
 
 func endHeadless(t *testing.T, p *proc) {
 	t.Helper()
@@ -125,6 +131,8 @@ func (s *claudeTUI) end(*testing.T) {}
 
 func (s *claudeTUI) host() *proc { return nil }
 
+func (s *claudeTUI) again(t *testing.T) session { return newClaudeTUI(t, s.c, s.pane.x) }
+
 // codexTUI is Codex's terminal UI in tmux.
 type codexTUI struct {
 	c    *codex
@@ -147,3 +155,11 @@ func (s *codexTUI) prompt(t *testing.T, text string) { s.pane.typeLine(t, text) 
 func (s *codexTUI) end(*testing.T) {}
 
 func (s *codexTUI) host() *proc { return nil }
+
+// again starts the other session in a Codex home of its own: in Codex
+// 0.169.0 a second terminal UI on one CODEX_HOME (one background server)
+// leaves the first one's turns hanging, hermes or not (seen with no MCP
+// server configured at all). The hermes profile is still the same.
+func (s *codexTUI) again(t *testing.T) session {
+	return newCodexTUI(t, newCodex(t, s.c.prof, s.c.model), s.pane.x)
+}

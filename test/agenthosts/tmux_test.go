@@ -2,10 +2,12 @@ package agenthosts
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 type tmux struct {
 	bin    string
 	socket string
+	n      atomic.Int32
 }
 
 func newTmux(t *testing.T) *tmux {
@@ -51,9 +54,15 @@ type pane struct {
 	name string
 }
 
-// start runs argv in a new 200x50 window in dir, with exactly env.
+// target names the pane's session exactly ("codex-1" alone would also
+// match codex-10, and tmux may read a bare name as a window's).
+func (p *pane) target() string { return "=" + p.name + ":" }
+
+// start runs argv in a new 200x50 window in dir, with exactly env; name
+// is numbered, each window having a session of its own.
 func (x *tmux) start(t *testing.T, name, dir string, env []string, argv ...string) *pane {
 	t.Helper()
+	name = fmt.Sprintf("%s-%d", name, x.n.Add(1))
 	// env -i: the tmux server's own environment must not reach the
 	// program.
 	args := append([]string{"new-session", "-d", "-s", name, "-x", "200", "-y", "50", "-c", dir, "env", "-i"}, env...)
@@ -62,7 +71,7 @@ func (x *tmux) start(t *testing.T, name, dir string, env []string, argv ...strin
 	}
 	// The window stays when the program exits, so that its last screen
 	// can be read.
-	_, _ = x.run("set-option", "-t", name, "remain-on-exit", "on")
+	_, _ = x.run("set-option", "-t", "="+name, "remain-on-exit", "on")
 	p := &pane{x: x, name: name}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -74,7 +83,7 @@ func (x *tmux) start(t *testing.T, name, dir string, env []string, argv ...strin
 
 // screen is what the window shows.
 func (p *pane) screen() string {
-	out, err := p.x.run("capture-pane", "-p", "-t", p.name)
+	out, err := p.x.run("capture-pane", "-p", "-t", p.target())
 	if err != nil {
 		return "(capture-pane: " + err.Error() + ")"
 	}
@@ -84,7 +93,7 @@ func (p *pane) screen() string {
 // keys sends tmux key names (Enter, Escape, C-c, Down).
 func (p *pane) keys(t *testing.T, keys ...string) {
 	t.Helper()
-	if out, err := p.x.run(append([]string{"send-keys", "-t", p.name}, keys...)...); err != nil {
+	if out, err := p.x.run(append([]string{"send-keys", "-t", p.target()}, keys...)...); err != nil {
 		t.Fatalf("tmux send-keys %v: %v\n%s", keys, err, out)
 	}
 }
@@ -94,7 +103,7 @@ func (p *pane) keys(t *testing.T, keys ...string) {
 // on a second Enter.
 func (p *pane) typeLine(t *testing.T, text string) {
 	t.Helper()
-	if out, err := p.x.run("send-keys", "-t", p.name, "-l", text); err != nil {
+	if out, err := p.x.run("send-keys", "-t", p.target(), "-l", text); err != nil {
 		t.Fatalf("tmux send-keys: %v\n%s", err, out)
 	}
 	time.Sleep(300 * time.Millisecond)
