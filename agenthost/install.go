@@ -121,8 +121,13 @@ func readFile(path string) ([]byte, error) {
 
 // hookCommand is the shell command of hermes's hook for the host, with the
 // environment it needs.
+//
+// exec makes the shell the host runs it with become hermes (a shell keeps
+// itself as the parent of a command with assignments in front): the hook's
+// parent is then the host itself, whose death ends a waiting hook
+// (WithHost).
 func (s Setup) hookCommand() string {
-	return strings.Join(append(s.envAssignments(), shellQuote(s.Hermes), "hook", string(s.Host)), " ")
+	return strings.Join(append(append(s.envAssignments(), "exec"), shellQuote(s.Hermes), "hook", string(s.Host)), " ")
 }
 
 // envAssignments are NAME='value' words for the hook's command line.

@@ -168,7 +168,7 @@ func TestInstallClaudeHooks(t *testing.T) {
 	if err := json.Unmarshal([]byte(read(t, filepath.Join(s.Home, ".claude", "settings.json"))), &settings); err != nil {
 		t.Fatal(err)
 	}
-	const cmd = "HERMES_HOME='/srv/hermes home' /opt/hermes/bin/hermes hook claude"
+	const cmd = "HERMES_HOME='/srv/hermes home' exec /opt/hermes/bin/hermes hook claude"
 	for _, ev := range []string{EventSessionStart, EventUserPromptSubmit, EventStop, EventPostToolUse} {
 		g := settings.Hooks[ev]
 		if len(g) != 1 || len(g[0].Hooks) != 1 || g[0].Hooks[0].Command != cmd {

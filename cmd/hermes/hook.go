@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,6 +54,10 @@ func (c *HookCmd) Run(ctx context.Context, g *Globals) error {
 			fmt.Fprintf(g.Stderr, "hermes: %v\n", err)
 		}
 	}
+	// A host killed while the hook waits must not leave it to take what
+	// the session resuming the conversation should get.
+	ctx, stop := agenthost.WithHost(ctx)
+	defer stop()
 	ctx, svc, done, err := service(ctx, g, "hook")
 	if err != nil {
 		return err
@@ -61,6 +66,9 @@ func (c *HookCmd) Run(ctx context.Context, g *Globals) error {
 	d := &agenthost.Deliverer{Runner: svc, Sessions: names, Delivered: agenthost.NewDelivered(filepath.Join(home, "hosts", "delivered"))}
 	h := &agenthost.Hook{Host: host, Deliverer: d, Interactive: c.interactive(host, g.Getenv), Until: time.Now().Add(maxWait)}
 	ans, err := h.Run(ctx, ev)
+	if errors.Is(context.Cause(ctx), agenthost.ErrHostGone) {
+		return nil // nobody to answer; nothing was handed over
+	}
 	if err != nil {
 		return err
 	}
