@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -34,6 +35,9 @@ const MaxLineBytes = 16 << 20
 type StdioTransport struct {
 	Reader io.Reader
 	Writer io.Writer
+	// Logger receives a debug line for each answer dropped because its
+	// request was cancelled; nil discards it.
+	Logger *slog.Logger
 
 	// intercept, set by Conn.Run, answers the tasks extension's requests
 	// before the SDK sees them (tasks.go).
@@ -44,12 +48,14 @@ type StdioTransport struct {
 func (t *StdioTransport) Connect(context.Context) (sdk.Connection, error) {
 	c := &lineConn{
 		intercept: t.intercept,
+		log:       t.Logger,
 		w:         t.Writer,
 		incoming:  make(chan jsonrpc.Message),
 		closed:    make(chan struct{}),
 		readDone:  make(chan struct{}),
 		cancelled: map[jsonrpc.ID]bool{},
 		pending:   map[jsonrpc.ID]bool{},
+		progress:  map[string]jsonrpc.ID{},
 	}
 	go c.readLoop(t.Reader)
 	return c, nil
@@ -58,6 +64,7 @@ func (t *StdioTransport) Connect(context.Context) (sdk.Connection, error) {
 // lineConn is one stdio connection.
 type lineConn struct {
 	intercept func(ctx context.Context, req *jsonrpc.Request) (any, bool, error)
+	log       *slog.Logger
 
 	writeMu sync.Mutex
 	w       io.Writer
@@ -74,6 +81,12 @@ type lineConn struct {
 	// those of them the client cancelled.
 	pending   map[jsonrpc.ID]bool
 	cancelled map[jsonrpc.ID]bool
+	// progress maps the progress token of each pending, uncancelled
+	// request to the request. Progress for any other token is dropped:
+	// Claude Code ends the whole connection at a progress notification
+	// whose token it no longer knows (one sent after it cancelled the
+	// request, or after the answer).
+	progress map[string]jsonrpc.ID
 }
 
 // readLoop reads lines until EOF or a read error, handing each message to
@@ -109,9 +122,13 @@ func (c *lineConn) deliver(msg jsonrpc.Message) bool {
 		switch {
 		case req.IsCall():
 			c.pending[req.ID] = true
+			if tok, ok := progressToken(req.Params, true); ok {
+				c.progress[tok] = req.ID
+			}
 		case req.Method == "notifications/cancelled":
 			if id, ok := cancelledID(req.Params); ok && c.pending[id] {
 				c.cancelled[id] = true
+				c.forgetProgress(id)
 			}
 		}
 		c.mu.Unlock()
@@ -166,6 +183,42 @@ func (c *lineConn) answer(req *jsonrpc.Request) {
 		}
 	}
 	_ = c.Write(ctx, resp)
+}
+
+// forgetProgress ends the progress of request id; c.mu is held.
+func (c *lineConn) forgetProgress(id jsonrpc.ID) {
+	for tok, of := range c.progress {
+		if of == id {
+			delete(c.progress, tok)
+		}
+	}
+}
+
+// progressToken is the progress token in params, as its JSON text: a
+// request's (_meta.progressToken) when inMeta, else a progress
+// notification's (progressToken).
+func progressToken(params json.RawMessage, inMeta bool) (string, bool) {
+	var p struct {
+		Meta struct {
+			Token json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+		Token json.RawMessage `json:"progressToken"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", false
+	}
+	tok := p.Token
+	if inMeta {
+		tok = p.Meta.Token
+	}
+	// Canonical text: the SDK decodes the request's token and encodes it
+	// again in its notifications.
+	var v any
+	if len(tok) == 0 || json.Unmarshal(tok, &v) != nil || v == nil {
+		return "", false
+	}
+	canon, err := json.Marshal(v)
+	return string(canon), err == nil
 }
 
 // cancelledID is the request id a notifications/cancelled names.
@@ -278,13 +331,30 @@ func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/progress" {
+		tok, _ := progressToken(req.Params, false)
+		c.mu.Lock()
+		_, live := c.progress[tok]
+		c.mu.Unlock()
+		if !live {
+			if c.log != nil {
+				c.log.Debug("progress of a request that is over is dropped", "token", tok)
+			}
+			return nil
+		}
+	}
 	if resp, ok := msg.(*jsonrpc.Response); ok {
 		c.mu.Lock()
 		drop := c.cancelled[resp.ID]
 		delete(c.cancelled, resp.ID)
 		delete(c.pending, resp.ID)
+		c.forgetProgress(resp.ID)
 		c.mu.Unlock()
 		if drop {
+			if c.log != nil {
+				// When the handler stopped: a wait stops at the cancel.
+				c.log.Debug("request cancelled by the client: its answer is dropped", "id", resp.ID.Raw())
+			}
 			return nil
 		}
 	}

@@ -2,13 +2,17 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // rawClient speaks newline-delimited JSON-RPC to a connection served over
@@ -162,9 +166,27 @@ func TestStdioCancelledGetsNoAnswer(t *testing.T) {
 	if id == "" {
 		t.Fatalf("start = %v", m)
 	}
-	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"process_manage","arguments":{"action":"wait","session_id":%q,"timeout":60}}}`, id))
-	time.Sleep(300 * time.Millisecond)
+	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":"tok-2"},"name":"process_manage","arguments":{"action":"wait","session_id":%q,"timeout":60}}}`, id))
+	// The wait reports progress (its token known to the client)...
+	for deadline := time.After(10 * time.Second); ; {
+		var m map[string]any
+		select {
+		case m = <-c.out:
+		case <-deadline:
+			t.Fatal("no progress from the wait")
+		}
+		if p, _ := m["params"].(map[string]any); m["method"] == "notifications/progress" && p["progressToken"] == "tok-2" {
+			break
+		}
+	}
 	c.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user pressed escape"}}`)
+	// ...and none once cancelled: Claude Code drops a connection that
+	// sends progress for a token it forgot.
+	select {
+	case m := <-c.out:
+		t.Fatalf("after the cancel: %v", m)
+	case <-time.After(2500 * time.Millisecond):
+	}
 	c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"process_manage","arguments":{"action":"kill","session_id":%q}}}`, id))
 	m = c.next()
 	if m["id"] != 3.0 {
@@ -178,6 +200,69 @@ func TestStdioCancelledGetsNoAnswer(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// TestStdioProgressOnlyWhileLive: progress for a request is written while
+// it is pending, and dropped once it was cancelled or answered (however the
+// handler raced the cancel), or when its token was never sent.
+func TestStdioProgressOnlyWhileLive(t *testing.T) {
+	inR, inW := io.Pipe()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(b) })
+	conn, err := (&StdioTransport{Reader: inR, Writer: w}).Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inW.Close(); conn.Close() })
+	go func() {
+		for {
+			if _, err := conn.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	send := func(line string) {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	progress := func(tok any) string {
+		b, _ := json.Marshal(map[string]any{"progressToken": tok, "progress": 1})
+		mu.Lock()
+		before := out.Len()
+		mu.Unlock()
+		if err := conn.Write(context.Background(), &jsonrpc.Request{Method: "notifications/progress", Params: b}); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return out.String()[before:]
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":"a"},"name":"x"}}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"progressToken":7},"name":"x"}}`)
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	time.Sleep(200 * time.Millisecond) // read by the connection
+	if got := progress("a"); !strings.Contains(got, `"a"`) {
+		t.Fatalf("progress of a pending request was not written: %q", got)
+	}
+	if got := progress(7); got != "" {
+		t.Fatalf("progress of a cancelled request was written: %q", got)
+	}
+	if got := progress("never"); got != "" {
+		t.Fatalf("progress for an unknown token was written: %q", got)
+	}
+	id, _ := jsonrpc.MakeID(float64(1))
+	if err := conn.Write(context.Background(), &jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := progress("a"); got != "" {
+		t.Fatalf("progress of an answered request was written: %q", got)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // FuzzDecodeLine: any line is either a message or one JSON error answer.
 func FuzzDecodeLine(f *testing.F) {

@@ -282,15 +282,22 @@ func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, a
 	go func() {
 		defer close(done)
 		start := time.Now()
-		t := time.NewTicker(c.opts.ProgressInterval)
+		// The ticks fall between whole seconds (1.5 s, 3.5 s, ... with
+		// the default interval): hosts give up on a call after a whole
+		// number of seconds, and progress sent as a host gives up
+		// crosses its cancel, which Claude Code answers by dropping the
+		// connection ("progress notification for an unknown token").
+		every := c.opts.ProgressInterval
+		t := time.NewTimer(every - every/4)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				t.Reset(every)
 			}
-			waited := time.Since(start).Round(time.Second)
+			waited := time.Since(start).Truncate(time.Second)
 			err := ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
 				ProgressToken: token,
 				Progress:      waited.Seconds(),

@@ -81,7 +81,7 @@ func (c *MCPServeCmd) Run(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return conn.Run(ctx, &hermesmcp.StdioTransport{Reader: os.Stdin, Writer: g.Stdout})
+	return conn.Run(ctx, &hermesmcp.StdioTransport{Reader: os.Stdin, Writer: g.Stdout, Logger: log})
 }
 
 // mcpSession is the session of an MCP connection: the one
