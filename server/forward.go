@@ -259,6 +259,9 @@ func (s *Server) heartbeat(ctx context.Context) {
 		if err := p.dir.Beat(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("replica heartbeat failed", "err", err)
 		}
+		if lost, err := p.dir.DataLost(ctx); err == nil && lost {
+			s.republish(ctx)
+		}
 		s.sweep(ctx)
 		select {
 		case <-ctx.Done():
@@ -266,6 +269,32 @@ func (s *Server) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// republish writes back what Redis lost and this replica holds: the
+// receipts of the jobs it ran that it still answers for from memory, and
+// the claims of the jobs it runs. Until then other replicas call them
+// not_found; a heartbeat (a third of the TTL) bounds that.
+func (s *Server) republish(ctx context.Context) {
+	wrote, claimed := 0, 0
+	for _, t := range s.tenants.opened() {
+		n, live, err := t.Registry.Republish(ctx)
+		wrote += n
+		if err != nil {
+			s.log.Warn("receipts not written back after Redis lost its data", "tenant", t.Name, "err", err)
+		}
+		for _, l := range live {
+			if t.Registry.Shared(l.Backend) {
+				continue // every replica reaches it: never claimed
+			}
+			if err := s.peers.dir.Claim(ctx, t.Name, l); err != nil {
+				s.log.Warn("job not claimed again after Redis lost its data", "id", l.ID, "err", err)
+				continue
+			}
+			claimed++
+		}
+	}
+	s.log.Warn("Redis lost its data: wrote back what this replica holds", "receipts", wrote, "claims", claimed)
 }
 
 // sweep records lost the jobs claimed by replicas that are gone, so that

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -8,10 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/server"
@@ -197,6 +201,81 @@ func TestReplicaGoneJobsLost(t *testing.T) {
 	}
 	if status, cs := b.takeCompletions(t, "", who, who, "0s"); status != 200 || len(cs) != 0 {
 		t.Errorf("a second completion: %d %+v", status, cs)
+	}
+}
+
+// TestRedisLostItsData: Redis restarted empty (no persistence) or was
+// flushed. The replica that ran a job still answers for it from memory;
+// within a few heartbeats it writes back what it holds, so the other
+// replica serves the finished job's receipt and forwards to the running
+// one again, rather than calling both not_found.
+func TestRedisLostItsData(t *testing.T) {
+	cfg, a, b := replicaPair(t)
+	const who = "lost-data-agent"
+	done := a.startJob(t, "", who, map[string]any{"command": "echo kept; exit 3", "backend": "local"})
+	a.waitJob(t, "", who, done)
+	running := a.startJob(t, "", who, map[string]any{"command": "echo on; sleep 300", "backend": "local"})
+	t.Cleanup(func() { a.killJob(t, "", who, running) })
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if status, _ := b.poll(t, who, running); status == "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running job never reached B")
+		}
+	}
+	if r := b.do(t, call{method: "GET", path: "/v1/receipts/" + done, session: who}); r.status != 200 {
+		t.Fatalf("receipt through B before the loss: %d %s", r.status, r.body)
+	}
+
+	prefix := regexp.MustCompile(`prefix: "([^"]+)"`).FindStringSubmatch(cfg.config)[1]
+	wipeRedis(t, prefix)
+	lost := time.Now()
+	var receipt, poll answer
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		receipt = b.do(t, call{method: "GET", path: "/v1/receipts/" + done, session: who})
+		poll = b.do(t, call{method: "GET", path: "/v1/processes/" + running, session: who})
+		if receipt.status == 200 && poll.status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after Redis lost its data, B answers the finished job %d %s and the running one %d %s",
+				receipt.status, receipt.body, poll.status, poll.body)
+		}
+	}
+	t.Logf("B served both again %v after the loss", time.Since(lost).Round(time.Millisecond))
+	if !strings.Contains(string(receipt.body), `"exit_code":3`) || !strings.Contains(string(receipt.body), "kept") {
+		t.Errorf("the receipt written back: %s", receipt.body)
+	}
+	if !strings.Contains(string(poll.body), `"status":"running"`) {
+		t.Errorf("the running job through B: %s", poll.body)
+	}
+	// And it is still the owner's alone.
+	if r := b.do(t, call{method: "GET", path: "/v1/receipts/" + done, session: "stranger"}); r.status != 404 {
+		t.Errorf("a stranger reads the receipt written back: %d %s", r.status, r.body)
+	}
+}
+
+// wipeRedis deletes every key under prefix, as a Redis restarted without
+// persistence would (FLUSHALL would take other tests' keys too).
+func wipeRedis(t *testing.T, prefix string) {
+	t.Helper()
+	opt, err := redis.ParseURL(testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) == 0 {
+		t.Fatalf("no keys under %s to lose", prefix)
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -67,6 +67,9 @@ type Directory struct {
 
 	keyMu sync.Mutex
 	key   []byte // the replicas' hop key, once read (hop.go)
+
+	epochMu sync.Mutex
+	epoch   string // the epoch mark last read (epoch.go)
 }
 
 // New returns the directory of the replicas under prefix (DefaultPrefix

@@ -16,24 +16,36 @@ import (
 
 func directories(t *testing.T, ttl time.Duration, names ...string) []*replicas.Directory {
 	t.Helper()
-	url := testenv.Redis(t)
+	_, ds := directoriesAt(t, ttl, names...)
+	return ds
+}
+
+// directoriesAt is directories, and the prefix they share.
+func directoriesAt(t *testing.T, ttl time.Duration, names ...string) (string, []*replicas.Directory) {
+	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "hermes:{dir-" + hex.EncodeToString(b) + "}:"
 	var out []*replicas.Directory
 	for i, n := range names {
-		opt, err := redis.ParseURL(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := replicas.New(redis.NewClient(opt), prefix, replicas.Replica{Name: n, URL: "http://127.0.0.1:" + string(rune('1'+i)) + "000"}, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		out = append(out, d)
+		out = append(out, directory(t, prefix, n, "http://127.0.0.1:"+string(rune('1'+i))+"000", ttl))
 	}
-	return out
+	return prefix, out
+}
+
+// directory is replica name's directory under prefix.
+func directory(t *testing.T, prefix, name, url string, ttl time.Duration) *replicas.Directory {
+	t.Helper()
+	opt, err := redis.ParseURL(testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := replicas.New(redis.NewClient(opt), prefix, replicas.Replica{Name: name, URL: url}, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
 func TestDirectory(t *testing.T) {
@@ -129,5 +141,76 @@ func TestCheck(t *testing.T) {
 		if err := replicas.CheckURL(u); err != nil {
 			t.Errorf("URL %q refused: %v", u, err)
 		}
+	}
+}
+
+// wipe deletes every key under prefix: what a Redis restarted without
+// persistence, or flushed, leaves of the replicas' keys (FLUSHALL itself
+// would take other tests' keys too).
+func wipe(t *testing.T, prefix string) {
+	t.Helper()
+	opt, err := redis.ParseURL(testenv.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		if err := rdb.Del(ctx, keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDataLost: each replica learns once that Redis lost its keys, and a
+// replica that joins after the loss forwards to the others and they to it:
+// the hop key they held is written back rather than replaced.
+func TestDataLost(t *testing.T) {
+	ctx := context.Background()
+	prefix, ds := directoriesAt(t, time.Second, "a", "b")
+	a, b := ds[0], ds[1]
+	check := func(d *replicas.Directory, want bool) {
+		t.Helper()
+		lost, err := d.DataLost(ctx)
+		if err != nil || lost != want {
+			t.Errorf("%s: DataLost = %v, %v; want %v", d.Self().Name, lost, err, want)
+		}
+	}
+	check(a, false) // the first call only reads the mark
+	check(b, false)
+	check(a, false)
+	now := time.Now()
+	sig, err := a.SignHop(ctx, "GET", "/v1/processes", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.VerifyHop(ctx, sig, "a", "GET", "/v1/processes", now) {
+		t.Fatal("b refuses a's hop before the loss")
+	}
+
+	wipe(t, prefix)
+	check(b, true)
+	check(a, true)
+	check(a, false) // once per loss
+	check(b, false)
+
+	late := directory(t, prefix, "c", "http://127.0.0.1:3000", time.Second)
+	sig, err = late.SignHop(ctx, "GET", "/v1/processes", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*replicas.Directory{a, b} {
+		if !d.VerifyHop(ctx, sig, "c", "GET", "/v1/processes", now) {
+			t.Errorf("%s refuses the hop of a replica that joined after the loss", d.Self().Name)
+		}
+	}
+	sig, _ = a.SignHop(ctx, "GET", "/v1/processes", now)
+	if !late.VerifyHop(ctx, sig, "a", "GET", "/v1/processes", now) {
+		t.Error("the replica that joined after the loss refuses a's hop")
 	}
 }
