@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/internal/fakemodel"
 	"github.com/hermesrun/hermes/internal/testenv"
@@ -103,11 +104,36 @@ func (c *claude) print(t *testing.T, prompt string, args ...string) *proc {
 	return start(t, "claude -p", c.project, c.env, argv...)
 }
 
-// tui starts Claude Code's terminal UI in tmux.
-func (c *claude) tui(t *testing.T, x *tmux, args ...string) *pane {
+// tui starts Claude Code's terminal UI in tmux, and returns its pane and
+// the file of its debug log.
+func (c *claude) tui(t *testing.T, x *tmux, args ...string) (*pane, string) {
 	t.Helper()
-	argv := append([]string{c.exe, "--debug-file", c.debugFile()}, args...)
-	return x.start(t, "claude", c.project, append(c.env, "TERM=xterm-256color"), argv...)
+	debug := c.debugFile()
+	argv := append([]string{c.exe, "--debug-file", debug}, args...)
+	return x.start(t, "claude", c.project, append(c.env, "TERM=xterm-256color"), argv...), debug
+}
+
+// claudeConnected is in a debug log once Claude Code has connected to
+// hermes's MCP server.
+const claudeConnected = `MCP server "hermes": Connection established`
+
+// waitConnected waits until the debug log in file says hermes's MCP server
+// is connected. The terminal UI takes input before its MCP servers are up,
+// and a prompt typed then is answered without their tools (a turn's tools
+// are fixed when its prompt is submitted).
+func waitConnected(t *testing.T, file string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		data, _ := os.ReadFile(file)
+		if strings.Contains(string(data), claudeConnected) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Claude Code did not connect to hermes within %v (debug log %s)", within, file)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // debugLog is the text of every debug log so far.

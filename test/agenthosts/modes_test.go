@@ -115,13 +115,15 @@ const claudeAutoOffer = "Make auto mode your default permission mode?"
 func newClaudeTUI(t *testing.T, c *claude, x *tmux) *claudeTUI {
 	t.Helper()
 	s := &claudeTUI{c: c, id: sessionID()}
-	s.pane = c.tui(t, x, "--session-id", s.id)
+	var debug string
+	s.pane, debug = c.tui(t, x, "--session-id", s.id)
 	if s.pane.waitFor(t, 30*time.Second, claudeReady, claudeAutoOffer) == claudeAutoOffer {
 		s.pane.keys(t, "Down")
 		s.pane.waitFor(t, 5*time.Second, "❯ No, keep manual mode")
 		s.pane.keys(t, "Enter")
 		s.pane.waitFor(t, 30*time.Second, claudeReady)
 	}
+	waitConnected(t, debug, 30*time.Second)
 	return s
 }
 
