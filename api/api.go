@@ -91,6 +91,9 @@ type Error struct {
 	Status string `json:"status,omitempty"`
 	// Process is the failed_to_start record of a start the backend refused.
 	Process *runner.Info `json:"process,omitempty"`
+	// Candidates are, on the not_found answer for an ambiguous id prefix,
+	// ids of the caller's own processes that it matches.
+	Candidates []string `json:"candidates,omitempty"`
 }
 
 // StartRequest is the body of POST /v1/processes. The owner session is the

@@ -112,9 +112,22 @@ type Error struct {
 	// RetryAfter is the runner's Retry-After (a start its limits
 	// refused: 429).
 	RetryAfter time.Duration
+	// Candidates are the ids an ambiguous prefix matches (a 404).
+	Candidates []string
+	// Prefix is the id the candidates share, with Candidates.
+	Prefix string
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap gives errors.As the receipts.AmbiguousError of an ambiguous
+// prefix, as a local lookup would.
+func (e *Error) Unwrap() error {
+	if len(e.Candidates) == 0 {
+		return nil
+	}
+	return &receipts.AmbiguousError{Prefix: e.Prefix, IDs: e.Candidates}
+}
 
 // Is lets errors.Is match the runner's answers to the local sentinels.
 func (e *Error) Is(target error) bool {
@@ -252,7 +265,7 @@ func (c *Client) errorOf(resp *http.Response, body []byte) *Error {
 		}
 		we.Error = "hermes runner at " + c.base.String() + ": " + we.Error
 	}
-	e := &Error{StatusCode: resp.StatusCode, Code: we.Code, Message: we.Error, Process: we.Process}
+	e := &Error{StatusCode: resp.StatusCode, Code: we.Code, Message: we.Error, Process: we.Process, Candidates: we.Candidates, Prefix: we.ID}
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
 		e.RetryAfter = time.Duration(secs) * time.Second
 	}

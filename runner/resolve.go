@@ -72,8 +72,15 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		return r.lookupID(ctx, idOrPrefix, scope, adopt)
 	}
 	procs, live := r.matchPrefix(ctx, idOrPrefix, scope)
-	if len(procs)+len(live) > 1 {
-		return found{}, ErrNotFound
+	var matched []string
+	for _, p := range procs {
+		matched = append(matched, p.spec.ID)
+	}
+	for _, l := range live {
+		matched = append(matched, l.ID)
+	}
+	if len(matched) > 1 {
+		return found{}, ambiguous(idOrPrefix, matched...)
 	}
 	if len(procs) == 1 {
 		return found{proc: procs[0]}, nil
@@ -89,6 +96,10 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		// It ended between List and Attach: its receipt is the answer.
 	}
 	rec, err := r.opts.Store.Get(ctx, idOrPrefix, scope)
+	var amb *receipts.AmbiguousError
+	if errors.As(err, &amb) {
+		return found{}, ambiguous(idOrPrefix, append(matched, amb.IDs...)...)
+	}
 	if errors.Is(err, receipts.ErrNotFound) && len(live) == 0 {
 		return r.lookupQueued(ctx, idOrPrefix, scope)
 	}
@@ -99,12 +110,27 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		return found{}, err
 	}
 	if len(live) == 1 && rec.ID != live[0].ID {
-		return found{}, ErrNotFound
+		return found{}, ambiguous(idOrPrefix, live[0].ID, rec.ID)
 	}
 	if p := r.known(rec.ID); p != nil {
 		return found{proc: p}, nil
 	}
 	return found{receipt: rec}, nil
+}
+
+// ambiguousError is the registry's ErrNotFound for a prefix of more than
+// one process the caller may see; errors.As finds the
+// receipts.AmbiguousError that names them.
+type ambiguousError struct{ *receipts.AmbiguousError }
+
+func (e ambiguousError) Is(target error) bool {
+	return target == ErrNotFound || e.AmbiguousError.Is(target)
+}
+
+func (e ambiguousError) Unwrap() error { return e.AmbiguousError }
+
+func ambiguous(prefix string, ids ...string) error {
+	return ambiguousError{receipts.Ambiguous(prefix, ids...)}
 }
 
 // matchPrefix returns the processes the caller may see whose ids start

@@ -3,14 +3,17 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/server"
 )
 
@@ -525,5 +528,65 @@ func TestAPIRefusesOpenListenWithoutTokens(t *testing.T) {
 		if _, err := server.New(server.Options{Listen: addr, Getenv: envOf(map[string]string{"HERMES_HOME": t.TempDir()}), Exe: hermesBin}); err != nil {
 			t.Errorf("listen %s: %v", addr, err)
 		}
+	}
+}
+
+// TestEveryRouteChecksTheSessionHeader holds every route of the API to one
+// rule for X-Hermes-Session: a value past the label limit, or with control
+// characters, is refused with 400 before the route does anything (a start
+// and a list alike), never served and never a 500.
+func TestEveryRouteChecksTheSessionHeader(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	routes := ts.srv.Routes()
+	for _, bad := range []string{strings.Repeat("s", 300), strings.Repeat("é", 150), "a\tb"} {
+		for _, r := range routes {
+			method, path, ok := strings.Cut(r, " ")
+			if !ok {
+				method, path = "POST", r // /mcp serves every method
+			}
+			if !strings.HasPrefix(path, "/v1/") && path != "/mcp" {
+				continue // probes and metrics take no session
+			}
+			path = strings.NewReplacer("{id}", "proc_0000deadbeef").Replace(path)
+			if strings.HasPrefix(path, "/v1/sessions/") {
+				path = strings.Replace(path, "proc_0000deadbeef", "s1", 1)
+			}
+			a := ts.do(t, call{method: method, path: path, session: bad, body: []byte(`{"command":"true"}`)})
+			if a.status != http.StatusBadRequest {
+				t.Errorf("%s %s with a %d-byte session header: status %d, want 400: %s", method, path, len(bad), a.status, a.body)
+			}
+		}
+	}
+}
+
+// TestAmbiguousPrefixNamesCandidates: an id prefix of more than one of the
+// caller's jobs is a 404 whose body names them (candidates), and never a
+// job of another session that shares the prefix.
+func TestAmbiguousPrefixNamesCandidates(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	store, err := receipts.NewFileStore(filepath.Join(ts.Home, "logs", "process-results"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for id, owner := range map[string]string{"proc_abcd11110000": "x", "proc_abcd22220000": "x", "proc_abcd33330000": "y"} {
+		if err := store.Put(context.Background(), &receipts.Receipt{ID: id, Command: "true", Backend: "local",
+			Status: receipts.StatusExited, StartedAt: now, FinishedAt: now, Owner: receipts.Owner{ParentSessionID: owner}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := ts.do(t, call{method: "GET", path: "/v1/processes/proc_abcd", session: "x"})
+	var body struct {
+		Status     string   `json:"status"`
+		Candidates []string `json:"candidates"`
+		Error      string   `json:"error"`
+	}
+	r.json(t, &body)
+	if r.status != 404 || body.Status != "not_found" || !slices.Equal(body.Candidates, []string{"proc_abcd11110000", "proc_abcd22220000"}) ||
+		!strings.Contains(body.Error, "ambiguous") {
+		t.Errorf("ambiguous prefix as x: %d %s", r.status, r.body)
+	}
+	if r := ts.do(t, call{method: "GET", path: "/v1/processes/proc_abcd", session: "y"}); r.status != 200 || strings.Contains(string(r.body), "candidates") {
+		t.Errorf("the same prefix as y: %d %s; want y's only job", r.status, r.body)
 	}
 }

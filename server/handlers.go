@@ -50,7 +50,13 @@ func notFound(w http.ResponseWriter, id string) {
 
 // lookupFailed answers the error of a lookup.
 func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string, err error) {
+	var amb *receipts.AmbiguousError
 	switch {
+	case errors.As(err, &amb):
+		writeJSON(w, http.StatusNotFound, api.Error{
+			Error: amb.Error(), Code: api.CodeNotFound,
+			ID: id, Status: receipts.StatusNotFound, Candidates: amb.IDs,
+		})
 	case errors.Is(err, runner.ErrNotFound), errors.Is(err, receipts.ErrNotFound):
 		notFound(w, id)
 	case errors.Is(err, receipts.ErrInvalidID):

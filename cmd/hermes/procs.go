@@ -88,8 +88,17 @@ func printJSON(g *Globals, v any) error {
 	return enc.Encode(v)
 }
 
-func notFound(id string) error {
-	return fmt.Errorf("%s: no such process in this profile and session", runner.Clip(id))
+// notFound is the error of an id the caller cannot see. It never says
+// whether the id exists elsewhere (another session's jobs are none of the
+// caller's business), but it says whose jobs were looked in and how to
+// look as another session: the jobs of a chat or an agent belong to its
+// session, and seem to vanish once it ends.
+func notFound(g *Globals, id string) error {
+	where := "among the jobs started with no session (HERMES_SESSION_ID is unset)"
+	if s := g.Getenv("HERMES_SESSION_ID"); s != "" {
+		where = "visible to session " + runner.Clip(s) + " (HERMES_SESSION_ID)"
+	}
+	return fmt.Errorf("%s: no such process %s; a job belongs to the session that started it (a chat, an agent): list sessions with 'hermes session ls' and read as one with HERMES_SESSION_ID=<id>", runner.Clip(id), where)
 }
 
 // onProcess runs command op on process id: it checks the id, opens the
@@ -117,7 +126,11 @@ func answer(g *Globals, op, id string, err error) error {
 	if g.JSON {
 		_ = printJSON(g, runner.NotFound(op, id))
 	}
-	return notFound(id)
+	var amb *receipts.AmbiguousError
+	if errors.As(err, &amb) {
+		return amb
+	}
+	return notFound(g, id)
 }
 
 // checkLabels applies the runner's label rule to --task and --session-key.

@@ -213,7 +213,7 @@ func (s *FileStore) Get(_ context.Context, idOrPrefix string, scope Scope) (*Rec
 	if err != nil {
 		return nil, err
 	}
-	var found *Receipt
+	var found []*Receipt
 	for _, id := range ids {
 		if !strings.HasPrefix(id, idOrPrefix) {
 			continue
@@ -222,15 +222,19 @@ func (s *FileStore) Get(_ context.Context, idOrPrefix string, scope Scope) (*Rec
 		if err != nil || !scope.Allows(r.ParentSessionID) {
 			continue
 		}
-		if found != nil {
-			return nil, ErrNotFound // ambiguous resolves to nothing
-		}
-		found = r
+		found = append(found, r)
 	}
-	if found == nil {
+	switch len(found) {
+	case 0:
 		return nil, ErrNotFound
+	case 1:
+		return found[0], nil
 	}
-	return found, nil
+	matched := make([]string, len(found))
+	for i, r := range found {
+		matched[i] = r.ID
+	}
+	return nil, Ambiguous(idOrPrefix, matched...)
 }
 
 // List implements Store.

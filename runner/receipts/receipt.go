@@ -6,6 +6,7 @@ package receipts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -40,6 +41,46 @@ const (
 
 // Active reports whether status is one of a job that has not ended.
 func Active(status string) bool { return status == StatusRunning || status == StatusQueued }
+
+// AmbiguousError is the ErrNotFound of a prefix that the ids of more than
+// one process visible to the caller start with: it resolves to nothing, and
+// names them so that the caller can pick one. Only the caller's own ids are
+// ever named (a prefix matching another session's receipt matches nothing).
+type AmbiguousError struct {
+	Prefix string
+	// IDs are matching ids, sorted: at most MaxCandidates of them, and
+	// possibly not all (a store may stop looking at the second).
+	IDs []string
+}
+
+// MaxCandidates bounds the ids an AmbiguousError names.
+const MaxCandidates = 10
+
+// Ambiguous returns the AmbiguousError of prefix matched by ids (in any
+// order, duplicates allowed).
+func Ambiguous(prefix string, ids ...string) *AmbiguousError {
+	seen := make(map[string]bool, len(ids))
+	var out []string
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	if len(out) > MaxCandidates {
+		out = out[:MaxCandidates]
+	}
+	return &AmbiguousError{Prefix: prefix, IDs: out}
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%s is ambiguous: it matches %s; give more of the id", e.Prefix, strings.Join(e.IDs, ", "))
+}
+
+// Is makes an ambiguous prefix ErrNotFound to every caller that only
+// needs to know it resolved to nothing.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrNotFound }
 
 // Errors a Store returns. Callers test them with errors.Is.
 var (

@@ -56,6 +56,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -359,8 +360,11 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 			cands[id] = e.Receipt
 		}
 	}
-	if len(cands) != 1 {
-		return nil, receipts.ErrNotFound // none, or ambiguous
+	if len(cands) > 1 {
+		return nil, receipts.Ambiguous(idOrPrefix, slices.Collect(maps.Keys(cands))...)
+	}
+	if len(cands) == 0 {
+		return nil, receipts.ErrNotFound
 	}
 	for id, r := range cands {
 		if r != nil {

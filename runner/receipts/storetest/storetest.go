@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -399,29 +400,39 @@ func testPrefix(t *testing.T, open opener, _ Harness) {
 		scope receipts.Scope
 		want  string // "" means ErrNotFound
 		err   error
+		ambig []string // the candidates an ambiguous prefix names
 	}{
-		{"proc_abcd", scope("sess-a"), "", receipts.ErrNotFound}, // ambiguous
-		{"proc_abcd1", scope("sess-a"), "proc_abcd11110000", nil},
-		{"proc_abcd2222", scope("sess-a"), "proc_abcd22220000", nil},
-		{"proc_abcd22220000", scope("sess-a"), "proc_abcd22220000", nil},
-		{"proc_abcd2", scope("sess-b"), "", receipts.ErrNotFound},
-		{"proc_abce", scope("sess-a"), "", receipts.ErrNotFound},
-		{"proc_abce", scope("sess-b"), "proc_abce33330000", nil},
-		{"proc_abcf", receipts.Anonymous(), "proc_abcf44440000", nil},
-		{"proc_abcf", scope("sess-a"), "", receipts.ErrNotFound},
-		{"proc_beef", scope("sess-a"), "proc_beef00000001", nil}, // the rival is out of scope
-		{"proc_beef", scope("sess-b"), "proc_beef00000002", nil},
-		{"proc_beef", scope("sess-a", "sess-b"), "", receipts.ErrNotFound},
-		{"proc_0000", scope("sess-a"), "", receipts.ErrNotFound},
-		{"proc_abc", scope("sess-a"), "", receipts.ErrInvalidID},
-		{"proc_abcd11110000f", scope("sess-a"), "", receipts.ErrInvalidID},
-		{"abcd", scope("sess-a"), "", receipts.ErrInvalidID},
+		{"proc_abcd", scope("sess-a"), "", receipts.ErrNotFound, []string{"proc_abcd11110000", "proc_abcd22220000"}},
+		{"proc_abcd1", scope("sess-a"), "proc_abcd11110000", nil, nil},
+		{"proc_abcd2222", scope("sess-a"), "proc_abcd22220000", nil, nil},
+		{"proc_abcd22220000", scope("sess-a"), "proc_abcd22220000", nil, nil},
+		{"proc_abcd2", scope("sess-b"), "", receipts.ErrNotFound, nil},
+		{"proc_abce", scope("sess-a"), "", receipts.ErrNotFound, nil},
+		{"proc_abce", scope("sess-b"), "proc_abce33330000", nil, nil},
+		{"proc_abcf", receipts.Anonymous(), "proc_abcf44440000", nil, nil},
+		{"proc_abcf", scope("sess-a"), "", receipts.ErrNotFound, nil},
+		{"proc_beef", scope("sess-a"), "proc_beef00000001", nil, nil}, // the rival is out of scope
+		{"proc_beef", scope("sess-b"), "proc_beef00000002", nil, nil},
+		{"proc_beef", scope("sess-a", "sess-b"), "", receipts.ErrNotFound, []string{"proc_beef00000001", "proc_beef00000002"}},
+		{"proc_0000", scope("sess-a"), "", receipts.ErrNotFound, nil},
+		{"proc_abc", scope("sess-a"), "", receipts.ErrInvalidID, nil},
+		{"proc_abcd11110000f", scope("sess-a"), "", receipts.ErrInvalidID, nil},
+		{"abcd", scope("sess-a"), "", receipts.ErrInvalidID, nil},
 	}
 	for _, tc := range tests {
 		r, err := s.Get(context.Background(), tc.key, tc.scope)
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) {
 				t.Errorf("Get(%q, %q) = %v, %v; want %v", tc.key, tc.scope.Owners, r, err, tc.err)
+			}
+			// An ambiguous prefix names the caller's candidates, and
+			// a prefix that is not names none (another session's
+			// rival is never named).
+			var amb *receipts.AmbiguousError
+			if got := errors.As(err, &amb); got != (tc.ambig != nil) {
+				t.Errorf("Get(%q, %q) = %v; ambiguous %v, want %v", tc.key, tc.scope.Owners, err, got, tc.ambig != nil)
+			} else if got && !slices.Equal(amb.IDs, tc.ambig) {
+				t.Errorf("Get(%q, %q) names %v; want %v", tc.key, tc.scope.Owners, amb.IDs, tc.ambig)
 			}
 			continue
 		}
