@@ -590,3 +590,26 @@ func TestAmbiguousPrefixNamesCandidates(t *testing.T) {
 		t.Errorf("the same prefix as y: %d %s; want y's only job", r.status, r.body)
 	}
 }
+
+// TestTokensRunnerSaysWhyNoLocal: a runner with a tokens file and no
+// --backends runs no local jobs; a start that names no backend, or names
+// local, is refused with the reason and what allows them, not only with
+// what the default backend lacks.
+func TestTokensRunnerSaysWhyNoLocal(t *testing.T) {
+	const tok = "tok-alpha-0123456789"
+	// The operator's default, which startServer overrides for tests of
+	// several tenants.
+	ts := startServer(t, serverConfig{tokens: tok + " alpha\n", opts: func(o *server.Options) { o.Backends = nil }})
+	for _, body := range []string{`{"command":"echo hi"}`, `{"command":"echo hi","backend":"local"}`} {
+		r := ts.do(t, call{method: "POST", path: "/v1/processes", token: tok, session: "s", body: []byte(body), contentType: "application/json"})
+		if r.status != 400 || !strings.Contains(string(r.body), "tokens file") || !strings.Contains(string(r.body), "--backends local") {
+			t.Errorf("start %s: %d %s; want why local jobs are off and what turns them on", body, r.status, r.body)
+		}
+	}
+	// A runner that runs local jobs by default adds nothing of the kind.
+	plain := startServer(t, serverConfig{})
+	r := plain.do(t, call{method: "POST", path: "/v1/processes", session: "s", body: []byte(`{"command":"echo hi","cwd":"/nonexistent/dir"}`), contentType: "application/json"})
+	if r.status != 400 || strings.Contains(string(r.body), "tokens file") {
+		t.Errorf("a local start refused for its cwd: %d %s", r.status, r.body)
+	}
+}

@@ -169,7 +169,13 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 			return
 		}
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		msg := err.Error()
+		if req.Backend == "" && sreq.Backend != "local" {
+			// The caller named no backend and expected the documented
+			// default, local: say that this runner's is another.
+			msg += fmt.Sprintf(" (no backend was named, and this runner's default is %s%s)", sreq.Backend, s.whyNoLocal())
+		}
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, msg)
 		return
 	}
 	w.Header().Set("Location", "/v1/processes/"+info.ID)
@@ -206,6 +212,15 @@ func decodeStrict(body []byte, what string, v any) error {
 	return nil
 }
 
+// whyNoLocal is why this runner runs no local jobs, when it turned them off
+// itself; else empty.
+func (s *Server) whyNoLocal() string {
+	if !s.localOff {
+		return ""
+	}
+	return ": a runner with a tokens file runs no local jobs, which would run as its own user and could read every tenant's files, unless its operator allows them with --backends local,docker"
+}
+
 // startRequest checks a start request and turns it into the registry's.
 func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequest, error) {
 	var out runner.StartRequest
@@ -218,7 +233,11 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	// The registry holds only the allowed backends and picks the default
 	// among them; the runner's policy is named here for a clear answer.
 	if req.Backend != "" && len(s.opts.Backends) > 0 && !slices.Contains(s.opts.Backends, req.Backend) {
-		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)", runner.Clip(req.Backend), strings.Join(s.opts.Backends, ", "))
+		why := ""
+		if req.Backend == "local" {
+			why = s.whyNoLocal()
+		}
+		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)%s", runner.Clip(req.Backend), strings.Join(s.opts.Backends, ", "), why)
 	}
 	backend, err := t.Registry.ResolveBackend(req.Backend)
 	if err != nil {

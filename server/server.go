@@ -103,6 +103,10 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
+	// localOff is set when the runner turned the local backend off
+	// itself (tokens and no --backends): answers that would puzzle a
+	// caller who expects the documented default say why.
+	localOff bool
 	tenants *tenants
 	metrics *metrics
 	handler http.Handler
@@ -152,7 +156,10 @@ func New(opts Options) (*Server, error) {
 		if err := checkLoopback(opts.Listen); err != nil {
 			return nil, err
 		}
-	} else if len(opts.Backends) == 0 {
+	}
+	localOff := false
+	if opts.Tokens != nil && len(opts.Backends) == 0 {
+		localOff = true
 		// Several tenants on one host: a local job runs as the runner's
 		// own user and could read the tokens file and every tenant's
 		// files. Only an operator who says so (--backends local,...)
@@ -202,6 +209,7 @@ func New(opts Options) (*Server, error) {
 		t.sharedConfig = filepath.Join(home, "config.yaml")
 	}
 	s := &Server{
+		localOff: localOff,
 		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(opts.Tokens != nil),
 		drain: make(chan struct{}),
 	}

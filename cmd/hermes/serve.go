@@ -16,7 +16,7 @@ type ServeCmd struct {
 	Listen          string        `default:"127.0.0.1:7070" help:"Address to listen on (HOST:PORT). Without a tokens file only loopback addresses are allowed."`
 	Tokens          string        `help:"Bearer tokens file, one 'TOKEN TENANT' per line (default $HERMES_TOKENS_FILE). Without one the runner is single-tenant, unauthenticated and loopback-only." type:"path" placeholder:"FILE"`
 	TenantsDir      string        `help:"Directory of the tenant profiles, one HERMES_HOME per tenant (default $HERMES_HOME/tenants)." type:"path" placeholder:"DIR"`
-	Backends        []string      `help:"Backends callers may use (default: every backend the runner has)." enum:"local,docker,kubernetes" placeholder:"NAME"`
+	Backends        []string      `help:"Backends callers may use (default: every backend the runner has; with --tokens, docker only: local jobs would run as the runner's own user)." enum:"local,docker,kubernetes" placeholder:"NAME"`
 	Workdir         string        `help:"Working directory of local jobs whose caller's directory does not exist here (default: the current one)." type:"existingdir" placeholder:"DIR"`
 	ShutdownTimeout time.Duration `default:"30s" help:"How long to let in-flight requests finish on SIGTERM."`
 	TLSCert         string        `name:"tls-cert" help:"Serve HTTPS with this certificate (PEM)." type:"existingfile" placeholder:"FILE"`
