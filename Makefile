@@ -1,5 +1,5 @@
 # Conveniences over the scripts, which are the source of truth.
-.PHONY: build test release cross-vet
+.PHONY: build install uninstall test release cross-vet
 
 # hermes version reports these; without them it falls back to the VCS
 # stamp Go embeds (debug.ReadBuildInfo).
@@ -12,6 +12,22 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate
 # process without the dynamic loader starts about 4 ms sooner.
 build:
 	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/hermes ./cmd/hermes
+
+# PREFIX/bin/hermes: /usr/local/bin as root, else ~/.local/bin (on most
+# desktops' PATH already). Override with PREFIX=...
+ifeq ($(shell id -u),0)
+PREFIX ?= /usr/local
+else
+PREFIX ?= $(HOME)/.local
+endif
+
+install: build
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 0755 bin/hermes "$(DESTDIR)$(PREFIX)/bin/hermes"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/hermes"
 
 test:
 	./scripts/test.sh

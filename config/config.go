@@ -56,7 +56,7 @@ type Agent struct {
 // Terminal configures where agent commands run.
 type Terminal struct {
 	// Env is the backend: local (default), docker or kubernetes.
-	Env         string `yaml:"env"`
+	Env         string `yaml:"env" enum:"local,docker,kubernetes"`
 	DockerImage string `yaml:"docker_image"`
 	// OneshotCompletionWaitSeconds bounds how long a oneshot agent waits
 	// for its notify processes before exiting.
@@ -94,7 +94,7 @@ type Kubernetes struct {
 	Image string `yaml:"image"`
 	// Kubeconfig file; default in-cluster credentials, else $KUBECONFIG.
 	Kubeconfig      string `yaml:"kubeconfig"`
-	ImagePullPolicy string `yaml:"image_pull_policy"`
+	ImagePullPolicy string `yaml:"image_pull_policy" enum:"Always,IfNotPresent,Never"`
 	// RunAsUser: 0 means nobody (65534), -1 keeps the image's user.
 	RunAsUser          int64             `yaml:"run_as_user"`
 	RuntimeClassName   string            `yaml:"runtime_class_name"`

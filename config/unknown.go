@@ -2,16 +2,21 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // unknownKeys lists the keys of a config.yaml that hermes does not know, as
-// "config.yaml: unknown key terminal.timout (line 4)", so that a typo is
-// said rather than silently ignored. Keys are known from Config's yaml tags;
-// under a map (tenants) every name is a key of the map's value type.
+// "config.yaml: unknown key terminal.timout (line 4); did you mean
+// terminal.timeout?", so that a typo is said rather than silently ignored,
+// and the values a key does not take (a field's enum tag), with their line:
+// a misspelt terminal.env would otherwise surface only when a job starts.
+// Keys are known from Config's yaml tags; under a map (tenants) every name
+// is a key of the map's value type.
 func unknownKeys(b []byte) []string {
 	var doc yaml.Node
 	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
@@ -36,11 +41,13 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 		}
 	case reflect.Struct:
 		fields := map[string]reflect.Type{}
+		enums := map[string]string{}
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			if name != "" && name != "-" {
 				fields[name] = f.Type
+				enums[name] = f.Tag.Get("enum")
 			}
 		}
 		if len(fields) == 0 {
@@ -50,10 +57,25 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 			k := n.Content[i]
 			ft, ok := fields[k.Value]
 			if !ok {
-				*out = append(*out, fmt.Sprintf("config.yaml: unknown key %s (line %d)", join(path, clip(k.Value)), k.Line))
+				msg := fmt.Sprintf("config.yaml: unknown key %s (line %d)", join(path, clip(k.Value)), k.Line)
+				if near := nearest(k.Value, slices.Collect(maps.Keys(fields))); near != "" {
+					msg += "; did you mean " + join(path, near) + "?"
+				}
+				*out = append(*out, msg)
 				continue
 			}
-			walkKnown(n.Content[i+1], ft, join(path, k.Value), out)
+			v := n.Content[i+1]
+			if enum := enums[k.Value]; enum != "" && v.Kind == yaml.ScalarNode && v.Value != "" {
+				allowed := strings.Split(enum, ",")
+				if !slices.Contains(allowed, v.Value) {
+					msg := fmt.Sprintf("config.yaml: %s: %q is not one of %s (line %d)", join(path, k.Value), clip(v.Value), strings.Join(allowed, ", "), v.Line)
+					if near := nearest(v.Value, allowed); near != "" {
+						msg += "; did you mean " + near + "?"
+					}
+					*out = append(*out, msg)
+				}
+			}
+			walkKnown(v, ft, join(path, k.Value), out)
 		}
 	}
 }
@@ -63,4 +85,40 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// nearest is the candidate closest to word by edit distance, when it is
+// close enough to be the word meant (at most a third of its letters off,
+// and at least one); else "".
+func nearest(word string, candidates []string) string {
+	slices.Sort(candidates) // a tie goes the same way every time
+	best, bestD := "", max(1, len([]rune(word))/3)+1
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(word), strings.ToLower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in runes.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }

@@ -269,11 +269,18 @@ const (
 func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, error) {
 	ok := func(name string) bool { return len(allowed) == 0 || slices.Contains(allowed, name) }
 	var backends []runner.Backend
+	absent := map[string]string{}
 	if ok(local.Name) {
 		// Local jobs always run behind a shim, foreground ones too: the
 		// shim is a subreaper that ends every descendant with the job,
 		// and records the end even when this process is killed.
 		backends = append(backends, e.Detached())
+	}
+	if len(allowed) == 0 && !e.dockerWanted() {
+		absent["docker"] = "hermes uses a Docker engine when /var/run/docker.sock exists, DOCKER_HOST is set, or config.yaml sets terminal.env: docker"
+	}
+	if len(allowed) == 0 && !e.kubernetesWanted() {
+		absent["kubernetes"] = "a profile runs jobs as pods when its config.yaml sets terminal.env: kubernetes (the cluster from terminal.kubernetes.kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster credentials); a runner when started with --backends ...,kubernetes"
 	}
 	if ok("docker") && (e.dockerWanted() || len(allowed) > 0) {
 		dk, err := e.Docker()
@@ -302,6 +309,7 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		DefaultBackend: e.Config.Terminal.Env, DefaultImage: e.Config.Terminal.DockerImage,
 		DefaultImages: map[string]string{"kubernetes": e.kubernetesImage()},
+		Absent:        absent,
 		Profile:       e.Home, SpillDir: e.SpillDir(),
 		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 		Admission: e.admission(),

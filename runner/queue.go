@@ -96,7 +96,11 @@ func (r *Registry) admit(ctx context.Context, req StartRequest, backend string) 
 			// it in the background.
 			return nil, fmt.Errorf("%w: it was queued and starts in the background as %s (hermes wait %s)", ErrBusy, req.ID, req.ID)
 		}
-		return nil, fmt.Errorf("%w: %d jobs are running (limits.concurrent_jobs); start it in the background to queue it", ErrBusy, a.Limits.ConcurrentJobs)
+		running := fmt.Sprintf("%d jobs are", a.Limits.ConcurrentJobs)
+		if a.Limits.ConcurrentJobs == 1 {
+			running = "1 job is"
+		}
+		return nil, fmt.Errorf("%w: %s running (limits.concurrent_jobs); start it in the background to queue it", ErrBusy, running)
 	}
 	r.log.Debug("queued", "id", req.ID, "position", d.Position)
 	// Slots may be free with the queue non-empty (the job that freed

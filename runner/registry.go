@@ -78,6 +78,9 @@ type Options struct {
 	// DefaultImages overrides DefaultImage for the backends it names
 	// (terminal.kubernetes.image for kubernetes).
 	DefaultImages map[string]string
+	// Absent says, for a backend not among Backends, what would make it
+	// available; a request for it is refused with that.
+	Absent map[string]string
 	// Profile names the $HERMES_HOME this registry serves (for labels).
 	Profile string
 	// SpillDir, when set, receives the full output of processes this

@@ -172,7 +172,11 @@ func (r *Registry) backend(name string) (Backend, error) {
 		for _, b := range r.opts.Backends {
 			names = append(names, b.Name())
 		}
-		return nil, fmt.Errorf("%w: %s %q is not available here (available: %s)", ErrInvalid, what, Clip(name), strings.Join(names, ", "))
+		hint := ""
+		if h := r.opts.Absent[name]; h != "" {
+			hint = ": " + h
+		}
+		return nil, fmt.Errorf("%w: %s %q is not available here (available: %s)%s", ErrInvalid, what, Clip(name), strings.Join(names, ", "), hint)
 	}
 	return b, nil
 }

@@ -5,9 +5,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "==> building bin/hermes"
-# Static, without cgo, as released (scripts/release.sh).
-CGO_ENABLED=0 go build -o bin/hermes ./cmd/hermes
+# ticking CMD... runs CMD and, while it runs, says every 10 s how long it
+# has been going: on a cold cache the steps below take minutes, and a
+# silent terminal looks stuck.
+ticking() {
+  "$@" &
+  local pid=$! began=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      sleep 1
+      kill -0 "$pid" 2>/dev/null || break 2
+    done
+    echo "    ... still at it ($((SECONDS - began)) s)"
+  done
+  wait "$pid"
+}
+
+echo "==> fetching Go modules (go mod download; the first time only, can take minutes)"
+ticking go mod download
+
+echo "==> building bin/hermes (a cold build compiles a few hundred packages: minutes; then seconds)"
+# Static, without cgo, as released (scripts/release.sh). -v names each
+# package as it is compiled: counted here, every 25th reported.
+built=$(mktemp)
+trap 'rm -f "$built"' EXIT
+ticking bash -c 'set -o pipefail; CGO_ENABLED=0 go build -v -o bin/hermes ./cmd/hermes 2>&1 |
+  awk '"'"'/^[^ :#]+$/ { n++; if (n % 25 == 0) { printf "    %d packages compiled\n", n; fflush() }; next }
+       { print; fflush() }
+       END { print n + 0 > "/dev/stderr" }'"'"' 2>"$0"' "$built"
+echo "    built bin/hermes (packages compiled: $(cat "$built")); to put hermes on your PATH: make install"
 export HERMES_HOME="${HERMES_HOME:-$(mktemp -d -t hermes-demo.XXXXXX)}"
 echo "==> profile: HERMES_HOME=$HERMES_HOME"
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,7 +213,7 @@ func handedOff(cache *receipts.ListCache) func(context.Context, handoff.Call, io
 func command(ctx context.Context, args []string, g *Globals) int {
 	stdout, stderr := g.Stdout, g.Stderr
 	var cli CLI
-	kctx, exitCode, release, err := parse(g.parsers, &cli, negativeValues(args), stdout, stderr,
+	kctx, exitCode, release, err := parse(g.parsers, &cli, negativeValues(helpCommand(args)), stdout, stderr,
 		kong.Name("hermes"),
 		kong.Description("hermes runs shell commands for AI agents: in the foreground, or as detached background jobs whose results outlive the command that started them. Each finished process leaves a bounded, redacted, session-scoped receipt under $HERMES_HOME (or in Redis)."),
 		kong.Vars{"version": versionString()},
@@ -227,7 +228,7 @@ func command(ctx context.Context, args []string, g *Globals) int {
 		return exitCode
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "hermes: error: %s (see hermes --help)\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "hermes: error: %s (see %s --help)\n", oneLine(err.Error()), helpFor(err))
 		return 2
 	}
 	if err := runner.CheckLabel("HERMES_SESSION_ID", g.Getenv("HERMES_SESSION_ID")); err != nil {
@@ -263,6 +264,30 @@ func command(ctx context.Context, args []string, g *Globals) int {
 		}
 		return 1
 	}
+}
+
+// helpCommand reads `hermes help [CMD...]` as `hermes [CMD...] --help`, as
+// git and docker users expect.
+func helpCommand(args []string) []string {
+	if len(args) == 0 || args[0] != "help" {
+		return args
+	}
+	return append(slices.Clone(args[1:]), "--help")
+}
+
+// helpFor is the command whose help a usage error points to: the deepest
+// command the parser reached ("hermes session ls"), else hermes itself.
+func helpFor(err error) string {
+	var pe *kong.ParseError
+	if !errors.As(err, &pe) || pe.Context == nil {
+		return "hermes"
+	}
+	for i := len(pe.Context.Path) - 1; i >= 0; i-- {
+		if c := pe.Context.Path[i].Command; c != nil {
+			return c.FullPath()
+		}
+	}
+	return "hermes"
 }
 
 // takesNegative says whether flag takes an integer that may be negative.

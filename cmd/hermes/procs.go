@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"text/template"
 	"time"
@@ -219,6 +222,31 @@ func rowOf(in *runner.Info) psRow {
 	return r
 }
 
+// psFields are the names a --format template may use.
+func psFields() []string {
+	t := reflect.TypeFor[psRow]()
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i] = t.Field(i).Name
+	}
+	return names
+}
+
+// unknownField is text/template's report of a field psRow lacks.
+var unknownField = regexp.MustCompile(`can't evaluate field (\w+) in type [\w.]+`)
+
+// formatError explains a --format template that fails on a process: the
+// field it names that a process lacks, and the ones it has, never the Go
+// type behind them.
+func formatError(err error) error {
+	fields := strings.Join(psFields(), ", ")
+	if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+		return badInput("--format: a process has no field %s; its fields are %s (e.g. '{{.ID}} {{.Status}}')", m[1], fields)
+	}
+	msg := strings.ReplaceAll(err.Error(), "main.psRow", "a process")
+	return badInput("--format: %s; a process's fields are %s", msg, fields)
+}
+
 // ranFor is how long a finished process ran, "-" for one that did not
 // end.
 func ranFor(in *runner.Info) string {
@@ -241,7 +269,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 			err = tmpl.Execute(io.Discard, psRow{}) // a field that does not exist fails here, not mid-list
 		}
 		if err != nil {
-			return badInput("--format: %v", err)
+			return formatError(err)
 		}
 	}
 	retained := c.Retained
@@ -312,7 +340,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 // LogCmd shows output.
 type LogCmd struct {
 	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)."`
-	Follow bool   `short:"f" help:"Keep printing new output until the process ends."`
+	Follow bool   `short:"f" help:"Keep printing new output until the process ends; then exit with its exit code, as wait does (0 without --follow)."`
 	Offset int    `help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
 	Tail   int    `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
@@ -356,9 +384,15 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 	})
 }
 
-// follow prints complete lines as they appear, then the rest at the end.
+// follow prints complete lines as they appear, then the rest at the end,
+// and fails with the process's exit code, as wait does: `log -f` in a
+// script stands for the job.
 func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) error {
-	return runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
+	var exit *int
+	err := runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
+		if ev.Final() {
+			exit = ev.ExitCode
+		}
 		switch {
 		case ev.Final() && g.JSON:
 			return printJSON(g, map[string]any{"session_id": ev.ID, "status": ev.Status, "exit_code": ev.ExitCode})
@@ -371,6 +405,10 @@ func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) err
 			return err
 		}
 	})
+	if err == nil && exit != nil && *exit != 0 {
+		return exitError{exitStatus(*exit)}
+	}
+	return err
 }
 
 // PollCmd shows status.
@@ -505,22 +543,82 @@ func exitStatus(c int) int {
 
 // KillCmd ends a process.
 type KillCmd struct {
-	ID string `arg:"" help:"Process id or unique prefix."`
+	IDs []string `arg:"" name:"id" help:"Process ids (or unique prefixes); several are killed at once."`
 }
 
-// Run implements the command.
+// Run implements the command. One id answers as it always has (its record
+// with --json, the contract's not_found answer for an id the caller cannot
+// see); several are killed side by side, since each kill may wait out a
+// job's grace period, and each answers on a line of its own (with --json,
+// an array of records, in the order given). It fails if any kill failed,
+// after trying them all.
 func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
-	return onProcess(ctx, g, "kill", c.ID, func(ctx context.Context, svc runner.Service) error {
-		info, err := svc.Kill(ctx, c.ID)
-		if err != nil {
+	if len(c.IDs) == 1 {
+		id := c.IDs[0]
+		return onProcess(ctx, g, "kill", id, func(ctx context.Context, svc runner.Service) error {
+			info, err := svc.Kill(ctx, id)
+			if err != nil {
+				return err
+			}
+			if g.JSON {
+				return printJSON(g, info)
+			}
+			_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
+			return err
+		})
+	}
+	for _, id := range c.IDs {
+		if err := checkID(id); err != nil {
 			return err
 		}
-		if g.JSON {
-			return printJSON(g, info)
-		}
-		_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
+	}
+	ctx, svc, done, err := service(ctx, g, "kill")
+	if err != nil {
 		return err
-	})
+	}
+	defer done()
+	infos := make([]any, len(c.IDs))
+	errs := make([]error, len(c.IDs))
+	var wg sync.WaitGroup
+	for i, id := range c.IDs {
+		wg.Go(func() {
+			info, err := svc.Kill(ctx, id)
+			if errors.Is(err, runner.ErrNotFound) {
+				infos[i] = runner.NotFound("kill", id)
+				var amb *receipts.AmbiguousError
+				if errors.As(err, &amb) {
+					err = amb
+				} else {
+					err = notFound(g, id)
+				}
+			} else if err == nil {
+				infos[i] = info
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for i, id := range c.IDs {
+		if errs[i] != nil {
+			failed++
+			fmt.Fprintf(g.Stderr, "hermes: error: kill %s: %s\n", runner.Clip(id), oneLine(errs[i].Error()))
+			continue
+		}
+		if !g.JSON {
+			info := infos[i].(*runner.Info)
+			fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
+		}
+	}
+	if g.JSON {
+		if err := printJSON(g, infos); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return exitError{code: 1}
+	}
+	return nil
 }
 
 // maxStdinCopy bounds what `hermes write` copies from its own stdin.

@@ -120,6 +120,12 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	if c.Notify && !c.Background {
 		return req, badInput("--notify needs --background")
 	}
+	if c.Notify && g.Getenv("HERMES_SESSION_ID") == "" {
+		// Started all the same (the receipt is kept), but said: a
+		// completion is taken by its owning session, and this job has
+		// none, so no agent will hear of its end.
+		fmt.Fprintln(g.Stderr, "hermes: warning: --notify without HERMES_SESSION_ID: no session owns this job, so no agent will be told when it ends (export HERMES_SESSION_ID=$(hermes session start) first)")
+	}
 	req.Cwd, req.Env, req.Timeout = cwd, c.Env, c.Timeout
 	req.Backend, req.Image, req.NotifyOnComplete = c.Backend, c.Image, c.Notify
 	req.TaskID, req.OwnerTaskID, req.SessionKey = c.Task, c.Task, c.SessionKey

@@ -113,7 +113,11 @@ func (e *Refused) Error() string {
 	case "rate":
 		return fmt.Sprintf("%s: more than %g starts per second (limits.starts_per_second); retry in %s", ErrRefused, e.Limit, e.RetryAfter.Round(time.Millisecond))
 	default:
-		return fmt.Sprintf("%s: the queue is full (%g jobs waiting, limits.queued_jobs); retry in %s", ErrRefused, e.Limit, e.RetryAfter.Round(time.Millisecond))
+		jobs := "jobs"
+		if e.Limit == 1 {
+			jobs = "job"
+		}
+		return fmt.Sprintf("%s: the queue is full (%g %s waiting, limits.queued_jobs); retry in %s", ErrRefused, e.Limit, jobs, e.RetryAfter.Round(time.Millisecond))
 	}
 }
 

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHelpCommand: `hermes help CMD` is `hermes CMD --help`, and a usage
+// error points at the help of the command it was made in.
+func TestHelpCommand(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	for _, cmd := range [][]string{{"ps"}, {"session", "ls"}, {}} {
+		via := p.hermes(append([]string{"help"}, cmd...)...)
+		direct := p.hermes(append(cmd, "--help")...)
+		if via.code != 0 || via.stdout != direct.stdout || !strings.Contains(via.stdout, "Usage: hermes") {
+			t.Errorf("help %q = %s\nwant the output of %q --help:\n%s", cmd, via, cmd, direct)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"session", "ls", "--bogus"}, "(see hermes session ls --help)"},
+		{[]string{"ps", "-a"}, "(see hermes ps --help)"},
+		{[]string{"kill"}, "(see hermes kill --help)"},
+		{[]string{"bogus"}, "(see hermes --help)"},
+	} {
+		res := p.hermes(tc.args...)
+		if res.code != 2 || !strings.HasSuffix(strings.TrimSpace(res.stderr), tc.want) {
+			t.Errorf("%q = %s; want exit 2 ending %q", tc.args, res, tc.want)
+		}
+	}
+}
+
+// TestPsFormatNamesFields: a --format field a process lacks is named, with
+// the fields it has, and no Go type.
+func TestPsFormatNamesFields(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	res := p.hermes("ps", "--format", "{{.Foo}}")
+	if res.code != 2 || !strings.Contains(res.stderr, "no field Foo") || !strings.Contains(res.stderr, "ID, Status, ExitCode") || strings.Contains(res.stderr, "psRow") {
+		t.Errorf("ps --format {{.Foo}} = %s", res)
+	}
+	if res := p.hermes("ps", "--format", "{{.ID"); res.code != 2 || strings.Contains(res.stderr, "psRow") || !strings.Contains(res.stderr, "ID, Status") {
+		t.Errorf("ps --format {{.ID = %s", res)
+	}
+}
+
+// TestKillMany: kill takes several ids, kills them all, and fails if any
+// could not be killed, after trying every one.
+func TestKillMany(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	release := filepath.Join(t.TempDir(), "release")
+	a := p.background(nil, waitLoop(release))
+	b := p.background(nil, waitLoop(release))
+	res := p.hermes("kill", a.SessionID, b.SessionID[:10])
+	if res.code != 0 || !strings.Contains(res.stdout, a.SessionID+" killed") || !strings.Contains(res.stdout, b.SessionID+" killed") {
+		t.Fatalf("kill a b = %s", res)
+	}
+	c := p.background(nil, waitLoop(release))
+	res = p.hermes("--json", "kill", "proc_000000000000", c.SessionID)
+	if res.code != 1 || !strings.Contains(res.stderr, "kill proc_000000000000: ") || p.waitStatus(c.SessionID, "killed").Status != "killed" {
+		t.Fatalf("kill of an unknown id and a live one = %s; want the live one killed and exit 1", res)
+	}
+	got := jsonOf[[]cliStatus](t, res)
+	if len(got) != 2 || got[0].Status != "not_found" || got[1].SessionID != c.SessionID || got[1].Status != "killed" {
+		t.Errorf("--json kill of two = %+v", got)
+	}
+}
+
+// TestLogFollowExitsWithTheJob: log --follow exits with the job's code, as
+// wait does; log without it exits 0.
+func TestLogFollowExitsWithTheJob(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	sr := p.background(nil, "sleep 0.3; echo done; exit 3")
+	if res := p.hermes("log", "--follow", sr.SessionID); res.code != 3 || res.stdout != "done\n" {
+		t.Errorf("log --follow = %s; want its output and exit 3", res)
+	}
+	if res := p.hermes("log", sr.SessionID); res.code != 0 {
+		t.Errorf("log = %s; want exit 0", res)
+	}
+}
+
+// TestNotifyWithoutSessionWarns: --notify with no session starts the job
+// but says that no agent will hear of its end.
+func TestNotifyWithoutSessionWarns(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	res := p.hermes("run", "-b", "-q", "--notify", "--", "true")
+	if res.code != 0 || !strings.Contains(res.stderr, "warning: --notify without HERMES_SESSION_ID") || !idPattern.MatchString(strings.TrimSpace(res.stdout)) {
+		t.Errorf("run -b --notify with no session = %s", res)
+	}
+	if res := p.run([]string{"HERMES_SESSION_ID=s1"}, "run", "-b", "-q", "--notify", "--", "true"); res.code != 0 || res.stderr != "" {
+		t.Errorf("run -b --notify in a session = %s; want no warning", res)
+	}
+}
+
+// TestAbsentBackendSaysWhatEnablesIt: a backend the profile lacks is
+// refused with what would make it available.
+func TestAbsentBackendSaysWhatEnablesIt(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	res := p.hermes("run", "--backend", "kubernetes", "--", "true")
+	if res.code != 2 || !strings.Contains(res.stderr, "terminal.env: kubernetes") {
+		t.Errorf("run --backend kubernetes on a plain profile = %s", res)
+	}
+}
