@@ -20,6 +20,17 @@ func (c *CompletionCmd) Run(k *kong.Context, g *Globals) error {
 
 // commandTree describes kong's model for package shellcomplete: visible
 // commands and flags, with the values of enumerated flags.
+// values splits a comma-separated list of values; nil for none.
+func values(list string) []string {
+	var out []string
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func commandTree(n *kong.Node) *shellcomplete.Command {
 	c := &shellcomplete.Command{Name: n.Name, Help: n.Help}
 	for _, f := range n.Flags {
@@ -27,12 +38,31 @@ func commandTree(n *kong.Node) *shellcomplete.Command {
 			continue
 		}
 		fl := shellcomplete.Flag{Long: f.Name, Short: f.Short, Help: f.Help, TakesValue: !f.IsBool()}
-		if f.Enum != "" {
-			for _, v := range strings.Split(f.Enum, ",") {
-				fl.Values = append(fl.Values, strings.TrimSpace(v))
-			}
+		fl.Values = values(f.Enum)
+		if fl.Values == nil && f.Tag != nil {
+			fl.Values = values(f.Tag.Get("complete"))
 		}
 		c.Flags = append(c.Flags, fl)
+	}
+	// Arguments: an enum's values, or the ids the profile (or runner)
+	// knows now, asked of hermes itself while completing. A process id
+	// of a command that reads receipts comes from the retained ones too;
+	// one of kill or write only from the live ones.
+	for _, a := range n.Positional {
+		if c.Args = values(a.Enum); c.Args != nil {
+			break
+		}
+		switch a.Tag.Get("complete") {
+		case "ids":
+			c.ArgsFrom = []string{"ps", "-q", "--retained"}
+		case "live":
+			c.ArgsFrom = []string{"ps", "-q"}
+		case "sessions":
+			c.ArgsFrom = []string{"session", "ls", "-q"}
+		}
+		if c.ArgsFrom != nil {
+			break
+		}
 	}
 	for _, sub := range n.Children {
 		if sub.Type == kong.CommandNode && !sub.Hidden {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,4 +111,62 @@ func TestAbsentBackendSaysWhatEnablesIt(t *testing.T) {
 	if res.code != 2 || !strings.Contains(res.stderr, "terminal.env: kubernetes") {
 		t.Errorf("run --backend kubernetes on a plain profile = %s", res)
 	}
+}
+
+// TestCompletionOffersIDsAndValues: the bash completion offers the
+// profile's process ids after the commands that take one (finished ones
+// too where a receipt is read, live ones only for kill and write), session
+// ids, and the values of enumerated flags and arguments.
+func TestCompletionOffersIDsAndValues(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	p := newProfile(t)
+	release := filepath.Join(t.TempDir(), "release")
+	live := p.background(nil, waitLoop(release)).SessionID
+	done := p.background(nil, "true").SessionID
+	p.waitStatus(done, "exited")
+	sess := strings.TrimSpace(p.ok("session", "start").stdout)
+	script := filepath.Join(t.TempDir(), "hermes.bash")
+	if err := os.WriteFile(script, []byte(p.ok("completion", "bash").stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) []string {
+		t.Helper()
+		cmd := exec.Command("bash", "-c", `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _hermes; printf '%s\n' "${COMPREPLY[@]}"`,
+			"bash", script, hermesBin)
+		cmd.Args = append(cmd.Args, words...)
+		cmd.Env = p.env
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("completing %q: %v", words, err)
+		}
+		got := strings.Fields(string(out))
+		slices.Sort(got)
+		return got
+	}
+	both := []string{done, live}
+	slices.Sort(both)
+	for _, tc := range []struct {
+		words []string
+		want  []string
+	}{
+		{[]string{"poll", ""}, both},
+		{[]string{"log", "-f", ""}, both},
+		{[]string{"rm", done, ""}, both},
+		{[]string{"kill", ""}, []string{live}},
+		{[]string{"write", ""}, []string{live}},
+		{[]string{"wait", "--timeout", ""}, nil},
+		{[]string{"session", "show", ""}, []string{sess}},
+		{[]string{"run", "--backend", "k"}, []string{"kubernetes"}},
+		{[]string{"completion", ""}, []string{"bash", "fish", "zsh"}},
+		{[]string{"mcp", "install", "c"}, []string{"claude", "codex"}},
+		{[]string{"ps", "--status", "ex"}, []string{"exited"}},
+	} {
+		if got := complete(tc.words...); !slices.Equal(got, tc.want) {
+			t.Errorf("hermes %q completes to %q; want %q", tc.words, got, tc.want)
+		}
+	}
+	touch(t, release)
 }

@@ -339,7 +339,7 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 
 // LogCmd shows output.
 type LogCmd struct {
-	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)."`
+	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)." complete:"ids"`
 	Follow bool   `short:"f" help:"Keep printing new output until the process ends; then exit with its exit code, as wait does (0 without --follow)."`
 	Offset int    `help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
@@ -413,7 +413,7 @@ func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) err
 
 // PollCmd shows status.
 type PollCmd struct {
-	ID string `arg:"" help:"Process id or unique prefix."`
+	ID string `arg:"" help:"Process id or unique prefix." complete:"ids"`
 }
 
 // Run implements the command.
@@ -433,7 +433,7 @@ func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
 
 // InspectCmd prints a process's whole record.
 type InspectCmd struct {
-	ID string `arg:"" help:"Process id or unique prefix."`
+	ID string `arg:"" help:"Process id or unique prefix." complete:"ids"`
 }
 
 // Run implements the command: the receipt of a finished process (every
@@ -458,7 +458,7 @@ func (c *InspectCmd) Run(ctx context.Context, g *Globals) error {
 
 // WaitCmd waits for the end.
 type WaitCmd struct {
-	ID      string         `arg:"" help:"Process id or unique prefix."`
+	ID      string         `arg:"" help:"Process id or unique prefix." complete:"ids"`
 	Timeout *time.Duration `help:"Give up after this long (e.g. 30s, 5m); 0 does not wait: it reports the status now (exit 124 if still running). Default: wait as long as it takes."`
 }
 
@@ -543,7 +543,7 @@ func exitStatus(c int) int {
 
 // KillCmd ends a process.
 type KillCmd struct {
-	IDs []string `arg:"" name:"id" help:"Process ids (or unique prefixes); several are killed at once."`
+	IDs []string `arg:"" name:"id" help:"Process ids (or unique prefixes); several are killed at once." complete:"live"`
 }
 
 // Run implements the command. One id answers as it always has (its record
@@ -633,7 +633,7 @@ func isTerminal(f *os.File) bool {
 
 // WriteCmd writes to stdin.
 type WriteCmd struct {
-	ID     string `arg:"" help:"Process id or unique prefix."`
+	ID     string `arg:"" help:"Process id or unique prefix." complete:"live"`
 	Data   string `arg:"" optional:"" help:"Data to write; omit it to copy hermes's own stdin when that is a pipe or file (up to 16 MiB)."`
 	Submit bool   `help:"Append a newline (like pressing Enter)."`
 	EOF    bool   `name:"eof" help:"Close the process's stdin afterwards."`

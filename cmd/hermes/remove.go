@@ -10,7 +10,7 @@ import (
 
 // RmCmd removes receipts now.
 type RmCmd struct {
-	IDs   []string `arg:"" name:"id" help:"Process ids (or unique prefixes)."`
+	IDs   []string `arg:"" name:"id" help:"Process ids (or unique prefixes)." complete:"ids"`
 	Force bool     `short:"f" help:"Kill a process that still runs (or waits in the queue) first."`
 }
 

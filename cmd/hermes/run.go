@@ -19,7 +19,7 @@ type RunCmd struct {
 	Background bool          `short:"b" help:"Start the command detached and print its start receipt; it keeps running after hermes exits."`
 	Quiet      bool          `short:"q" help:"With --background, print only the process id (like docker run -d -q)."`
 	Notify     bool          `help:"Queue a completion for the owning agent session when the command finishes."`
-	Backend    string        `placeholder:"local|docker|kubernetes" help:"Where to run: local (bash child), docker (detached container) or kubernetes (a Pod). Default: terminal.env in config.yaml (or the runner's), else local."`
+	Backend    string        `placeholder:"local|docker|kubernetes" complete:"local,docker,kubernetes" help:"Where to run: local (bash child), docker (detached container) or kubernetes (a Pod). Default: terminal.env in config.yaml (or the runner's), else local."`
 	Image      string        `help:"Container image for --backend docker (default: terminal.docker_image in config.yaml)."`
 	Cwd        string        `help:"Working directory (default: the current one)." type:"path"`
 	Env        []string      `short:"e" help:"Extra environment variable KEY=VALUE (repeatable)."`

@@ -48,7 +48,7 @@ func (c *SessionStartCmd) Run(ctx context.Context, g *Globals) error {
 
 // SessionEndCmd is hermes session end.
 type SessionEndCmd struct {
-	ID     string `arg:"" help:"The session to end."`
+	ID     string `arg:"" help:"The session to end." complete:"sessions"`
 	Reason string `required:"" help:"Why it ended: completed, compression, error, interrupted, or another lowercase word."`
 }
 
@@ -69,7 +69,7 @@ func (c *SessionEndCmd) Run(ctx context.Context, g *Globals) error {
 
 // SessionResumeCmd is hermes session resume.
 type SessionResumeCmd struct {
-	ID string `arg:"" help:"The session to resume."`
+	ID string `arg:"" help:"The session to resume." complete:"sessions"`
 }
 
 // Run implements the command.
@@ -89,7 +89,7 @@ func (c *SessionResumeCmd) Run(ctx context.Context, g *Globals) error {
 
 // SessionShowCmd is hermes session show.
 type SessionShowCmd struct {
-	ID string `arg:"" help:"The session to show."`
+	ID string `arg:"" help:"The session to show." complete:"sessions"`
 }
 
 // Run implements the command.
@@ -105,7 +105,8 @@ func (c *SessionShowCmd) Run(ctx context.Context, g *Globals) error {
 
 // SessionLsCmd is hermes session ls.
 type SessionLsCmd struct {
-	Limit int `default:"100" help:"Show at most this many sessions (0: all)."`
+	Limit int  `default:"100" help:"Show at most this many sessions (0: all)."`
+	Quiet bool `short:"q" help:"Print the session ids only."`
 }
 
 // Run implements the command.
@@ -123,6 +124,14 @@ func (c *SessionLsCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		if g.JSON {
 			return printJSON(g, list)
+		}
+		if c.Quiet {
+			for _, s := range list {
+				if _, err := fmt.Fprintln(g.Stdout, s.ID); err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 		tw := tabwriter.NewWriter(g.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSOURCE\tPARENT\tSTARTED\tENDED\tREASON")

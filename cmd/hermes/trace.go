@@ -11,7 +11,7 @@ import (
 
 // TraceCmd prints where a process sits in its trace.
 type TraceCmd struct {
-	ID     string `arg:"" help:"Process id or unique prefix."`
+	ID     string `arg:"" help:"Process id or unique prefix." complete:"ids"`
 	Jaeger string `help:"Jaeger UI base URL (e.g. http://127.0.0.1:16686) to print a link to the trace." env:"HERMES_JAEGER_URL"`
 }
 

@@ -17,6 +17,13 @@ type Command struct {
 	Help     string
 	Flags    []Flag
 	Commands []*Command
+	// Args are the values its arguments take, when they take one of a set.
+	Args []string
+	// ArgsFrom, when set, are the arguments of the program that print the
+	// values its arguments take, one per line: ids the program knows at
+	// the moment of completion. The root's flags that take a value (where
+	// to look: a server, its token) are passed along as typed.
+	ArgsFrom []string
 }
 
 // Flag is one flag of a command.
@@ -82,8 +89,20 @@ func bash(w io.Writer, root *Command, zsh bool) error {
 	} else {
 		fmt.Fprintf(&b, "# bash completion for %s: source it, or put it in bash-completion's directory.\n", root.Name)
 	}
-	fmt.Fprintf(&b, "%s() {\n\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\" path=\"\" i w\n", name)
-	b.WriteString("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n\t\tw=\"${COMP_WORDS[i]}\"\n\t\t[[ $w == -- ]] && return 0\n\t\tcase \"$path $w\" in\n")
+	fmt.Fprintf(&b, "%s() {\n\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\" path=\"\" i w\n\tlocal -a where=()\n", name)
+	b.WriteString("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n\t\tw=\"${COMP_WORDS[i]}\"\n\t\t[[ $w == -- ]] && return 0\n")
+	// The root's flags that take a value travel with ArgsFrom's command.
+	var where []string
+	for _, f := range root.Flags {
+		if f.TakesValue {
+			where = append(where, "--"+f.Long)
+		}
+	}
+	if len(where) > 0 {
+		fmt.Fprintf(&b, "\t\tcase \"$w\" in\n\t\t%s) where+=(\"$w\" \"${COMP_WORDS[i+1]}\") ;;\n\t\t%s) where+=(\"$w\") ;;\n\t\tesac\n",
+			strings.Join(where, "|"), strings.Join(where, "=*|")+"=*")
+	}
+	b.WriteString("\t\tcase \"$path $w\" in\n")
 	walk(root, nil, func(path []string, c *Command, _ []Flag) {
 		if len(path) == 0 {
 			return
@@ -117,6 +136,24 @@ func bash(w io.Writer, root *Command, zsh bool) error {
 				b.WriteString(v)
 			}
 			b.WriteString("\t\tesac\n")
+		}
+		var takes []string // flags whose value is free text: nothing to offer
+		for _, f := range flags {
+			if f.TakesValue && len(f.Values) == 0 {
+				takes = append(takes, "--"+f.Long)
+				if f.Short != 0 {
+					takes = append(takes, "-"+string(f.Short))
+				}
+			}
+		}
+		if (len(c.Args) > 0 || len(c.ArgsFrom) > 0) && len(takes) > 0 {
+			fmt.Fprintf(&b, "\t\tcase \"$prev\" in %s) return 0 ;; esac\n", strings.Join(takes, "|"))
+		}
+		switch {
+		case len(c.Args) > 0:
+			fmt.Fprintf(&b, "\t\t[[ $cur != -* ]] && { COMPREPLY=($(compgen -W %q -- \"$cur\")); return 0; }\n", strings.Join(c.Args, " "))
+		case len(c.ArgsFrom) > 0:
+			fmt.Fprintf(&b, "\t\t[[ $cur != -* ]] && { COMPREPLY=($(compgen -W \"$(\"${COMP_WORDS[0]}\" \"${where[@]}\" %s 2>/dev/null)\" -- \"$cur\")); return 0; }\n", shellWords(c.ArgsFrom))
 		}
 		fmt.Fprintf(&b, "\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", strings.Join(words, " "))
 	})
@@ -154,9 +191,31 @@ func fish(w io.Writer, root *Command) error {
 			}
 			fmt.Fprintf(&b, "%s -d %s\n", line, quote(f.Help))
 		}
+		if len(path) == 0 {
+			return
+		}
+		switch {
+		case len(c.Args) > 0:
+			fmt.Fprintf(&b, "complete -c %s -n %s -a %s\n", root.Name, quote(cond), quote(strings.Join(c.Args, " ")))
+		case len(c.ArgsFrom) > 0:
+			fmt.Fprintf(&b, "complete -c %s -n %s -a %s\n", root.Name, quote(cond), quote("("+root.Name+" "+shellWords(c.ArgsFrom)+" 2>/dev/null)"))
+		}
 	})
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shellWords joins words for a shell command line, quoting those that need
+// it.
+func shellWords(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w == "" || strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=./") != "" {
+			w = quote(w)
+		}
+		out[i] = w
+	}
+	return strings.Join(out, " ")
 }
 
 // quote is a single-quoted shell word.
