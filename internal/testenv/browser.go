@@ -65,7 +65,32 @@ func Screenshot(t testing.TB, ctx context.Context, name string) string {
 		t.Error(err)
 	}
 	t.Logf("screenshot: %s", path)
+	updateDocImage(t, name, png)
 	return path
+}
+
+// updateDocImage replaces the picture of the docs named name (docs/ or
+// docs/img/) with png when $HERMES_UPDATE_DOC_IMAGES is 1, so that the
+// pictures people read come from the browser tests that check what they
+// show (scripts/doc-images.sh; CI sets it too). A screenshot the docs do
+// not show is left alone.
+func updateDocImage(t testing.TB, name string, png []byte) {
+	if os.Getenv("HERMES_UPDATE_DOC_IMAGES") != "1" {
+		return
+	}
+	root := Root(t)
+	for _, dir := range []string{"docs", filepath.Join("docs", "img")} {
+		p := filepath.Join(root, dir, name)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Errorf("update %s: %v", p, err)
+			return
+		}
+		t.Logf("docs picture updated: %s", filepath.Join(dir, name))
+		return
+	}
 }
 
 // WaitFor evaluates the JavaScript predicate js until it is true, or
