@@ -101,15 +101,15 @@ type Options struct {
 
 // Server is a running hermes runner.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
+	opts Options
+	log  *slog.Logger
 	// localOff is set when the runner turned the local backend off
 	// itself (tokens and no --backends): answers that would puzzle a
 	// caller who expects the documented default say why.
 	localOff bool
-	tenants *tenants
-	metrics *metrics
-	handler http.Handler
+	tenants  *tenants
+	metrics  *metrics
+	handler  http.Handler
 
 	// drain is closed when shutdown begins: waits and follows end early so
 	// that in-flight requests finish within the shutdown timeout.
@@ -210,7 +210,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		localOff: localOff,
-		opts: opts, log: opts.Logger, tenants: t, metrics: newMetrics(opts.Tokens != nil),
+		opts:     opts, log: opts.Logger, tenants: t, metrics: newMetrics(opts.Tokens != nil),
 		drain: make(chan struct{}),
 	}
 	s.queue = newQueueMetrics(s.metrics.reg, s.metrics.tenants)
