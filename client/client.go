@@ -407,6 +407,23 @@ func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner
 	return &res, nil
 }
 
+// Search implements runner.Service: the runner searches, and only the
+// matching lines travel.
+func (c *Client) Search(ctx context.Context, id string, sq runner.SearchQuery) (*runner.SearchResult, error) {
+	q := url.Values{"grep": {sq.Pattern}}
+	if sq.Context != 0 {
+		q.Set("context", strconv.Itoa(sq.Context))
+	}
+	if sq.Max != 0 {
+		q.Set("max", strconv.Itoa(sq.Max))
+	}
+	var res runner.SearchResult
+	if err := c.call(ctx, http.MethodGet, procPath(id, "/log"), q, nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // Wait implements runner.Service. It waits in steps of at most
 // api.MaxWait, for as long as ctx allows; when ctx's deadline passes first
 // the error wraps context.DeadlineExceeded, as the registry's does.

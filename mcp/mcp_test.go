@@ -441,3 +441,45 @@ func TestQuieterDropsBelowItsLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestLogFilter: process_manage log with a filter answers the matching
+// lines of the whole output, numbered, with context; a bad filter is a
+// tool error; another session's job is not_found.
+func TestLogFilter(t *testing.T) {
+	reg := newRegistry(t)
+	_, a := connect(t, reg, "")
+	_, b := connect(t, reg, "")
+	var start struct {
+		ID string `json:"session_id"`
+	}
+	a.call(t, "terminal", map[string]any{"command": "seq 1 5000 | sed 's/^2500$/ERROR: disk full/'", "background": true}, &start)
+	a.call(t, "process_manage", map[string]any{"action": "wait", "session_id": start.ID}, nil)
+	var got struct {
+		Status  string `json:"status"`
+		Matches int    `json:"matches"`
+		Lines   []struct {
+			Line  int    `json:"line"`
+			Text  string `json:"text"`
+			Match bool   `json:"match"`
+		} `json:"lines"`
+		Output *string `json:"output"`
+	}
+	if a.call(t, "process_manage", map[string]any{"action": "log", "session_id": start.ID, "filter": "(?i)error", "context": 1}, &got) {
+		t.Fatal("log with a filter was a tool error")
+	}
+	if got.Matches != 1 || len(got.Lines) != 3 || got.Lines[1].Text != "ERROR: disk full" || !got.Lines[1].Match ||
+		got.Lines[1].Line != 2499 || got.Lines[0].Text != "2499" || got.Output != nil {
+		t.Errorf("filtered log = %+v", got)
+	}
+	var bad struct {
+		Error string `json:"error"`
+	}
+	if !a.call(t, "process_manage", map[string]any{"action": "log", "session_id": start.ID, "filter": "("}, &bad) || !strings.Contains(bad.Error, "search pattern") {
+		t.Errorf("a filter that is no pattern: %q", bad.Error)
+	}
+	got.Status = ""
+	b.call(t, "process_manage", map[string]any{"action": "log", "session_id": start.ID, "filter": "ERROR"}, &got)
+	if got.Status != receipts.StatusNotFound {
+		t.Errorf("a filtered log from another session: %+v", got)
+	}
+}

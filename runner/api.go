@@ -32,6 +32,10 @@ type Service interface {
 	Poll(ctx context.Context, id string) (*PollResult, error)
 	// Log returns lines [offset, offset+limit) of the output.
 	Log(ctx context.Context, id string, offset, limit int) (*LogResult, error)
+	// Search returns the lines of the kept output that match q, with
+	// their context, numbered as Log numbers them; it never takes a
+	// completion.
+	Search(ctx context.Context, id string, q SearchQuery) (*SearchResult, error)
 	// Wait blocks until the process ends or ctx is done.
 	Wait(ctx context.Context, id string) (*LogResult, error)
 	// Kill ends the process's whole group and waits, up to ctx, for its end.

@@ -346,13 +346,15 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// The end is an event before the process counts as done, and after
 	// its receipt (with its completion) is stored: an owner that no
 	// longer finds it running finds its completion.
+	if removed {
+		// Lookups go to the store, which no longer has it: forgotten
+		// before anyone hears of the end, so that no lookup between the
+		// two finds the stand-in "lost" record in memory.
+		r.forget(p)
+	}
 	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec, Removed: removed})
 	close(p.done)
-	switch {
-	case removed:
-		// Lookups go to the store, which no longer has it.
-		r.forget(p)
-	case r.opts.ForgetAfter > 0:
+	if !removed && r.opts.ForgetAfter > 0 {
 		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
 	}
 }

@@ -613,3 +613,33 @@ func TestTokensRunnerSaysWhyNoLocal(t *testing.T) {
 		t.Errorf("a local start refused for its cwd: %d %s", r.status, r.body)
 	}
 }
+
+// TestLogGrepOverHTTP: GET .../log?grep= answers the matching lines only;
+// a bad pattern or a windowed search is a 400; another session's job 404.
+func TestLogGrepOverHTTP(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	const who = "grep-agent"
+	id := ts.startJob(t, "", who, map[string]any{"command": "printf 'a\\nerror b\\nc\\n'", "backend": "local"})
+	ts.waitJob(t, "", who, id)
+	r := ts.do(t, call{method: "GET", path: "/v1/processes/" + id + "/log?grep=error&context=1", session: who})
+	var res struct {
+		Matches int `json:"matches"`
+		Lines   []struct {
+			Line  int    `json:"line"`
+			Text  string `json:"text"`
+			Match bool   `json:"match"`
+		} `json:"lines"`
+	}
+	r.json(t, &res)
+	if r.status != 200 || res.Matches != 1 || len(res.Lines) != 3 || res.Lines[1].Text != "error b" || !res.Lines[1].Match || strings.Contains(string(r.body), `"output"`) {
+		t.Errorf("grep: %d %s", r.status, r.body)
+	}
+	for _, q := range []string{"grep=(", "grep=x&follow=1", "grep=x&offset=2", "grep=x&context=-1", "grep=x&max=many", "grep="} {
+		if r := ts.do(t, call{method: "GET", path: "/v1/processes/" + id + "/log?" + q, session: who}); r.status != 400 {
+			t.Errorf("%s: %d %s; want 400", q, r.status, r.body)
+		}
+	}
+	if r := ts.do(t, call{method: "GET", path: "/v1/processes/" + id + "/log?grep=error", session: "stranger"}); r.status != 404 {
+		t.Errorf("a stranger's grep: %d %s", r.status, r.body)
+	}
+}

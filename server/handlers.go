@@ -363,6 +363,10 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "follow: "+err.Error())
 		return
 	}
+	if q.Has("grep") {
+		s.search(w, r, t, id, follow || q.Has("offset") || q.Has("limit"))
+		return
+	}
 	if follow {
 		timeout, ok := waitTimeout(w, r, api.MaxWait)
 		if !ok {
@@ -384,6 +388,39 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	defer cancel()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(handlerBudget + 5*time.Second))
 	res, err := t.Registry.Log(ctx, id, offset, limit)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// search answers GET /v1/processes/{id}/log?grep=RE[&context=N][&max=N]:
+// the matching lines, searched here so that only they travel.
+func (s *Server) search(w http.ResponseWriter, r *http.Request, t *Tenant, id string, windowed bool) {
+	if windowed {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "grep searches the whole kept output: it takes no follow, offset or limit")
+		return
+	}
+	q := r.URL.Query()
+	sq := runner.SearchQuery{Pattern: q.Get("grep")}
+	for name, dst := range map[string]*int{"context": &sq.Context, "max": &sq.Max} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, api.CodeBadRequest, name+": want an integer")
+				return
+			}
+			*dst = n
+		}
+	}
+	if _, err := runner.CompileSearch(sq); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), handlerBudget)
+	defer cancel()
+	res, err := t.Registry.Search(ctx, id, sq)
 	if err != nil {
 		s.lookupFailed(w, r, id, err)
 		return

@@ -62,12 +62,14 @@ var processParams = json.RawMessage(`{
   "type": "object",
   "properties": {
     "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write", "submit", "close"],
-      "description": "list: processes of this session. poll: status and output tail. log: output lines (offset/limit). wait: block until it ends (timeout). kill: SIGTERM then SIGKILL to the whole process tree. write: send data to stdin. submit: data plus a newline. close: end of file on stdin."},
+      "description": "list: processes of this session. poll: status and output tail. log: output lines (offset/limit), or with filter only the lines matching it. wait: block until it ends (timeout). kill: SIGTERM then SIGKILL to the whole process tree. write: send data to stdin. submit: data plus a newline. close: end of file on stdin."},
     "session_id": {"type": "string", "description": "Process id (proc_...), or a unique prefix. Required except for list."},
     "data": {"type": "string", "description": "For write and submit: the text to send."},
     "timeout": {"type": "number", "description": "For wait: seconds to wait at most (default 180)."},
     "offset": {"type": "integer", "description": "For log: first line (negative counts from the end)."},
-    "limit": {"type": "integer", "description": "For log: maximum number of lines."}
+    "limit": {"type": "integer", "description": "For log: maximum number of lines."},
+    "filter": {"type": "string", "description": "For log: a regular expression (RE2; (?i) ignores case); the answer holds only the matching lines of the whole kept output, numbered as offset counts, instead of the output. Use it to find errors in long output."},
+    "context": {"type": "integer", "description": "For log with filter: lines of context either side of each match (default 0, at most 100)."}
   },
   "required": ["action"]
 }`)
@@ -147,6 +149,13 @@ func (p *Process) act(ctx context.Context, action, id string, a Args) (string, e
 }
 
 func (p *Process) log(ctx context.Context, id string, a Args) (string, error) {
+	filter, err := a.String("filter")
+	if err != nil {
+		return "", err
+	}
+	if filter != "" {
+		return p.search(ctx, id, filter, a)
+	}
 	offset, _, err := a.Int("offset")
 	if err != nil {
 		return "", err
@@ -163,6 +172,37 @@ func (p *Process) log(ctx context.Context, id string, a Args) (string, error) {
 		return "", err
 	}
 	return p.logResult(res), nil
+}
+
+// maxFilterMatches bounds the matching lines a filtered log gives a model
+// at once: it asks again with a narrower pattern rather than reading
+// thousands.
+const maxFilterMatches = 200
+
+// search is log with a filter: the matching lines, within the tool's
+// result budget.
+func (p *Process) search(ctx context.Context, id, filter string, a Args) (string, error) {
+	n, _, err := a.Int("context")
+	if err != nil {
+		return "", err
+	}
+	q := runner.SearchQuery{Pattern: filter, Context: n, Max: maxFilterMatches}
+	if _, err := runner.CompileSearch(q); err != nil {
+		return "", fmt.Errorf("%w: %s", ErrBadArguments, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+	}
+	res, err := p.opts.Runner.Search(ctx, id, q)
+	if err != nil {
+		return "", err
+	}
+	// Keep the result within the budget: drop lines from the end,
+	// saying so, rather than cut one in the middle.
+	out := marshal(res)
+	for len(out) > p.opts.MaxResultChars && p.opts.MaxResultChars > 0 && len(res.Lines) > 1 {
+		res.Lines = res.Lines[:len(res.Lines)*3/4]
+		res.MoreMatches = true
+		out = marshal(res)
+	}
+	return out, nil
 }
 
 func (p *Process) logResult(res *runner.LogResult) string {

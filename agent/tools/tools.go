@@ -37,6 +37,7 @@ type Runner interface {
 	List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error)
 	Poll(ctx context.Context, id string) (*runner.PollResult, error)
 	Log(ctx context.Context, id string, offset, limit int) (*runner.LogResult, error)
+	Search(ctx context.Context, id string, q runner.SearchQuery) (*runner.SearchResult, error)
 	Wait(ctx context.Context, id string) (*runner.LogResult, error)
 	Kill(ctx context.Context, id string) (*runner.Info, error)
 	Write(ctx context.Context, id string, data []byte) error

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHelpCommand: `hermes help CMD` is `hermes CMD --help`, and a usage
@@ -169,4 +170,67 @@ func TestCompletionOffersIDsAndValues(t *testing.T) {
 		}
 	}
 	touch(t, release)
+}
+
+// TestLogGrep: log --grep prints the matching lines of the whole kept
+// output, numbered as --offset counts, with context; exits 1 when none
+// matches; and refuses flags that would window the output.
+func TestLogGrep(t *testing.T) {
+	t.Parallel()
+	p := newProfile(t)
+	sr := p.background(nil, "for i in 1 2 3 4 5 6; do echo line $i; done; echo FAILED: x; echo tail")
+	p.waitStatus(sr.SessionID, "exited")
+	if res := p.hermes("log", sr.SessionID, "--grep", "FAIL"); res.code != 0 || res.stdout != "6:FAILED: x\n" {
+		t.Errorf("log --grep FAIL = %s", res)
+	}
+	if res := p.hermes("log", sr.SessionID, "--grep", "line [13]|tail", "-C", "1"); res.code != 0 ||
+		res.stdout != "0:line 1\n1-line 2\n2:line 3\n3-line 4\n--\n6-FAILED: x\n7:tail\n" {
+		t.Errorf("log --grep with context = %s", res)
+	}
+	if res := p.hermes("log", sr.SessionID, "--grep", "nothing here"); res.code != 1 || res.stdout != "" {
+		t.Errorf("log --grep with no match = %s; want exit 1 and nothing", res)
+	}
+	res := p.hermes("--json", "log", sr.SessionID, "--grep", "line", "--max-count", "2")
+	got := jsonOf[searchJSON](t, res)
+	if res.code != 0 || got.Matches != 2 || !got.MoreMatches || len(got.Lines) != 2 || got.Lines[1].Text != "line 2" {
+		t.Errorf("--json log --grep --max-count 2 = %s", res)
+	}
+	for _, args := range [][]string{
+		{"log", sr.SessionID, "--grep", "("},
+		{"log", sr.SessionID, "--grep", "x", "--follow"},
+		{"log", sr.SessionID, "--grep", "x", "--tail", "3"},
+		{"log", sr.SessionID, "-C", "2"},
+	} {
+		if res := p.hermes(args...); res.code != 2 || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
+			t.Errorf("%q = %s; want a one-line usage error", args, res)
+		}
+	}
+	// A search is a look: the completion of a notify job is still there.
+	s := []string{"HERMES_SESSION_ID=grep-s"}
+	n := p.background(s, "echo found", "--notify")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if st, _ := p.poll(s, n.SessionID); st.Status == "exited" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the notify job never ended")
+		}
+	}
+	if res := p.run(s, "log", n.SessionID, "--grep", "found"); res.code != 0 {
+		t.Fatalf("log --grep of the notify job = %s", res)
+	}
+	if res := p.run(s, "session", "completions"); !strings.Contains(res.stdout, n.SessionID) {
+		t.Errorf("the completion after a search = %s; want it still there", res)
+	}
+}
+
+// searchJSON is what log --grep --json prints.
+type searchJSON struct {
+	Matches     int  `json:"matches"`
+	MoreMatches bool `json:"more_matches"`
+	Lines       []struct {
+		Line  int    `json:"line"`
+		Text  string `json:"text"`
+		Match bool   `json:"match"`
+	} `json:"lines"`
 }

@@ -344,6 +344,10 @@ type LogCmd struct {
 	Offset int    `help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
 	Tail   int    `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
+	Grep   string `help:"Show only the lines of the whole kept output that match this regular expression (RE2; (?i) for any case), numbered: 'N:' a match, 'N-' context. Exits 1 when none matches, as grep does." placeholder:"RE"`
+	// Context and MaxCount go with --grep.
+	Context  int `short:"C" help:"With --grep: lines of context either side of each match." placeholder:"N"`
+	MaxCount int `name:"max-count" help:"With --grep: stop after this many matching lines (0: all)." placeholder:"N"`
 }
 
 // Validate implements kong.Validatable.
@@ -360,6 +364,18 @@ func (c *LogCmd) Validate() error {
 		}
 		c.Offset = -c.Tail
 	}
+	if c.Grep == "" && (c.Context != 0 || c.MaxCount != 0) {
+		return errors.New("--context and --max-count go with --grep")
+	}
+	if c.Grep != "" && (c.Follow || c.Offset != 0 || c.Limit != 0) {
+		return errors.New("--grep searches the whole kept output: it takes no --follow, --offset, --limit or --tail")
+	}
+	if c.Grep != "" {
+		// Checked here, so that a profile and a runner refuse alike.
+		if _, err := runner.CompileSearch(runner.SearchQuery{Pattern: c.Grep, Context: c.Context, Max: c.MaxCount}); err != nil {
+			return errors.New("--grep: " + strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+		}
+	}
 	return nil
 }
 
@@ -368,6 +384,9 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 	return onProcess(ctx, g, "log", c.ID, func(ctx context.Context, svc runner.Service) error {
 		if c.Follow {
 			return c.follow(ctx, g, svc)
+		}
+		if c.Grep != "" {
+			return c.search(ctx, g, svc)
 		}
 		res, err := svc.Log(ctx, c.ID, c.Offset, c.Limit)
 		if err != nil {
@@ -382,6 +401,42 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 		_, err = fmt.Fprint(g.Stdout, res.Output)
 		return err
 	})
+}
+
+// search prints the matching lines, grep-style: "12:text" for a match,
+// "11-text" for context, "--" between groups that do not touch; exit 1
+// when nothing matched.
+func (c *LogCmd) search(ctx context.Context, g *Globals, svc runner.Service) error {
+	res, err := svc.Search(ctx, c.ID, runner.SearchQuery{Pattern: c.Grep, Context: c.Context, Max: c.MaxCount})
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		if err := printJSON(g, res); err != nil {
+			return err
+		}
+	} else {
+		var b strings.Builder
+		prev := -1
+		for _, l := range res.Lines {
+			if prev >= 0 && l.Line > prev+1 {
+				b.WriteString("--\n")
+			}
+			sep := "-"
+			if l.Match {
+				sep = ":"
+			}
+			fmt.Fprintf(&b, "%d%s%s\n", l.Line, sep, l.Text)
+			prev = l.Line
+		}
+		if _, err := io.WriteString(g.Stdout, b.String()); err != nil {
+			return err
+		}
+	}
+	if res.Matches == 0 {
+		return exitError{1}
+	}
+	return nil
 }
 
 // follow prints complete lines as they appear, then the rest at the end,
