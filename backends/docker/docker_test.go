@@ -607,7 +607,8 @@ func TestNeverStartedIsLost(t *testing.T) {
 // removed.
 func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 	image := requireDocker(t)
-	b := newBackend(t, Options{DefaultImage: image, StartGrace: time.Second})
+	const grace = 5 * time.Second
+	b := newBackend(t, Options{DefaultImage: image, StartGrace: grace})
 	store, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "receipts"), receipts.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -630,8 +631,14 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 		&container.Config{Image: image, Cmd: []string{"true"}, Labels: labels}, nil, nil, nil, "hermes-"+id); err != nil {
 		t.Fatal(err)
 	}
-	if got := reg.RecoverEnded(context.Background()); len(got) != 0 {
+	// Within the grace (counted from the start the labels record), the
+	// sweep leaves it to its starter. Under load the create alone can use
+	// the grace up: then there is nothing to check here.
+	got := reg.RecoverEnded(context.Background())
+	if within := time.Since(spec.Meta.StartedAt) < grace; within && len(got) != 0 {
 		t.Fatalf("RecoverEnded within the start grace = %v: its starter may be about to start it", got)
+	} else if !within {
+		t.Logf("the create took the whole grace (%v); the check within it is skipped", grace)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for len(reg.RecoverEnded(context.Background())) == 0 {

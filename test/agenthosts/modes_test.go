@@ -127,7 +127,7 @@ func newClaudeTUI(t *testing.T, c *claude, x *tmux) *claudeTUI {
 	return s
 }
 
-func (s *claudeTUI) prompt(t *testing.T, text string) { s.pane.typeLine(t, text) }
+func (s *claudeTUI) prompt(t *testing.T, text string) { submit(t, s.pane, s.c.model, text) }
 
 func (s *claudeTUI) end(*testing.T) {}
 
@@ -152,7 +152,28 @@ func newCodexTUI(t *testing.T, c *codex, x *tmux) *codexTUI {
 	return s
 }
 
-func (s *codexTUI) prompt(t *testing.T, text string) { s.pane.typeLine(t, text) }
+func (s *codexTUI) prompt(t *testing.T, text string) { submit(t, s.pane, s.c.model, text) }
+
+// submit types text into a terminal UI and presses Enter, and presses it
+// again if the model hears nothing within a few seconds: on a loaded
+// machine the keys can arrive in a burst that a UI takes for a paste,
+// whose Enter is a new line in the text rather than its submission (seen
+// with Codex: the prompt stayed in its composer). A second Enter on a
+// composer already emptied does nothing.
+func submit(t *testing.T, p *pane, model *fakemodel.Server, text string) {
+	t.Helper()
+	before := len(model.Requests())
+	p.typeLine(t, text)
+	for range 3 {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if len(model.Requests()) > before {
+				return
+			}
+		}
+		t.Logf("%s: the model heard nothing 5 s after Enter; pressing it again", p.name)
+		p.keys(t, "Enter")
+	}
+}
 
 func (s *codexTUI) end(*testing.T) {}
 
