@@ -573,7 +573,8 @@ func TestTimeout(t *testing.T) {
 	t.Run("foreground", func(t *testing.T) {
 		t.Parallel()
 		p := newProfile(t)
-		res := p.hermes("--json", "run", "--timeout", "1s", "--", "echo started; sleep 30")
+		// 3 s: under load a job's shell can take a second to print.
+		res := p.hermes("--json", "run", "--timeout", "3s", "--", "echo started; sleep 30")
 		rec := jsonOf[map[string]any](t, res)
 		if res.code == 0 || rec["status"] != "timeout" || rec["exit_code"] == 0.0 || rec["output"] != "started\n" {
 			t.Fatalf("got %s", res)
