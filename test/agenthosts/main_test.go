@@ -280,16 +280,6 @@ func (p *proc) wait(t *testing.T, within time.Duration) {
 	}
 }
 
-// exited reports whether the process has exited.
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 func (p *proc) String() string {
 	return fmt.Sprintf("%s: %v\nstdout:\n%s\nstderr:\n%s", p.name, p.err, clip(p.stdout.String()), clip(p.stderr.String()))
 }
