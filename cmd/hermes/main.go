@@ -272,7 +272,11 @@ func helpCommand(args []string) []string {
 	if len(args) == 0 || args[0] != "help" {
 		return args
 	}
-	return append(slices.Clone(args[1:]), "--help")
+	rest := args[1:]
+	if i := slices.Index(rest, "--"); i >= 0 {
+		rest = rest[:i] // what follows -- is a command's, not hermes's
+	}
+	return append(slices.Clone(rest), "--help")
 }
 
 // helpFor is the command whose help a usage error points to: the deepest

@@ -22,6 +22,10 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("help %q = %s\nwant the output of %q --help:\n%s", cmd, via, cmd, direct)
 		}
 	}
+	// What follows -- is a command line, never hermes's help.
+	if res := p.hermes("help", "run", "--", "ls"); res.code != 0 || !strings.HasPrefix(res.stdout, "Usage: hermes run") {
+		t.Errorf("help run -- ls = %s", res)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
