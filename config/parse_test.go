@@ -94,10 +94,10 @@ tenants:
 	}
 }
 
-func TestUnknownKeysWarn(t *testing.T) {
+// loadConfig loads yml as the config.yaml of a fresh profile.
+func loadConfig(t *testing.T, yml string) *config.Profile {
+	t.Helper()
 	dir := t.TempDir()
-	yml := "terminl:\n  env: local\nterminal:\n  timout: 5s\n  docker:\n    memroy: 1g\nresult_retension: 1h\ntenants:\n  bots:\n    limits: {concurent_jobs: 2}\nlimits:\n  concurrent_jobs: 2\n" +
-		"xyzzy: 1\n"
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +110,21 @@ func TestUnknownKeysWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// wantWarnings requires p's warnings to be want, in order.
+func wantWarnings(t *testing.T, p *config.Profile, want []string) {
+	t.Helper()
+	if strings.Join(p.Warnings, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(p.Warnings, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestUnknownKeysWarn(t *testing.T) {
+	yml := "terminl:\n  env: local\nterminal:\n  timout: 5s\n  docker:\n    memroy: 1g\nresult_retension: 1h\ntenants:\n  bots:\n    limits: {concurent_jobs: 2}\nlimits:\n  concurrent_jobs: 2\n" +
+		"xyzzy: 1\n"
+	p := loadConfig(t, yml)
 	want := []string{
 		"config.yaml: unknown key terminl (line 1); did you mean terminal?",
 		"config.yaml: unknown key terminal.timout (line 4); did you mean terminal.timeout?",
@@ -118,9 +133,7 @@ func TestUnknownKeysWarn(t *testing.T) {
 		"config.yaml: unknown key tenants.bots.limits.concurent_jobs (line 10); did you mean tenants.bots.limits.concurrent_jobs?",
 		"config.yaml: unknown key xyzzy (line 13)", // nothing near it
 	}
-	if strings.Join(p.Warnings, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(p.Warnings, "\n"), strings.Join(want, "\n"))
-	}
+	wantWarnings(t, p, want)
 	if p.Config.Limits.ConcurrentJobs == nil || *p.Config.Limits.ConcurrentJobs != 2 {
 		t.Fatal("the known keys were not read")
 	}
@@ -129,25 +142,11 @@ func TestUnknownKeysWarn(t *testing.T) {
 // TestBadValuesWarn: a value a key does not take is said with its line
 // when the config loads, not when a job starts.
 func TestBadValuesWarn(t *testing.T) {
-	dir := t.TempDir()
 	yml := "terminal:\n  env: locl\n  kubernetes:\n    image_pull_policy: always\n"
-	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p, err := config.Load(func(k string) string {
-		if k == "HERMES_HOME" {
-			return dir
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := loadConfig(t, yml)
 	want := []string{
 		`config.yaml: terminal.env: "locl" is not one of local, docker, kubernetes (line 2); did you mean local?`,
 		`config.yaml: terminal.kubernetes.image_pull_policy: "always" is not one of Always, IfNotPresent, Never (line 4); did you mean Always?`,
 	}
-	if strings.Join(p.Warnings, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(p.Warnings, "\n"), strings.Join(want, "\n"))
-	}
+	wantWarnings(t, p, want)
 }

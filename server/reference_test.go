@@ -1,11 +1,7 @@
 package server_test
 
 import (
-	"os"
-	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/hermesrun/hermes/internal/testenv"
@@ -20,19 +16,7 @@ func TestReferenceNamesEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes := srv.Routes()
-	b, err := os.ReadFile(filepath.Join(testenv.Root(t), "docs", "reference.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "\n## HTTP routes\n")
-	if !ok {
-		t.Fatal("docs/reference.md has no HTTP routes section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	var named []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(section, -1) {
-		named = append(named, m[1])
-	}
+	named := testenv.Reference(t).Rows["HTTP routes"]
 	if len(named) < 10 {
 		t.Fatalf("routes named in docs/reference.md: %q", named)
 	}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -14,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/server"
@@ -229,7 +226,9 @@ func TestRedisLostItsData(t *testing.T) {
 	}
 
 	prefix := regexp.MustCompile(`prefix: "([^"]+)"`).FindStringSubmatch(cfg.config)[1]
-	wipeRedis(t, prefix)
+	if testenv.DeleteRedisKeys(t, prefix) == 0 {
+		t.Fatalf("no keys under %s to lose", prefix)
+	}
 	lost := time.Now()
 	var receipt, poll answer
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -253,29 +252,6 @@ func TestRedisLostItsData(t *testing.T) {
 	// And it is still the owner's alone.
 	if r := b.do(t, call{method: "GET", path: "/v1/receipts/" + done, session: "stranger"}); r.status != 404 {
 		t.Errorf("a stranger reads the receipt written back: %d %s", r.status, r.body)
-	}
-}
-
-// wipeRedis deletes every key under prefix, as a Redis restarted without
-// persistence would (FLUSHALL would take other tests' keys too).
-func wipeRedis(t *testing.T, prefix string) {
-	t.Helper()
-	opt, err := redis.ParseURL(testenv.Redis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, prefix+"*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) == 0 {
-		t.Fatalf("no keys under %s to lose", prefix)
-	}
-	if err := rdb.Del(ctx, keys...).Err(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -18,52 +18,6 @@ import (
 	"github.com/hermesrun/hermes/internal/testenv"
 )
 
-// reference is docs/reference.md cut into its sections: "## Title" and
-// "### Title", each with the code spans it holds.
-type reference struct {
-	sections map[string][]string // heading text → code spans
-	rows     map[string][]string // heading text → each table row's first cell, when a code span
-	order    []string
-}
-
-var (
-	codeSpan = regexp.MustCompile("`([^`]+)`")
-	rowKey   = regexp.MustCompile("^\\| `([^`]+)` \\|")
-)
-
-func readReference(t *testing.T) reference {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.Root(t), "docs", "reference.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := reference{sections: map[string][]string{}, rows: map[string][]string{}}
-	cur := ""
-	inFence := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "```") {
-			inFence = !inFence
-			continue
-		}
-		if !inFence && (strings.HasPrefix(line, "## ") || strings.HasPrefix(line, "### ")) {
-			cur = strings.Trim(strings.TrimLeft(line, "# "), "`")
-			if _, dup := ref.sections[cur]; dup {
-				t.Errorf("docs/reference.md has two sections %q", cur)
-			}
-			ref.sections[cur] = nil
-			ref.order = append(ref.order, cur)
-			continue
-		}
-		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
-			ref.sections[cur] = append(ref.sections[cur], m[1])
-		}
-		if m := rowKey.FindStringSubmatch(line); m != nil {
-			ref.rows[cur] = append(ref.rows[cur], m[1])
-		}
-	}
-	return ref
-}
-
 // flagNames are the "--name" a code span names as flags: "-b, --background"
 // or "--offset -N", not "hermes run --background" (a command line).
 var flagName = regexp.MustCompile(`^(?:-[a-zA-Z], )?--([a-z][a-z0-9-]*)`)
@@ -106,7 +60,7 @@ func commands(n *kong.Node, out map[string]*kong.Node) {
 // ways: each command the help shows has a section, each of its flags is
 // named there, and each section and flag named there exists.
 func TestReferenceMatchesCLI(t *testing.T) {
-	ref := readReference(t)
+	ref := testenv.Reference(t)
 	k, err := kong.New(&CLI{}, kong.Name("hermes"), kong.Vars{"version": "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +74,7 @@ func TestReferenceMatchesCLI(t *testing.T) {
 
 	// Global flags: named, and nothing else.
 	var named []string
-	for _, span := range ref.sections["Global flags"] {
+	for _, span := range ref.Sections["Global flags"] {
 		if f, ok := spanFlag(span); ok {
 			named = append(named, f)
 		}
@@ -137,7 +91,7 @@ func TestReferenceMatchesCLI(t *testing.T) {
 	}
 
 	for path, n := range cmds {
-		spans, ok := ref.sections[path]
+		spans, ok := ref.Sections[path]
 		if !ok {
 			t.Errorf("docs/reference.md has no section %q", path)
 			continue
@@ -160,7 +114,7 @@ func TestReferenceMatchesCLI(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range ref.order {
+	for _, s := range ref.Order {
 		if strings.HasPrefix(s, "hermes ") && cmds[s] == nil {
 			t.Errorf("docs/reference.md has a section %q, which is no command", s)
 		}
@@ -170,7 +124,7 @@ func TestReferenceMatchesCLI(t *testing.T) {
 // TestReferenceStatuses: the statuses named in docs/reference.md are the
 // Status constants of package receipts, all of them.
 func TestReferenceStatuses(t *testing.T) {
-	ref := readReference(t)
+	ref := testenv.Reference(t)
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, filepath.Join(testenv.Root(t), "runner", "receipts", "receipt.go"), nil, 0)
 	if err != nil {
@@ -195,7 +149,7 @@ func TestReferenceStatuses(t *testing.T) {
 	if len(code) < 8 {
 		t.Fatalf("statuses in receipt.go: %q", code)
 	}
-	named := slices.Clone(ref.rows["Statuses"])
+	named := slices.Clone(ref.Rows["Statuses"])
 	slices.Sort(code)
 	slices.Sort(named)
 	if !slices.Equal(slices.Compact(code), slices.Compact(named)) {
@@ -210,7 +164,7 @@ var envVar = regexp.MustCompile(`\b(HERMES_[A-Z0-9_]*[A-Z0-9])\b`)
 // or sets is in docs/reference.md's table, and every variable the table
 // names of hermes's own appears in the code.
 func TestReferenceEnvironment(t *testing.T) {
-	ref := readReference(t)
+	ref := testenv.Reference(t)
 	root := testenv.Root(t)
 	inCode := map[string]bool{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -245,7 +199,7 @@ func TestReferenceEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := map[string]bool{}
-	for _, v := range ref.rows["Environment variables"] {
+	for _, v := range ref.Rows["Environment variables"] {
 		named[v] = true
 	}
 	for v := range inCode {

@@ -33,6 +33,29 @@ func Redis(t testing.TB) string {
 	return u
 }
 
+// DeleteRedisKeys deletes every key of the shared test Redis whose name
+// starts with prefix and returns how many there were: what a Redis restarted
+// without persistence, or flushed, leaves of one test's keys (FLUSHDB would
+// take other tests' keys too).
+func DeleteRedisKeys(t testing.TB, prefix string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// One script: KEYS and DEL in batches (unpack has a stack limit).
+	const script = `local k = redis.call('KEYS', ARGV[1])
+for i = 1, #k, 1000 do redis.call('DEL', unpack(k, i, math.min(i + 999, #k))) end
+return #k`
+	n, err := redisDo(ctx, Redis(t), "EVAL", script, "0", prefix+"*")
+	if err != nil {
+		t.Fatalf("delete redis keys %s*: %v", prefix, err)
+	}
+	count, err := strconv.Atoi(n)
+	if err != nil {
+		t.Fatalf("delete redis keys %s*: reply %q", prefix, n)
+	}
+	return count
+}
+
 // redisDo sends one command to the Redis at rawURL on a fresh connection and
 // returns its reply line (without the type byte for simple strings and errors,
 // or the bulk string's contents; a nil bulk string is "(nil)"). Enough RESP to

@@ -144,29 +144,6 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// wipe deletes every key under prefix: what a Redis restarted without
-// persistence, or flushed, leaves of the replicas' keys (FLUSHALL itself
-// would take other tests' keys too).
-func wipe(t *testing.T, prefix string) {
-	t.Helper()
-	opt, err := redis.ParseURL(testenv.Redis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, prefix+"*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) > 0 {
-		if err := rdb.Del(ctx, keys...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestDataLost: each replica learns once that Redis lost its keys, and a
 // replica that joins after the loss forwards to the others and they to it:
 // the hop key they held is written back rather than replaced.
@@ -193,7 +170,7 @@ func TestDataLost(t *testing.T) {
 		t.Fatal("b refuses a's hop before the loss")
 	}
 
-	wipe(t, prefix)
+	testenv.DeleteRedisKeys(t, prefix)
 	check(b, true)
 	check(a, true)
 	check(a, false) // once per loss
