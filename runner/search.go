@@ -94,9 +94,14 @@ func searchText(text string, first int, re *regexp.Regexp, q SearchQuery) *Searc
 	}
 	res := &SearchResult{Pattern: q.Pattern, Lines: []SearchLine{}, TotalLines: first + len(lines), Offset: first}
 	shown := -1 // index of the last line added
+	after := 0  // context lines still owed to the last match
 	for i, l := range lines {
 		text := strings.TrimSuffix(l, "\n")
 		if !re.MatchString(text) {
+			if after > 0 {
+				res.Lines = append(res.Lines, SearchLine{Line: first + i, Text: text})
+				shown, after = i, after-1
+			}
 			continue
 		}
 		if q.Max > 0 && res.Matches == q.Max {
@@ -108,17 +113,7 @@ func searchText(text string, first int, re *regexp.Regexp, q SearchQuery) *Searc
 			res.Lines = append(res.Lines, SearchLine{Line: first + j, Text: strings.TrimSuffix(lines[j], "\n")})
 		}
 		res.Lines = append(res.Lines, SearchLine{Line: first + i, Text: text, Match: true})
-		shown = i
-		// The context after a match is added when the next line is
-		// looked at, so that a match in it is marked as one.
-		for j := i + 1; j <= min(i+q.Context, len(lines)-1); j++ {
-			next := strings.TrimSuffix(lines[j], "\n")
-			if re.MatchString(next) {
-				break // the loop reaches it as a match
-			}
-			res.Lines = append(res.Lines, SearchLine{Line: first + j, Text: next})
-			shown = j
-		}
+		shown, after = i, q.Context
 	}
 	return res
 }

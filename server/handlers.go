@@ -414,13 +414,13 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 			*dst = n
 		}
 	}
-	if _, err := runner.CompileSearch(sq); err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), handlerBudget)
 	defer cancel()
 	res, err := t.Registry.Search(ctx, id, sq)
+	if errors.Is(err, runner.ErrInvalid) { // the query, checked before any lookup
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+		return
+	}
 	if err != nil {
 		s.lookupFailed(w, r, id, err)
 		return

@@ -186,11 +186,11 @@ func (p *Process) search(ctx context.Context, id, filter string, a Args) (string
 	if err != nil {
 		return "", err
 	}
-	q := runner.SearchQuery{Pattern: filter, Context: n, Max: maxFilterMatches}
-	if _, err := runner.CompileSearch(q); err != nil {
+	res, err := p.opts.Runner.Search(ctx, id, runner.SearchQuery{Pattern: filter, Context: n, Max: maxFilterMatches})
+	if errors.Is(err, runner.ErrInvalid) {
+		// Registries and runners alike refuse a bad query as invalid.
 		return "", fmt.Errorf("%w: %s", ErrBadArguments, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
 	}
-	res, err := p.opts.Runner.Search(ctx, id, q)
 	if err != nil {
 		return "", err
 	}

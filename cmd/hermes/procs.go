@@ -123,11 +123,18 @@ func onProcess(ctx context.Context, g *Globals, op, id string, fn func(context.C
 // caller cannot see prints the contract's not_found answer (with --json)
 // and fails with one line; other errors pass through.
 func answer(g *Globals, op, id string, err error) error {
+	if errors.Is(err, runner.ErrNotFound) && g.JSON {
+		_ = printJSON(g, runner.NotFound(op, id))
+	}
+	return explainNotFound(g, id, err)
+}
+
+// explainNotFound is err, or for an id the caller cannot see the line
+// that says so: the candidates of an ambiguous prefix, else whose jobs
+// were looked in.
+func explainNotFound(g *Globals, id string, err error) error {
 	if !errors.Is(err, runner.ErrNotFound) {
 		return err
-	}
-	if g.JSON {
-		_ = printJSON(g, runner.NotFound(op, id))
 	}
 	var amb *receipts.AmbiguousError
 	if errors.As(err, &amb) {
@@ -638,18 +645,13 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	for i, id := range c.IDs {
 		wg.Go(func() {
 			info, err := svc.Kill(ctx, id)
-			if errors.Is(err, runner.ErrNotFound) {
-				infos[i] = runner.NotFound("kill", id)
-				var amb *receipts.AmbiguousError
-				if errors.As(err, &amb) {
-					err = amb
-				} else {
-					err = notFound(g, id)
-				}
-			} else if err == nil {
+			switch {
+			case err == nil:
 				infos[i] = info
+			case errors.Is(err, runner.ErrNotFound):
+				infos[i] = runner.NotFound("kill", id)
 			}
-			errs[i] = err
+			errs[i] = explainNotFound(g, id, err)
 		})
 	}
 	wg.Wait()
