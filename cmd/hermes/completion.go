@@ -18,8 +18,16 @@ func (c *CompletionCmd) Run(k *kong.Context, g *Globals) error {
 	return shellcomplete.Write(g.Stdout, c.Shell, commandTree(k.Model.Node))
 }
 
-// commandTree describes kong's model for package shellcomplete: visible
-// commands and flags, with the values of enumerated flags.
+// idLookups are the commands that list the ids an argument tagged
+// complete:"NAME" takes. A process id of a command that reads receipts
+// comes from the retained ones too; one of kill or write only from the
+// live ones.
+var idLookups = map[string][]string{
+	"ids":      {"ps", "-q", "--retained"},
+	"live":     {"ps", "-q"},
+	"sessions": {"session", "ls", "-q"},
+}
+
 // values splits a comma-separated list of values; nil for none.
 func values(list string) []string {
 	var out []string
@@ -31,6 +39,9 @@ func values(list string) []string {
 	return out
 }
 
+// commandTree describes kong's model for package shellcomplete: visible
+// commands and flags, with the values of enumerated flags and arguments
+// and the lookups of the ids an argument takes.
 func commandTree(n *kong.Node) *shellcomplete.Command {
 	c := &shellcomplete.Command{Name: n.Name, Help: n.Help}
 	for _, f := range n.Flags {
@@ -45,22 +56,10 @@ func commandTree(n *kong.Node) *shellcomplete.Command {
 		c.Flags = append(c.Flags, fl)
 	}
 	// Arguments: an enum's values, or the ids the profile (or runner)
-	// knows now, asked of hermes itself while completing. A process id
-	// of a command that reads receipts comes from the retained ones too;
-	// one of kill or write only from the live ones.
+	// knows now, asked of hermes itself while completing.
 	for _, a := range n.Positional {
-		if c.Args = values(a.Enum); c.Args != nil {
-			break
-		}
-		switch a.Tag.Get("complete") {
-		case "ids":
-			c.ArgsFrom = []string{"ps", "-q", "--retained"}
-		case "live":
-			c.ArgsFrom = []string{"ps", "-q"}
-		case "sessions":
-			c.ArgsFrom = []string{"session", "ls", "-q"}
-		}
-		if c.ArgsFrom != nil {
+		c.Args, c.ArgsFrom = values(a.Enum), idLookups[a.Tag.Get("complete")]
+		if c.Args != nil || c.ArgsFrom != nil {
 			break
 		}
 	}
