@@ -157,9 +157,8 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	localOff := false
-	if opts.Tokens != nil && len(opts.Backends) == 0 {
-		localOff = true
+	localOff := opts.Tokens != nil && len(opts.Backends) == 0
+	if localOff {
 		// Several tenants on one host: a local job runs as the runner's
 		// own user and could read the tokens file and every tenant's
 		// files. Only an operator who says so (--backends local,...)
@@ -209,8 +208,7 @@ func New(opts Options) (*Server, error) {
 		t.sharedConfig = filepath.Join(home, "config.yaml")
 	}
 	s := &Server{
-		localOff: localOff,
-		opts:     opts, log: opts.Logger, tenants: t, metrics: newMetrics(opts.Tokens != nil),
+		opts: opts, log: opts.Logger, localOff: localOff, tenants: t, metrics: newMetrics(opts.Tokens != nil),
 		drain: make(chan struct{}),
 	}
 	s.queue = newQueueMetrics(s.metrics.reg, s.metrics.tenants)
