@@ -127,7 +127,7 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	backends := []runner.Backend{b}
 	opts := runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
-		Profile: e.Home, Logger: e.Logger, Tracing: e.Tracing,
+		Profile: e.Home, Logger: e.Logger, Tracing: e.Tracing, OnRetry: e.retries.add,
 	}
 	if e.Ledger != nil {
 		opts.Admission = &runner.Admission{Ledger: e.Ledger} // the end frees the slot
@@ -150,8 +150,6 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if _, err := e.DispatchQueued(context.WithoutCancel(ctx)); err != nil {
-		e.Logger.Warn("queued jobs not started", "err", err)
-	}
+	e.AfterJob(context.WithoutCancel(ctx), id)
 	return nil
 }

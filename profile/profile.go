@@ -86,6 +86,7 @@ type Profile struct {
 	closers    []io.Closer
 	docker     *docker.Backend
 	kubernetes *kubernetes.Backend
+	retries    retryTimes
 }
 
 // Open loads the profile named by the environment and opens its stores.

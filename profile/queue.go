@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 
 	"github.com/hermesrun/hermes/runner"
-	"github.com/hermesrun/hermes/runner/admission"
 )
 
 // dispatcherEnv, set to "runner" in the environment of a runner's shims,
@@ -16,15 +15,12 @@ const dispatcherEnv = "HERMES_QUEUE_DISPATCHER"
 func (e *Profile) QueueDir() string { return filepath.Join(e.Home, "queue") }
 
 // admission is what the profile's registries apply: its limits, counted in
-// its ledger. Without limits a Redis profile counts nothing (no round trip
-// per job); a file profile keeps the ledger in reach anyway (its reads are
-// a missing file) so that jobs queued under a limit since removed still
-// start.
+// its ledger. The ledger is in reach without limits too: it holds the jobs
+// waiting for others (after) and for their next attempt, and jobs queued
+// under a limit since removed still start from it. Without limits nothing
+// is counted at a start (no round trip); an end releases its slot, if any.
 func (e *Profile) admission() *runner.Admission {
 	if e.Ledger == nil {
-		return nil
-	}
-	if _, file := e.Ledger.(*admission.FileLedger); !file && !e.Limits.Counted() && e.Limits.MaxTimeout == 0 && e.Limits.DefaultTimeout == 0 {
 		return nil
 	}
 	return &runner.Admission{Ledger: e.Ledger, Limits: e.Limits, AutoDispatch: !e.longLived}
@@ -37,8 +33,14 @@ func (e *Profile) DispatchQueued(ctx context.Context) ([]runner.Dispatched, erro
 	if e.getenv(dispatcherEnv) == "runner" || e.admission() == nil {
 		return nil, nil
 	}
-	if q, err := e.Ledger.Queued(ctx); err != nil || len(q) == 0 {
+	q, err := e.Ledger.Queued(ctx)
+	if err != nil {
 		return nil, err
+	}
+	if len(q) == 0 {
+		if held, err := e.Ledger.Held(ctx); err != nil || len(held) == 0 {
+			return nil, err
+		}
 	}
 	reg, err := e.Registry(Background)
 	if err != nil {

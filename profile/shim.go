@@ -17,7 +17,8 @@ import (
 
 // supervisorOptions are the registry options of a shim or supervisor.
 func (e *Profile) supervisorOptions() runner.Options {
-	opts := runner.Options{Sessions: e.Sessions, Profile: e.Home, RedactLive: e.RedactLive(), Tracing: e.Tracing}
+	opts := runner.Options{Sessions: e.Sessions, Profile: e.Home, RedactLive: e.RedactLive(), Tracing: e.Tracing,
+		OnRetry: e.retries.add}
 	if e.Ledger != nil {
 		// It only records: the end frees the job's slot.
 		opts.Admission = &runner.Admission{Ledger: e.Ledger}
@@ -37,9 +38,7 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 	})
 	if err == nil {
 		// Without a runner, the end of a job is what lets the next in.
-		if _, derr := e.DispatchQueued(context.WithoutCancel(ctx)); derr != nil {
-			e.Logger.Warn("queued jobs not started", "err", derr)
-		}
+		e.AfterJob(context.WithoutCancel(ctx), "")
 	}
 	return err
 }
@@ -85,13 +84,11 @@ func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli func(con
 				null.Close()
 			}
 		},
-		AfterJob: func() {
+		AfterJob: func(ctx context.Context, id string) {
 			// Without a runner, the end of a job is what lets the next
 			// in; a runner's supervisor has HERMES_QUEUE_DISPATCHER=runner
 			// and this returns at once.
-			if _, err := e.DispatchQueued(context.WithoutCancel(ctx)); err != nil {
-				e.Logger.Warn("queued jobs not started", "err", err)
-			}
+			e.AfterJob(context.WithoutCancel(ctx), id)
 		},
 	})
 }

@@ -53,6 +53,9 @@ type Meta struct {
 	receipts.Owner
 	receipts.Trace
 	StartedAt time.Time `json:"started_at"`
+	// Control is how the job is scheduled (dependencies, priority,
+	// retries), kept so that its receipt says it.
+	receipts.Control
 }
 
 // Exit is how a process ended, as its backend saw it.

@@ -17,6 +17,12 @@ const (
 	// memory (Event.Receipt). Every process that had an EventStarted gets
 	// exactly one EventEnded; a start that failed gets only this one.
 	EventEnded
+	// EventRetrying: an attempt of a job with retries failed, and the
+	// job waits (held, status queued) for its next attempt, which may
+	// start anywhere the profile's jobs are dispatched. No receipt yet:
+	// the job's EventEnded comes after its last attempt. Started is set
+	// as on EventEnded.
+	EventRetrying
 )
 
 // Event is one change in the life of a process.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/jsonappend"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // AppendJSON appends in as encoding/json encodes it (with escapeHTML as
@@ -74,6 +75,7 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 		b = append(b, `,"queue_position":`...)
 		b = strconv.AppendInt(b, int64(in.QueuePosition), 10)
 	}
+	b = receipts.AppendControlJSON(b, &in.Control, escapeHTML)
 	return append(b, '}')
 }
 

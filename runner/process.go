@@ -36,12 +36,25 @@ type Process struct {
 	killed   bool
 	timedOut bool
 	failed   bool
+	// skipped marks a job that never ran: a job it waited for with
+	// after_ok did not exit 0.
+	skipped bool
+	// retrying marks an attempt that failed with retries left: the job
+	// goes on, held for its next attempt, and p is forgotten.
+	retrying bool
 	errMsg   string
 	receipt  *receipts.Receipt
 }
 
 func newProcess(spec Spec, backend string) *Process {
 	return &Process{spec: spec, backend: backend, done: make(chan struct{}), recorded: make(chan struct{})}
+}
+
+// isRetrying reports whether p ended an attempt, not the job.
+func (p *Process) isRetrying() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retrying
 }
 
 func (p *Process) isDone() bool {
@@ -94,6 +107,8 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		rec.Output, rec.OutputTruncated, rec.OutputFirstLine = p.buf.Window()
 	}
 	switch {
+	case p.skipped:
+		rec.Status = receipts.StatusSkipped
 	case p.failed:
 		rec.Status = receipts.StatusFailedToStart
 	case waitErr != nil:
@@ -152,6 +167,7 @@ type Info struct {
 	// QueuePosition is a queued job's place in its profile's queue, 1
 	// next (status queued); absent otherwise.
 	QueuePosition int `json:"queue_position,omitempty"`
+	receipts.Control
 }
 
 // record is the one record of p as far as it is known: what its spec and
@@ -170,7 +186,7 @@ func recordOf(spec Spec, backend string) *receipts.Receipt {
 	return &receipts.Receipt{
 		ID: spec.ID, Command: spec.Command, Backend: backend, Status: receipts.StatusRunning,
 		StartedAt: spec.Meta.StartedAt, Owner: spec.Meta.Owner, Cwd: spec.Cwd, Trace: spec.Meta.Trace,
-		Image: spec.Image,
+		Image: spec.Image, Control: spec.Meta.Control,
 	}
 }
 
@@ -212,6 +228,9 @@ type StartReceipt struct {
 	SpanID           string    `json:"span_id"`
 	// QueuePosition is set when the start was queued (status queued).
 	QueuePosition int `json:"queue_position,omitempty"`
+	// Control is what the start asked of the queue: the jobs it waits
+	// for, its priority, its retries.
+	receipts.Control
 }
 
 // StartReceipt is the start receipt of a freshly started process. It
@@ -228,7 +247,7 @@ func (in *Info) StartReceipt() StartReceipt {
 		ID: in.ID, Status: status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
 		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
 		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
-		TraceID: in.TraceID, SpanID: in.SpanID, QueuePosition: in.QueuePosition,
+		TraceID: in.TraceID, SpanID: in.SpanID, QueuePosition: in.QueuePosition, Control: in.Control,
 	}
 }
 
@@ -243,6 +262,7 @@ func infoOf(rec *receipts.Receipt, retained bool) *Info {
 		TaskID: rec.TaskID, OwnerTaskID: rec.OwnerTaskID, SessionKey: rec.SessionKey,
 		ParentSessionID: rec.ParentSessionID, Cwd: rec.Cwd, TraceID: rec.TraceID, SpanID: rec.SpanID,
 		OutputTruncated: rec.OutputTruncated, Retained: retained, Error: rec.Error,
+		Control: rec.Control,
 	}
 	if rec.Status != receipts.StatusRunning {
 		code, fin := rec.ExitCode, rec.FinishedAt

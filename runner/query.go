@@ -314,28 +314,34 @@ func receiptWindow(rec *receipts.Receipt) window {
 // log. It takes the completion, as Log does.
 func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 	f, err := r.lookup(ctx, id, forControl)
-	if err != nil {
-		return nil, err
-	}
-	for f.queued != nil {
-		if err := r.waitQueued(ctx, f.queued); err != nil {
+	for {
+		if err != nil {
 			return nil, err
 		}
-		if f, err = r.lookup(ctx, f.queued.ID, forControl); err != nil {
-			return nil, err
+		for f.queued != nil {
+			if err := r.waitQueued(ctx, f.queued); err != nil {
+				return nil, err
+			}
+			if f, err = r.lookup(ctx, f.queued.ID, forControl); err != nil {
+				return nil, err
+			}
 		}
+		if f.proc == nil {
+			// Recorded already (the common wait from a new process): the
+			// receipt just read is the answer, not read a second time.
+			return r.logOf(ctx, f, 0, 0), nil
+		}
+		select {
+		case <-f.proc.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait %s: %w", f.proc.spec.ID, ctx.Err())
+		}
+		if !f.proc.isRetrying() {
+			return r.Log(ctx, id, 0, 0)
+		}
+		// An attempt ended and the job goes on: wait for its next.
+		f, err = r.lookup(ctx, f.proc.spec.ID, forControl)
 	}
-	if f.proc == nil {
-		// Recorded already (the common wait from a new process): the
-		// receipt just read is the answer, not read a second time.
-		return r.logOf(ctx, f, 0, 0), nil
-	}
-	select {
-	case <-f.proc.done:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("wait %s: %w", f.proc.spec.ID, ctx.Err())
-	}
-	return r.Log(ctx, id, 0, 0)
 }
 
 // Kill ends the process's whole group (SIGTERM, then SIGKILL after the

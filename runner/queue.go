@@ -57,28 +57,37 @@ type queuedRequest struct {
 	Stdin   bool          `json:"stdin,omitempty"`
 	receipts.Owner
 	receipts.Trace
+	receipts.Control
 	QueuedAt time.Time `json:"queued_at"`
+}
+
+// queued is what the ledger keeps of req, a start for backend.
+func queued(req StartRequest, backend string) queuedRequest {
+	return queuedRequest{ID: req.ID, Command: req.Command, Backend: backend, Image: req.Image, Cwd: req.Cwd,
+		Env: req.Env, Timeout: req.Timeout, Stdin: req.Stdin, Owner: req.Owner, Trace: req.Trace,
+		Control: req.Control, QueuedAt: req.StartedAt.UTC()}
 }
 
 func (q *queuedRequest) request() StartRequest {
 	return StartRequest{ID: q.ID, Command: q.Command, Backend: q.Backend, Image: q.Image, Cwd: q.Cwd,
-		Env: q.Env, Timeout: q.Timeout, Stdin: q.Stdin, Owner: q.Owner, Trace: q.Trace}
+		Env: q.Env, Timeout: q.Timeout, Stdin: q.Stdin, Owner: q.Owner, Trace: q.Trace, Control: q.Control}
 }
 
 // admit applies the limits to a start that is ready to go: it returns the
-// Info of a queued job, or nil to start it now.
-func (r *Registry) admit(ctx context.Context, req StartRequest, backend string) (*Info, error) {
+// Info of a queued job, or nil to start it now. A registry that
+// dispatches itself starts the head of the queue at once when a slot is
+// free, unless inPass says the caller is in a Dispatch pass already.
+func (r *Registry) admit(ctx context.Context, req StartRequest, backend string, inPass bool) (*Info, error) {
 	a := r.opts.Admission
 	if a == nil || !a.Limits.Counted() {
 		return nil, nil
 	}
-	q := queuedRequest{ID: req.ID, Command: req.Command, Backend: backend, Image: req.Image, Cwd: req.Cwd,
-		Env: req.Env, Timeout: req.Timeout, Stdin: req.Stdin, Owner: req.Owner, Trace: req.Trace, QueuedAt: req.StartedAt.UTC()}
+	q := queued(req, backend)
 	payload, err := json.Marshal(q)
 	if err != nil {
 		return nil, err
 	}
-	e := admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt}
+	e := admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt, Priority: req.Priority}
 	d, err := a.Ledger.Admit(ctx, e, a.Limits, time.Now())
 	var refused *admission.Refused
 	if errors.As(err, &refused) {
@@ -105,9 +114,11 @@ func (r *Registry) admit(ctx context.Context, req StartRequest, backend string) 
 	r.log.Debug("queued", "id", req.ID, "position", d.Position)
 	// Slots may be free with the queue non-empty (the job that freed
 	// one ended without a dispatcher): whoever looks next starts the head.
-	for _, s := range r.dispatchHere(ctx) {
-		if s.ID == req.ID {
-			return s.Info, nil // its turn came at once
+	if !inPass {
+		for _, s := range r.dispatchHere(ctx) {
+			if s.ID == req.ID {
+				return s.Info, nil // its turn came at once
+			}
 		}
 	}
 	if e, err := a.Ledger.Lookup(ctx, req.ID); err == nil && e != nil && e.Position > 0 {
@@ -122,7 +133,7 @@ func queuedInfo(q *queuedRequest, position int) *Info {
 		ID: q.ID, Command: q.Command, Backend: q.Backend, Status: receipts.StatusQueued, Image: q.Image,
 		StartedAt: q.QueuedAt, NotifyOnComplete: q.NotifyOnComplete, TaskID: q.TaskID,
 		OwnerTaskID: q.OwnerTaskID, SessionKey: q.SessionKey, ParentSessionID: q.ParentSessionID,
-		Cwd: q.Cwd, TraceID: q.TraceID, SpanID: q.SpanID, QueuePosition: position,
+		Cwd: q.Cwd, TraceID: q.TraceID, SpanID: q.SpanID, QueuePosition: position, Control: q.Control,
 	}
 }
 
@@ -158,7 +169,12 @@ func (r *Registry) Dispatch(ctx context.Context) ([]Dispatched, error) {
 	if err := r.reconcile(ctx); err != nil {
 		return nil, err
 	}
-	var out []Dispatched
+	// Held jobs whose dependencies ended join the queue (or start) first,
+	// so that this pass starts them when slots are free.
+	out, err := r.releaseHeld(ctx)
+	if err != nil {
+		return out, err
+	}
 	for {
 		e, err := a.Ledger.Next(ctx, a.Limits)
 		if err != nil || e == nil {
@@ -271,9 +287,7 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 // registry lacks): a process that mark says how ended, known here so
 // that reads find it, with its receipt and completion like any other.
 func (r *Registry) recordNeverRun(ctx context.Context, req StartRequest, exit Exit, waitErr error, mark func(*Process)) *Process {
-	spec := Spec{ID: req.ID, Command: req.Command, Cwd: req.Cwd, Image: req.Image,
-		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()}}
-	p := newProcess(spec, req.Backend)
+	p := newProcess(r.specOf(req), req.Backend)
 	mark(p)
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p
@@ -312,6 +326,11 @@ func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts
 	if err != nil {
 		return nil, err
 	}
+	held, err := a.Ledger.Held(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q = append(q, held...)
 	var match *admission.Entry
 	for i := range q {
 		if strings.HasPrefix(q[i].ID, idOrPrefix) && scope.Allows(q[i].Owner) {
@@ -334,10 +353,15 @@ func (r *Registry) listQueued(ctx context.Context, match func(Meta) bool, seen m
 	if err != nil {
 		return nil, err
 	}
+	held, err := a.Ledger.Held(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q = append(q, held...)
 	var out []*Info
 	for i := range q {
-		if seen[q[i].ID] {
-			continue
+		if seen[q[i].ID] || q[i].Attempting {
+			continue // listed, or running (its request kept for a retry)
 		}
 		info, qr, err := entryInfo(&q[i])
 		if err != nil || !match(Meta{Owner: qr.Owner}) {
@@ -353,7 +377,7 @@ func (r *Registry) listQueued(ctx context.Context, match func(Meta) bool, seen m
 func (r *Registry) waitQueued(ctx context.Context, e *admission.Entry) error {
 	a := r.opts.Admission
 	for pos := e.Position; ; {
-		if pos == 0 {
+		if pos == 0 && (!e.Held || e.Attempting) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("wait %s: %w", e.ID, ctx.Err())
@@ -371,10 +395,10 @@ func (r *Registry) waitQueued(ctx context.Context, e *admission.Entry) error {
 		if err != nil {
 			return err
 		}
-		if cur == nil || cur.Position == 0 {
+		if cur == nil || cur.Position == 0 && (!cur.Held || cur.Attempting) {
 			return nil
 		}
-		pos = cur.Position
+		pos, e = cur.Position, cur
 	}
 }
 
@@ -384,7 +408,14 @@ const startingPoll = 20 * time.Millisecond
 // cancelQueued ends a queued job before it started: its receipt says
 // killed, with no output, and its completion is queued as for any end.
 func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*Info, bool, error) {
-	ok, err := r.opts.Admission.Ledger.Cancel(ctx, e.ID)
+	if e.Attempting {
+		return nil, false, nil // it runs: the caller finds it where
+	}
+	cancel := r.opts.Admission.Ledger.Cancel
+	if e.Held {
+		cancel = r.opts.Admission.Ledger.Unhold
+	}
+	ok, err := cancel(ctx, e.ID)
 	if err != nil || !ok {
 		return nil, false, err
 	}

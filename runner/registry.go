@@ -99,6 +99,15 @@ type Options struct {
 	// listings without --retained, and for its completion) before only its
 	// receipt remains. Default DefaultForgetAfter; negative keeps forever.
 	ForgetAfter time.Duration
+	// OnRetry, if set, is told when this registry schedules the next
+	// attempt of a job (id) for at: a process that records ends and then
+	// exits (a shim) stays to start it when no runner will.
+	OnRetry func(id string, at time.Time)
+	// SettlesRetries says that whoever runs this registry calls
+	// SettleRetry after each ended attempt, once the attempt's own files
+	// are gone (a job's supervisor, whose state file and FIFO are named
+	// by the job's id): the next attempt must not find them.
+	SettlesRetries bool
 	// Tracing records each process span; nil means no tracing. Process
 	// span ids are allocated either way so that receipts and children
 	// carry them.

@@ -41,6 +41,13 @@ type StartRequest struct {
 	// package tracing); empty means the registry allocates one under the
 	// span in ctx.
 	receipts.Trace
+	// Control is how the job is scheduled: the jobs it waits for, its
+	// priority in the queue, its retries.
+	receipts.Control
+	// Admitted marks a request whose launcher applied the limits and
+	// waited for its dependencies already (a shim starting the job its
+	// launcher named): it starts now.
+	Admitted bool
 	// StartedAt overrides the start time (a shim reporting its launcher's).
 	StartedAt time.Time
 	// Tee also receives the output as it arrives (foreground runs).
@@ -86,6 +93,11 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		}
 		req.Timeout = t
 	}
+	if !req.Admitted {
+		if err := r.checkControl(req); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	if req.ID == "" {
 		req.ID = NewID()
 	} else if !receipts.IsID(req.ID) {
@@ -102,10 +114,32 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
 		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
 	}
-	if info, err := r.admit(ctx, req, b.Name()); info != nil || err != nil {
+	if req.Waits() && !req.Admitted {
+		if info, err := r.startAfter(ctx, &req, b.Name()); info != nil || err != nil {
+			return info, err
+		}
+	}
+	if info, err := r.admit(ctx, req, b.Name(), false); info != nil || err != nil {
 		return info, err
 	}
 	return r.startOn(ctx, b, req)
+}
+
+// checkControl says what is wrong with req's scheduling, if anything.
+func (r *Registry) checkControl(req StartRequest) error {
+	if err := req.Control.Validate(); err != nil {
+		return err
+	}
+	if req.Control.IsZero() || req.Priority != 0 && !req.Waits() && req.Retries == 0 {
+		return nil
+	}
+	if a := r.opts.Admission; a == nil || a.Ledger == nil {
+		return errors.New("after and retries need a queue ledger, which this registry has not")
+	}
+	if req.Tee != nil {
+		return errors.New("after and retries are for jobs in the background")
+	}
+	return nil
 }
 
 // startNow starts a request that Start checked and admitted before (a
@@ -125,17 +159,16 @@ func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error
 
 // startOn starts a checked, admitted request on backend b.
 func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*Info, error) {
-	spec := Spec{
-		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env, BaseEnv: req.BaseEnv,
-		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
-		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC()},
-	}
+	spec := r.specOf(req)
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()
 	tee := req.Tee
 	if caps.Foreground {
 		// Its supervisor tees the output and ends the job with us.
 		spec.Tee, tee = tee, nil
+	}
+	if err := r.keepForRetry(ctx, req, b.Name()); err != nil {
+		return nil, fmt.Errorf("%w: retries: %v", ErrUnavailable, err)
 	}
 	h, err := b.Start(ctx, spec)
 	if err != nil {
@@ -146,6 +179,16 @@ func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*I
 	}
 	r.track(p, h, caps, tee)
 	return p.info(), nil
+}
+
+// specOf is the spec of a checked, admitted request: what its backend
+// runs, and the bookkeeping every record of it carries.
+func (r *Registry) specOf(req StartRequest) Spec {
+	return Spec{
+		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env, BaseEnv: req.BaseEnv,
+		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
+		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC(), Control: req.Control},
+	}
 }
 
 // ResolveBackend names the backend a request naming name (empty: the
@@ -289,12 +332,21 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// listings and the completion an agent sends to its model.
 	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
 	recorded, removed := false, false
+	if (!p.supervised || waitErr != nil) && r.scheduleRetry(ctx, rec) {
+		r.endAttempt(ctx, p, true)
+		return
+	}
 	if p.supervised && waitErr == nil {
 		// The shim wrote the receipt before it exited; read it back.
 		stored, err := r.readBack(ctx, p)
 		switch {
 		case err == nil:
 			rec, recorded = stored, true
+		case errors.Is(err, receipts.ErrNotFound) && r.retryPending(ctx, p):
+			// Its supervisor scheduled the next attempt instead, and
+			// lets it start once its files are gone.
+			r.endAttempt(ctx, p, false)
+			return
 		case errors.Is(err, receipts.ErrNotFound):
 			// A supervisor lets go of its job (the end this handle saw)
 			// only once the receipt is stored, so a receipt gone now
@@ -317,6 +369,9 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 		}
 	}
 	if !recorded {
+		// Let go of before the receipt is written: a recorder that dies
+		// in between leaves no request behind, only an end to find lost.
+		r.letGoRetries(ctx, rec)
 		if stored, err := r.record(ctx, rec); err == nil {
 			rec, recorded = stored, true
 		} else {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -702,7 +703,7 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 		}
 	}
 	var gotMeta runner.Meta
-	if err := json.Unmarshal([]byte(info.Config.Labels[LabelMeta]), &gotMeta); err != nil || gotMeta != meta {
+	if err := json.Unmarshal([]byte(info.Config.Labels[LabelMeta]), &gotMeta); err != nil || !reflect.DeepEqual(gotMeta, meta) {
 		t.Errorf("meta label = %+v (%v), want %+v", gotMeta, err, meta)
 	}
 
@@ -735,7 +736,7 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := runner.Live{ID: spec.ID, Command: spec.Command, Backend: "docker", Cwd: spec.Cwd, Image: image, Timeout: spec.Timeout, Meta: meta}
-	if live != want {
+	if !reflect.DeepEqual(live, want) {
 		t.Errorf("Attach live = %+v\nwant %+v", live, want)
 	}
 }

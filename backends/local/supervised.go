@@ -45,10 +45,15 @@ func (d *Detached) supervisorFor(ctx context.Context, tee io.Writer) (sock strin
 		return "", false
 	case d.Supervisor != "":
 		return d.Supervisor, false
-	case d.CallerSupervisor != nil:
-		if ip := inProcessFor(ctx, d.RunDir); ip != nil {
-			return ip.socket, true
-		}
+	}
+	// A supervisor starting jobs itself (the queue, a retry, a handed-off
+	// command) runs them as its own: a shim it spawned would be an orphan
+	// of no job to it, and whatever that shim started after its job (the
+	// next queued job) would be swept with it.
+	if ip := inProcessFor(ctx, d.RunDir); ip != nil {
+		return ip.socket, true
+	}
+	if d.CallerSupervisor != nil {
 		sock = d.CallerSupervisor()
 		return sock, sock != ""
 	}

@@ -26,6 +26,11 @@ type RunCmd struct {
 	Timeout    time.Duration `help:"Kill the command after this long (e.g. 30s, 10m); 0 means no limit."`
 	Task       string        `help:"Task id to record on the receipt."`
 	SessionKey string        `help:"Session key to record on the receipt."`
+	After      []string      `placeholder:"ID,..." sep:"," help:"With --background, start only once these jobs have ended, however they ended (ids or unique prefixes; repeatable). Until then it is queued."`
+	AfterOK    []string      `name:"after-ok" placeholder:"ID,..." sep:"," help:"Like --after, but these jobs must exit 0: if one does not, this job never runs and ends skipped."`
+	Priority   string        `placeholder:"high|normal|low|N" complete:"high,normal,low" help:"Place in the queue when limits make jobs wait: high (10), normal (0, the default), low (-10), or a number from -100 to 100. Each point counts as a minute of waiting, so nothing waits forever."`
+	Retries    int           `placeholder:"N" help:"With --background, run the command again, up to N times, when it fails (non-zero exit, timeout, or lost; never after a kill). One receipt lists every attempt; one completion comes at the end."`
+	RetryDelay time.Duration `placeholder:"DUR" help:"Wait before the first retry (default 1s); doubled for each one after, up to an hour, less up to a quarter at random."`
 	Command    []string      `arg:"" passthrough:"partial" help:"The command, after --. One argument is a shell command line; several are quoted and joined."`
 }
 
@@ -130,7 +135,33 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	req.Backend, req.Image, req.NotifyOnComplete = c.Backend, c.Image, c.Notify
 	req.TaskID, req.OwnerTaskID, req.SessionKey = c.Task, c.Task, c.SessionKey
 	req.Stdin = c.Background
-	return req, nil
+	ctl, err := c.control()
+	req.Control = ctl
+	return req, err
+}
+
+// control reads the scheduling flags: dependencies, priority, retries.
+func (c *RunCmd) control() (receipts.Control, error) {
+	var ctl receipts.Control
+	p, err := receipts.ParsePriority(c.Priority)
+	if err != nil {
+		return ctl, badInput("--%v", err)
+	}
+	ctl.Priority, ctl.After, ctl.AfterOK = p, c.After, c.AfterOK
+	ctl.Retries, ctl.RetryDelayMS = c.Retries, c.RetryDelay.Milliseconds()
+	if c.RetryDelay > 0 && ctl.RetryDelayMS == 0 {
+		ctl.RetryDelayMS = 1 // a delay asked for is never none
+	}
+	if ctl.Waits() && !c.Background {
+		return ctl, badInput("--after and --after-ok need --background: the job waits in the queue")
+	}
+	if c.Retries != 0 && !c.Background {
+		return ctl, badInput("--retries needs --background: the next attempt starts from the queue")
+	}
+	if err := ctl.Validate(); err != nil {
+		return ctl, badInput("--%v", err)
+	}
+	return ctl, nil
 }
 
 func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service, req runner.StartRequest) error {

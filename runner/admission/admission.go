@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Limits bound one profile (one tenant of a runner). Zero means no limit.
@@ -83,9 +85,21 @@ type Entry struct {
 	Payload []byte `json:"payload,omitempty"`
 	// EnqueuedAt is when it was admitted.
 	EnqueuedAt time.Time `json:"enqueued_at"`
+	// Priority orders the queue: see receipts.QueueKey, the rule both
+	// ledgers keep.
+	Priority int `json:"priority,omitempty"`
+	// NotBefore keeps a held entry back until then (a retry's delay).
+	NotBefore time.Time `json:"not_before,omitzero"`
+	// Attempting marks the held request of a job whose attempt runs now:
+	// kept for its next attempt, should this one fail, and let go of when
+	// the job ends for good. Dispatchers leave it alone.
+	Attempting bool `json:"attempting,omitempty"`
 	// Position is its place in the queue, 1 first; 0 when it holds a
 	// running slot.
 	Position int `json:"-"`
+	// Held marks an entry a lookup found held (Hold): waiting for other
+	// jobs, outside the queue.
+	Held bool `json:"-"`
 }
 
 // Decision is the outcome of an admission.
@@ -138,8 +152,9 @@ type Ledger interface {
 	// Next moves the head of the queue to the running slots when one is
 	// free under l, and returns it; nil when none moves.
 	Next(ctx context.Context, l Limits) (*Entry, error)
-	// Release frees id's slot (or drops it from the queue). Releasing an
-	// id the ledger does not hold is not an error.
+	// Release frees id's slot (or drops it from the queue); a held entry
+	// of id stays (Unhold lets it go). Releasing an id the ledger does not
+	// hold is not an error.
 	Release(ctx context.Context, id string) error
 	// Cancel removes id from the queue and reports whether it was queued
 	// (false: it had started, or was never here).
@@ -152,4 +167,25 @@ type Ledger interface {
 	// Running returns the entries holding a slot, EnqueuedAt being when
 	// each took it. Those that came from the queue keep their payload.
 	Running(ctx context.Context) ([]Entry, error)
+
+	// Hold keeps e outside the queue, counting no slot, until whoever
+	// dispatches the profile lets it go (Unhold): a job waiting for others
+	// to end, or for its next attempt. Held entries are bounded by
+	// l.QueuedJobs as queued ones are (a *Refused past it).
+	Hold(ctx context.Context, e Entry, l Limits) error
+	// Held returns the held entries, first held first.
+	Held(ctx context.Context) ([]Entry, error)
+	// Unhold removes id from the held entries and reports whether it was
+	// there: of several dispatchers, the one it returns true to moves the
+	// job on.
+	Unhold(ctx context.Context, id string) (bool, error)
+}
+
+// queueOrder is the queue's order, smaller first: receipts.QueueKey, the
+// admission time less the priority's credit.
+func queueOrder(e Entry) int64 { return receipts.QueueKey(e.EnqueuedAt, e.Priority) }
+
+// errHeldFull is the refusal of a hold past l.QueuedJobs.
+func errHeldFull(l Limits) error {
+	return &Refused{Reason: "queue", RetryAfter: QueueFullRetry, Limit: float64(l.QueuedJobs)}
 }

@@ -49,7 +49,10 @@ type fileState struct {
 	// when they took the slot; the payload stays for those that came
 	// from the queue).
 	Running map[string]Entry `json:"running"`
-	Queue   []Entry          `json:"queue"`
+	// Queue is in queueOrder, first first.
+	Queue []Entry `json:"queue"`
+	// Held maps ids waiting outside the queue (Hold) to their entries.
+	Held map[string]Entry `json:"held,omitempty"`
 }
 
 func (l *FileLedger) path() string { return filepath.Join(l.dir, "ledger.json") }
@@ -128,7 +131,7 @@ func (l *FileLedger) Admit(ctx context.Context, e Entry, lim Limits, now time.Ti
 		if err == nil && d.Queued {
 			// Journalled before the ledger names it: a ledger lost from
 			// here on still leaves the job to recover.
-			err = l.journal(st.Queue[len(st.Queue)-1])
+			err = l.journal(st.Queue[d.Position-1], journalQueued)
 		}
 		return err == nil, err
 	})
@@ -157,8 +160,14 @@ func admit(st *fileState, e Entry, lim Limits, now time.Time) (Decision, error) 
 		st.Tokens, st.At = tokens-1, now
 	}
 	if queue {
-		st.Queue = append(st.Queue, e)
-		return Decision{Queued: true, Position: len(st.Queue)}, nil
+		// After every entry that goes no later: first come, first
+		// served within an order.
+		i := len(st.Queue)
+		for i > 0 && queueOrder(st.Queue[i-1]) > queueOrder(e) {
+			i--
+		}
+		st.Queue = slices.Insert(st.Queue, i, e)
+		return Decision{Queued: true, Position: i + 1}, nil
 	}
 	st.Running[e.ID] = Entry{ID: e.ID, Owner: e.Owner, EnqueuedAt: now}
 	return Decision{}, nil
@@ -259,6 +268,10 @@ func (l *FileLedger) Lookup(ctx context.Context, id string) (*Entry, error) {
 	if e, ok := st.Running[id]; ok {
 		return &e, nil
 	}
+	if e, ok := st.Held[id]; ok {
+		e.Held = true
+		return &e, nil
+	}
 	return nil, nil
 }
 
@@ -274,4 +287,65 @@ func (l *FileLedger) Running(ctx context.Context) ([]Entry, error) {
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// Hold implements Ledger.
+func (l *FileLedger) Hold(ctx context.Context, e Entry, lim Limits) error {
+	if e.EnqueuedAt.IsZero() {
+		e.EnqueuedAt = time.Now()
+	}
+	return l.update(ctx, func(st *fileState) (bool, error) {
+		if _, again := st.Held[e.ID]; !again && lim.QueuedJobs > 0 && len(st.Held) >= lim.QueuedJobs {
+			return false, errHeldFull(lim)
+		}
+		// Journalled first, as a queued job is: a ledger lost from here
+		// on still leaves the job to recover.
+		if err := l.journal(e, journalHeld); err != nil {
+			return false, err
+		}
+		if st.Held == nil {
+			st.Held = map[string]Entry{}
+		}
+		st.Held[e.ID] = e
+		return true, nil
+	})
+}
+
+// Held implements Ledger.
+func (l *FileLedger) Held(ctx context.Context) ([]Entry, error) {
+	st, err := l.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sortedHeld(st.Held), nil
+}
+
+// sortedHeld lists held entries first held first.
+func sortedHeld(held map[string]Entry) []Entry {
+	out := make([]Entry, 0, len(held))
+	for _, e := range held {
+		e.Held = true
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		if c := a.EnqueuedAt.Compare(b.EnqueuedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Unhold implements Ledger.
+func (l *FileLedger) Unhold(ctx context.Context, id string) (bool, error) {
+	var was bool
+	err := l.update(ctx, func(st *fileState) (bool, error) {
+		_, was = st.Held[id]
+		if was {
+			delete(st.Held, id)
+			_ = os.Remove(l.journalPath(id, journalHeld))
+		}
+		return was, nil
+	})
+	return was, err
 }

@@ -181,6 +181,92 @@ func TestLedger(t *testing.T) {
 					}
 				}
 			})
+			t.Run("priorities order the queue, first come first served within one", func(t *testing.T) {
+				l, other := open(t)
+				lim := admission.Limits{ConcurrentJobs: 1}
+				mustAdmit(t, l, "proc_000000000000", lim, time.Now(), false)
+				for i, p := range []int{-10, 0, 10, 0, 10, -10, 3} {
+					e := entry(fmt.Sprintf("proc_00000000001%d", i))
+					e.Priority = p
+					if _, err := l.Admit(ctx, e, lim, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := []string{"proc_000000000012", "proc_000000000014", "proc_000000000016", "proc_000000000011", "proc_000000000013", "proc_000000000010", "proc_000000000015"}
+				q, err := other.Queued(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, e := range q {
+					if i >= len(want) || e.ID != want[i] || e.Position != i+1 {
+						t.Fatalf("queue %d = %s at %d; want %v", i, e.ID, e.Position, want)
+					}
+				}
+				if e, _ := l.Lookup(ctx, "proc_000000000014"); e == nil || e.Position != 2 || e.Priority != 10 {
+					t.Fatalf("lookup = %+v, want position 2 priority 10", e)
+				}
+				if err := l.Release(ctx, "proc_000000000000"); err != nil {
+					t.Fatal(err)
+				}
+				for _, id := range want {
+					e, err := other.Next(ctx, lim)
+					if err != nil || e == nil || e.ID != id {
+						t.Fatalf("next = %+v, %v; want %s", e, err, id)
+					}
+					if err := other.Release(ctx, id); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+			t.Run("held entries wait outside the queue", func(t *testing.T) {
+				l, other := open(t)
+				lim := admission.Limits{QueuedJobs: 2}
+				for _, id := range []string{"proc_000000000001", "proc_000000000002"} {
+					if err := l.Hold(ctx, entry(id), lim); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Holding one again is no new entry, whatever the bound.
+				if err := other.Hold(ctx, entry("proc_000000000002"), lim); err != nil {
+					t.Fatal(err)
+				}
+				err := other.Hold(ctx, entry("proc_000000000003"), lim)
+				if !errors.Is(err, admission.ErrRefused) {
+					t.Fatalf("hold past queued_jobs: %v, want a refusal", err)
+				}
+				h, err := other.Held(ctx)
+				if err != nil || len(h) != 2 || h[0].ID != "proc_000000000001" || !h[0].Held || string(h[0].Payload) != `{"command":"true"}` {
+					t.Fatalf("held = %+v, %v", h, err)
+				}
+				if q, _ := l.Queued(ctx); len(q) != 0 {
+					t.Fatalf("held entries in the queue: %+v", q)
+				}
+				if e, _ := other.Lookup(ctx, "proc_000000000002"); e == nil || !e.Held || e.Owner != "s1" {
+					t.Fatalf("lookup of a held entry = %+v", e)
+				}
+				if ok, err := l.Unhold(ctx, "proc_000000000001"); !ok || err != nil {
+					t.Fatalf("unhold = %v, %v", ok, err)
+				}
+				if ok, _ := other.Unhold(ctx, "proc_000000000001"); ok {
+					t.Fatal("a second unhold claimed it again")
+				}
+				// A release frees slots: a held entry stays held.
+				if err := other.Release(ctx, "proc_000000000002"); err != nil {
+					t.Fatal(err)
+				}
+				if h, _ := l.Held(ctx); len(h) != 1 {
+					t.Fatalf("held after a release = %+v", h)
+				}
+				if ok, err := other.Unhold(ctx, "proc_000000000002"); !ok || err != nil {
+					t.Fatalf("unhold = %v, %v", ok, err)
+				}
+				if h, _ := l.Held(ctx); len(h) != 0 {
+					t.Fatalf("held after unhold: %+v", h)
+				}
+				if e, _ := l.Lookup(ctx, "proc_000000000002"); e != nil {
+					t.Fatalf("released entry still found: %+v", e)
+				}
+			})
 			t.Run("release of what the ledger does not hold", func(t *testing.T) {
 				l, _ := open(t)
 				if err := l.Release(ctx, "proc_ffffffffffff"); err != nil {
@@ -196,6 +282,41 @@ func mustAdmit(t *testing.T, l admission.Ledger, id string, lim admission.Limits
 	d, err := l.Admit(context.Background(), entry(id), lim, now)
 	if err != nil || d.Queued != queued {
 		t.Fatalf("admit %s = %+v, %v; want queued=%v", id, d, err, queued)
+	}
+}
+
+// TestQueueAging: the order of the file ledger over time, where a test
+// can set the admission time (the Redis ledger takes it from Redis's clock,
+// under the same rule, receipts.QueueKey).
+func TestQueueAging(t *testing.T) {
+	ctx := context.Background()
+	l := admission.NewFileLedger(t.TempDir())
+	lim := admission.Limits{ConcurrentJobs: 1}
+	mustAdmit(t, l, "proc_000000000000", lim, time.Now(), false)
+	t0 := time.Now()
+	admit := func(id string, p int, at time.Time) {
+		e := entry(id)
+		e.Priority, e.EnqueuedAt = p, at
+		if _, err := l.Admit(ctx, e, lim, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A low job queued 25 minutes ago has waited longer than its
+	// priority's 10 minutes plus the high job's 10: it goes first.
+	admit("proc_000000000001", -10, t0.Add(-25*time.Minute))
+	admit("proc_000000000002", 10, t0)
+	// A low job queued 15 minutes ago goes after the high one, before a
+	// normal one queued now.
+	admit("proc_000000000003", -10, t0.Add(-15*time.Minute))
+	admit("proc_000000000004", 0, t0)
+	q, _ := l.Queued(ctx)
+	var got []string
+	for _, e := range q {
+		got = append(got, e.ID)
+	}
+	want := []string{"proc_000000000001", "proc_000000000002", "proc_000000000003", "proc_000000000004"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("queue %v, want %v", got, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 const (
 	journalQueued  = ".queued"
 	journalStarted = ".started"
+	// journalHeld is a job held outside the queue (Hold).
+	journalHeld = ".held"
 )
 
 // maxJournalBytes bounds one journal file: a start request with its
@@ -40,8 +43,9 @@ func (l *FileLedger) journalPath(id, suffix string) string {
 	return filepath.Join(l.journalDir(), id+suffix)
 }
 
-// journal records e, a job just queued, in a file of its own.
-func (l *FileLedger) journal(e Entry) error {
+// journal records e, a job just queued (or held: suffix), in a file of
+// its own.
+func (l *FileLedger) journal(e Entry, suffix string) error {
 	if err := os.MkdirAll(l.journalDir(), 0o700); err != nil {
 		return fmt.Errorf("admission journal: %w", err)
 	}
@@ -49,7 +53,7 @@ func (l *FileLedger) journal(e Entry) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(l.journalPath(e.ID, journalQueued), b, 0o600); err != nil {
+	if err := atomicfile.Write(l.journalPath(e.ID, suffix), b, 0o600); err != nil {
 		return fmt.Errorf("admission journal: %w", err)
 	}
 	return nil
@@ -65,7 +69,7 @@ func (l *FileLedger) journalStarted(id string) error {
 	return nil
 }
 
-// unjournal removes what the journal holds of id.
+// unjournal removes what the journal holds of id in the queue.
 func (l *FileLedger) unjournal(id string) {
 	_ = os.Remove(l.journalPath(id, journalQueued))
 	_ = os.Remove(l.journalPath(id, journalStarted))
@@ -84,7 +88,8 @@ func (l *FileLedger) recover() (*fileState, error) {
 	st, partial := salvage(b)
 	known := func(id string) bool {
 		_, running := st.Running[id]
-		return running || slices.ContainsFunc(st.Queue, func(e Entry) bool { return e.ID == id })
+		_, held := st.Held[id]
+		return running || held || slices.ContainsFunc(st.Queue, func(e Entry) bool { return e.ID == id })
 	}
 	// The journal holds every job queued since the journal began, until
 	// its slot is released: what the ledger lost comes back from it.
@@ -106,6 +111,13 @@ func (l *FileLedger) recover() (*fileState, error) {
 			st.Running[id] = e
 			continue
 		}
+		if suffix == journalHeld && err == nil {
+			if st.Held == nil {
+				st.Held = map[string]Entry{}
+			}
+			st.Held[id] = e
+			continue
+		}
 		back = append(back, e)
 	}
 	// Cut entries the journal did not have: their ids and owners are all
@@ -124,7 +136,7 @@ func (l *FileLedger) recover() (*fileState, error) {
 			}
 			return -1
 		}
-		return a.EnqueuedAt.Compare(b.EnqueuedAt)
+		return cmp.Compare(queueOrder(a), queueOrder(b))
 	})
 	l.setAside(b)
 	return st, nil
@@ -133,7 +145,7 @@ func (l *FileLedger) recover() (*fileState, error) {
 // journalName splits a journal file's name into its job id and suffix;
 // the suffix is empty for a file that is not a journal's.
 func journalName(name string) (id, suffix string) {
-	for _, sfx := range []string{journalQueued, journalStarted} {
+	for _, sfx := range []string{journalQueued, journalStarted, journalHeld} {
 		if id, ok := strings.CutSuffix(name, sfx); ok {
 			return id, sfx
 		}
@@ -210,6 +222,18 @@ func salvage(b []byte) (*fileState, map[string]Entry) {
 					return false
 				}
 				st.Running[id] = e
+				return true
+			}) == nil
+		case "held":
+			return walkObject(dec, func(id string) bool {
+				var e Entry
+				if err := dec.Decode(&e); err != nil || e.ID != id || !validID(id) {
+					return false
+				}
+				if st.Held == nil {
+					st.Held = map[string]Entry{}
+				}
+				st.Held[id] = e
 				return true
 			}) == nil
 		case "queue":

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,16 +21,21 @@ import (
 // Keys, under the profile's receipt prefix P:
 //
 //	P adm:run     zset  ids holding a slot, score = when they took it (ms)
-//	P adm:q       zset  queued ids, score = admission sequence
+//	P adm:q       zset  queued ids, score = order × 1024 + sequence mod 1024
 //	P adm:seq     string the sequence
 //	P adm:e       hash  id → entry JSON (with the start request of a queued job)
 //	P adm:bucket  hash  the rate bucket: tokens, at (ms); expires when full
+//	P adm:held    hash  id → entry JSON of a held job (Hold)
+//
+// The order is receipts.QueueKey: the admission time (ms) less the
+// priority's credit; the sequence keeps jobs of one order first come,
+// first served. Scores stay below 2^53, where a double is exact.
 //
 // Time is Redis's own (TIME), so replicas with skewed clocks share one
 // bucket fairly.
 type RedisLedger struct {
-	rdb                           redis.UniversalClient
-	run, queue, seq, ents, bucket string
+	rdb                                 redis.UniversalClient
+	run, queue, seq, ents, bucket, held string
 }
 
 // NewRedisLedger returns the ledger under prefix (the profile's receipt
@@ -37,10 +43,12 @@ type RedisLedger struct {
 func NewRedisLedger(rdb redis.UniversalClient, prefix string) *RedisLedger {
 	return &RedisLedger{rdb: rdb,
 		run: prefix + "adm:run", queue: prefix + "adm:q", seq: prefix + "adm:seq",
-		ents: prefix + "adm:e", bucket: prefix + "adm:bucket"}
+		ents: prefix + "adm:e", bucket: prefix + "adm:bucket", held: prefix + "adm:held"}
 }
 
-func (l *RedisLedger) keys() []string { return []string{l.run, l.queue, l.seq, l.ents, l.bucket} }
+func (l *RedisLedger) keys() []string {
+	return []string{l.run, l.queue, l.seq, l.ents, l.bucket, l.held}
+}
 
 // nowMs is the server's clock in ms, inside a script.
 const nowMs = `local t = redis.call('TIME')
@@ -63,9 +71,10 @@ if rate > 0 then
 end
 if queue then
   local seq = redis.call('INCR', KEYS[3])
-  redis.call('ZADD', KEYS[2], seq, ARGV[1])
+  local score = (now - tonumber(ARGV[8])) * 1024 + seq % 1024
+  redis.call('ZADD', KEYS[2], score, ARGV[1])
   redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
-  return {'queued', queued + 1}
+  return {'queued', redis.call('ZRANK', KEYS[2], ARGV[1]) + 1}
 end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
@@ -82,6 +91,13 @@ redis.call('ZREM', KEYS[2], id)
 local e = redis.call('HGET', KEYS[4], id)
 redis.call('ZADD', KEYS[1], now, id)
 return {id, e or ''}
+`)
+
+var holdScript = redis.NewScript(`
+local qmax = tonumber(ARGV[3])
+if qmax > 0 and redis.call('HEXISTS', KEYS[6], ARGV[1]) == 0 and redis.call('HLEN', KEYS[6]) >= qmax then return 0 end
+redis.call('HSET', KEYS[6], ARGV[1], ARGV[2])
+return 1
 `)
 
 var cancelScript = redis.NewScript(`
@@ -103,7 +119,8 @@ func (l *RedisLedger) Admit(ctx context.Context, e Entry, lim Limits, now time.T
 	}
 	slim, _ := json.Marshal(Entry{ID: e.ID, Owner: e.Owner, EnqueuedAt: e.EnqueuedAt})
 	res, err := admitScript.Run(ctx, l.rdb, l.keys(), e.ID, b, lim.ConcurrentJobs, lim.QueuedJobs,
-		strconv.FormatFloat(lim.StartsPerSecond, 'g', -1, 64), strconv.FormatFloat(lim.Burst(), 'g', -1, 64), slim).Slice()
+		strconv.FormatFloat(lim.StartsPerSecond, 'g', -1, 64), strconv.FormatFloat(lim.Burst(), 'g', -1, 64), slim,
+		int64(e.Priority)*receipts.PriorityStep.Milliseconds()).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("admission: %w", err)
 	}
@@ -198,10 +215,21 @@ func (l *RedisLedger) Lookup(ctx context.Context, id string) (*Entry, error) {
 	pipe := l.rdb.Pipeline()
 	rank := pipe.ZRank(ctx, l.queue, id)
 	raw := pipe.HGet(ctx, l.ents, id)
+	held := pipe.HGet(ctx, l.held, id)
 	_, _ = pipe.Exec(ctx)
 	s, err := raw.Result()
 	if errors.Is(err, redis.Nil) {
-		return nil, nil
+		h, err := held.Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("admission: %w", err)
+		}
+		e := Entry{ID: id}
+		_ = json.Unmarshal([]byte(h), &e)
+		e.ID, e.Held = id, true
+		return &e, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
@@ -240,4 +268,48 @@ func (l *RedisLedger) Running(ctx context.Context) ([]Entry, error) {
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// Hold implements Ledger.
+func (l *RedisLedger) Hold(ctx context.Context, e Entry, lim Limits) error {
+	if e.EnqueuedAt.IsZero() {
+		e.EnqueuedAt = time.Now()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	n, err := holdScript.Run(ctx, l.rdb, l.keys(), e.ID, b, lim.QueuedJobs).Int()
+	if err != nil {
+		return fmt.Errorf("admission: hold %s: %w", e.ID, err)
+	}
+	if n == 0 {
+		return errHeldFull(lim)
+	}
+	return nil
+}
+
+// Held implements Ledger.
+func (l *RedisLedger) Held(ctx context.Context) ([]Entry, error) {
+	raws, err := l.rdb.HGetAll(ctx, l.held).Result()
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	held := make(map[string]Entry, len(raws))
+	for id, s := range raws {
+		e := Entry{ID: id}
+		_ = json.Unmarshal([]byte(s), &e) // a damaged entry still waits, and ends lost
+		e.ID = id
+		held[id] = e
+	}
+	return sortedHeld(held), nil
+}
+
+// Unhold implements Ledger.
+func (l *RedisLedger) Unhold(ctx context.Context, id string) (bool, error) {
+	n, err := l.rdb.HDel(ctx, l.held, id).Result()
+	if err != nil {
+		return false, fmt.Errorf("admission: unhold %s: %w", id, err)
+	}
+	return n == 1, nil
 }

@@ -36,7 +36,10 @@ const (
 	StatusFailedToStart = "failed_to_start"
 	StatusTimeout       = "timeout"
 	StatusLost          = "lost"
-	StatusNotFound      = "not_found"
+	// StatusSkipped is a job that waited for others with after_ok and
+	// never ran, because one of them did not exit 0.
+	StatusSkipped  = "skipped"
+	StatusNotFound = "not_found"
 )
 
 // Active reports whether status is one of a job that has not ended.
@@ -142,6 +145,7 @@ type Receipt struct {
 	ContainerID string `json:"container_id,omitempty"`
 	Image       string `json:"image,omitempty"`
 	Error       string `json:"error,omitempty"`
+	Control
 }
 
 // Sanitize returns a copy of r fit to persist: every free-text field
@@ -156,6 +160,12 @@ func Sanitize(r *Receipt) *Receipt {
 	c.OwnerTaskID = redact.String(c.OwnerTaskID)
 	c.SessionKey = redact.String(c.SessionKey)
 	c.Cwd = redact.String(c.Cwd)
+	if len(c.Attempts) > 0 {
+		c.Attempts = slices.Clone(c.Attempts)
+		for i := range c.Attempts {
+			c.Attempts[i].Error = redact.String(c.Attempts[i].Error)
+		}
+	}
 	out := redact.String(c.Output)
 	if n := utf8.RuneCountInString(out); n > MaxOutputChars {
 		kept := TailChars(out, MaxOutputChars)

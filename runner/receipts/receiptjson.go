@@ -87,5 +87,6 @@ func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"error":`...)
 		b = jsonappend.String(b, r.Error, true)
 	}
+	b = r.Control.appendFields(b, true)
 	return append(b, '}'), nil
 }

@@ -113,7 +113,10 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		defer f.Close()
 		tee = f
 	}
-	return superviseJob(ctx, jobEnv{reg: reg, paths: cfg.Paths, log: log}, req, tee, reply, stop)
+	err = superviseJob(ctx, jobEnv{reg: reg, paths: cfg.Paths, log: log}, req, tee, reply, stop)
+	// The job's files are gone: its next attempt, if any, may start.
+	reg.SettleRetry(context.WithoutCancel(ctx), req.Spec.ID)
+	return err
 }
 
 func (cfg Config) logger() *slog.Logger {
@@ -130,6 +133,7 @@ func (cfg Config) registry(job runner.Backend, log *slog.Logger) (*runner.Regist
 	opts.Backends = []runner.Backend{job}
 	opts.SpillDir = cfg.Paths.LogDir
 	opts.Logger = log
+	opts.SettlesRetries = true
 	return runner.New(opts)
 }
 
@@ -193,7 +197,8 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
 	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, BaseEnv: req.Environ,
-		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, StartedAt: m.StartedAt,
+		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, Control: m.Control, StartedAt: m.StartedAt,
+		Admitted: true,
 	})
 	if err != nil {
 		draft.Discard()

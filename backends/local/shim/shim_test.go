@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -260,7 +261,7 @@ func TestSuperviseJob(t *testing.T) {
 		t.Errorf("started %v finished %v, want the launcher's start %v", got.StartedAt, got.FinishedAt, started)
 	}
 	got.StartedAt, got.FinishedAt = time.Time{}, time.Time{}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("receipt\n got %+v\nwant %+v", got, want)
 	}
 	if exists(f.paths.StatePath(id)) || exists(f.paths.CtlPath(id)) {

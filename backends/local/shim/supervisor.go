@@ -36,7 +36,7 @@ type SupervisorConfig struct {
 	Ready func()
 	// AfterJob, if set, is called after each job's receipt is written
 	// (a profile's queue dispatch).
-	AfterJob func()
+	AfterJob func(ctx context.Context, id string)
 	// CLI, if set, runs a command a hermes CLI process of the same
 	// context handed off (package handoff) with the caller's stdin,
 	// stdout and stderr, and returns its exit status; ctx ends when the
@@ -282,8 +282,11 @@ func (s *supervisor) serveJob(ctx context.Context, conn net.Conn, first []byte) 
 		s.log.Warn("job not started", "id", req.Spec.ID, "err", err)
 		return
 	}
+	// The job's files are gone: its next attempt, if any, may start.
+	s.env.reg.SettleRetry(context.WithoutCancel(ctx), req.Spec.ID)
 	if s.cfg.AfterJob != nil {
-		s.cfg.AfterJob()
+		// What it starts runs here, as this supervisor's jobs.
+		s.cfg.AfterJob(local.WithInProcessSupervisor(ctx, s.cfg.Socket, s.dialer(ctx)), req.Spec.ID)
 	}
 }
 

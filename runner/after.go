@@ -1,0 +1,305 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/sessions"
+)
+
+// Dependencies (after, after_ok): a job that names others to wait for is
+// held in the profile's ledger, outside the queue and counting no slot,
+// until every one of them has ended. Whoever dispatches the profile (a
+// runner's loop, or, without a runner, the supervisor that records an
+// end) looks at the held jobs on each pass: those whose dependencies all
+// ended are admitted as a fresh start (they may queue), or, with after_ok
+// and a dependency that did not exit 0, end skipped without running. The
+// ledger's Unhold is the claim: of several dispatchers, one moves the job
+// on.
+
+// dependency is what a job waits for, as a lookup found it.
+type dependency struct {
+	id    string
+	ended bool
+	// failed says how an ended dependency did not exit 0 ("" when it
+	// did): what a skipped job's receipt reports.
+	failed string
+	// mustSucceed marks one of after_ok.
+	mustSucceed bool
+}
+
+// lookDependency finds id (or a unique prefix) among the jobs ctx's
+// session may see. A job no longer known (its receipt expired or was
+// removed) has ended, and did not end well as far as anyone can say.
+func (r *Registry) lookDependency(ctx context.Context, id string) (dependency, error) {
+	f, err := r.lookup(ctx, id, forRead)
+	if err != nil {
+		return dependency{id: id}, err
+	}
+	switch {
+	case f.proc != nil:
+		rec := f.proc.finalReceipt()
+		if rec == nil {
+			return dependency{id: f.proc.spec.ID}, nil // running, or its end being recorded
+		}
+		return ended(rec), nil
+	case f.live != nil:
+		return dependency{id: f.live.ID}, nil
+	case f.queued != nil:
+		return dependency{id: f.queued.ID}, nil
+	case f.receipt != nil:
+		return ended(f.receipt), nil
+	}
+	return dependency{id: id}, ErrNotFound
+}
+
+func ended(rec *receipts.Receipt) dependency {
+	d := dependency{id: rec.ID, ended: true}
+	if rec.Status != receipts.StatusExited || rec.ExitCode != 0 {
+		d.failed = fmt.Sprintf("%s ended %s (exit code %d)", rec.ID, rec.Status, rec.ExitCode)
+	}
+	return d
+}
+
+// startAfter applies req's dependencies at its start: each must name a
+// job the caller may see, and none may lead back to req. It returns the
+// Info of a held or skipped job, or nil with the dependencies resolved to
+// whole ids when they have all ended and req may go on to admission.
+func (r *Registry) startAfter(ctx context.Context, req *StartRequest, backend string) (*Info, error) {
+	resolve := func(ids []string, must bool) ([]dependency, error) {
+		var deps []dependency
+		for _, id := range ids {
+			d, err := r.lookDependency(ctx, id)
+			if errors.Is(err, ErrNotFound) {
+				why := "no job this session can see has that id"
+				var amb *receipts.AmbiguousError
+				if errors.As(err, &amb) {
+					why = amb.Error()
+				}
+				return nil, fmt.Errorf("%w: after %s: %s", ErrInvalid, Clip(id), why)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if d.id == req.ID {
+				return nil, fmt.Errorf("%w: after %s: a job cannot wait for itself", ErrInvalid, d.id)
+			}
+			d.mustSucceed = must
+			deps = append(deps, d)
+		}
+		return deps, nil
+	}
+	ok, err := resolve(req.AfterOK, true)
+	if err != nil {
+		return nil, err
+	}
+	any, err := resolve(req.After, false)
+	if err != nil {
+		return nil, err
+	}
+	// Whole ids, each once; one named in both must succeed.
+	deps := slices.Concat(ok, any)
+	req.After, req.AfterOK = nil, nil
+	seen := map[string]bool{}
+	for _, d := range deps {
+		if seen[d.id] {
+			continue
+		}
+		seen[d.id] = true
+		if d.mustSucceed {
+			req.AfterOK = append(req.AfterOK, d.id)
+		} else {
+			req.After = append(req.After, d.id)
+		}
+	}
+	if err := r.checkCycle(ctx, req.ID, slices.Concat(req.After, req.AfterOK)); err != nil {
+		return nil, err
+	}
+	waiting, failed := settle(deps)
+	switch {
+	case waiting:
+		return r.hold(ctx, *req, backend, time.Time{}, true)
+	case failed != "":
+		return r.skip(ctx, *req, backend, failed).info(), nil
+	}
+	return nil, nil
+}
+
+// settle says whether any of deps still runs and, if none does, how the
+// first of those that must succeed failed.
+func settle(deps []dependency) (waiting bool, failed string) {
+	for _, d := range deps {
+		if !d.ended {
+			return true, ""
+		}
+		if failed == "" && d.mustSucceed {
+			failed = d.failed
+		}
+	}
+	return false, failed
+}
+
+// checkCycle refuses a job whose dependencies lead back to id through the
+// jobs held for theirs. The ids of fresh jobs are new, so only a request
+// that names its own id can close a cycle; the walk makes sure.
+func (r *Registry) checkCycle(ctx context.Context, id string, after []string) error {
+	held, err := r.opts.Admission.Ledger.Held(ctx)
+	if err != nil || len(held) == 0 {
+		return err
+	}
+	waits := make(map[string][]string, len(held))
+	for i := range held {
+		if _, q, err := entryInfo(&held[i]); err == nil {
+			waits[held[i].ID] = slices.Concat(q.After, q.AfterOK)
+		}
+	}
+	seen := map[string]bool{}
+	next := append([]string(nil), after...)
+	for len(next) > 0 {
+		cur := next[len(next)-1]
+		next = next[:len(next)-1]
+		if cur == id {
+			return fmt.Errorf("%w: after: %s would wait for itself through %s", ErrInvalid, id, strings.Join(after, ", "))
+		}
+		if !seen[cur] {
+			seen[cur] = true
+			next = append(next, waits[cur]...)
+		}
+	}
+	return nil
+}
+
+// hold keeps req in the ledger until its dependencies end, and, when
+// notBefore is set, until then. kick dispatches at once (a caller outside
+// a Dispatch pass).
+func (r *Registry) hold(ctx context.Context, req StartRequest, backend string, notBefore time.Time, kick bool) (*Info, error) {
+	q := queued(req, backend)
+	payload, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	e := admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt,
+		Priority: req.Priority, NotBefore: notBefore}
+	a := r.opts.Admission
+	if err := a.Ledger.Hold(ctx, e, a.Limits); err != nil {
+		var refused *admission.Refused
+		if errors.As(err, &refused) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	r.log.Debug("held", "id", req.ID, "after", req.After)
+	if kick {
+		// A dependency may have ended between the look and the hold,
+		// with nobody left to dispatch: whoever looks next lets it go.
+		for _, s := range r.dispatchHere(ctx) {
+			if s.ID == req.ID {
+				return s.Info, nil
+			}
+		}
+	}
+	return queuedInfo(&q, 0), nil
+}
+
+// skip records the end of req, which never ran: one of the jobs it waited
+// for with after_ok did not exit 0.
+func (r *Registry) skip(ctx context.Context, req StartRequest, backend, failed string) *Process {
+	req.Backend = backend
+	if req.StartedAt.IsZero() {
+		req.StartedAt = time.Now()
+	}
+	return r.recordNeverRun(ctx, req, Exit{Code: -1}, nil, func(p *Process) {
+		p.skipped, p.errMsg = true, "skipped: "+failed+", and this job ran only after it exited 0 (after_ok)"
+	})
+}
+
+// releaseHeld moves on the held jobs that may go: those whose dependencies
+// have all ended (started, or queued, or skipped), and those whose retry
+// is due. It returns what it started.
+func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
+	a := r.opts.Admission
+	held, err := a.Ledger.Held(ctx)
+	if err != nil || len(held) == 0 {
+		return nil, err
+	}
+	var out []Dispatched
+	now := time.Now()
+	for i := range held {
+		e := &held[i]
+		if e.Attempting || now.Before(e.NotBefore) {
+			continue
+		}
+		_, q, err := entryInfo(e)
+		if err != nil {
+			if ok, _ := a.Ledger.Unhold(ctx, e.ID); ok {
+				r.log.Error("held job unreadable; recorded lost", "id", e.ID, "err", err)
+				r.lostInQueue(ctx, e)
+			}
+			continue
+		}
+		octx := sessions.WithCurrent(ctx, q.ParentSessionID)
+		var deps []dependency
+		for i, id := range slices.Concat(q.AfterOK, q.After) {
+			d, err := r.lookDependency(octx, id)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return out, err
+			}
+			if errors.Is(err, ErrNotFound) {
+				d = dependency{id: id, ended: true, failed: id + " is no longer known (its receipt expired or was removed)"}
+			}
+			d.mustSucceed = i < len(q.AfterOK)
+			deps = append(deps, d)
+		}
+		waiting, failed := settle(deps)
+		if waiting {
+			continue
+		}
+		if ok, err := a.Ledger.Unhold(ctx, e.ID); err != nil || !ok {
+			if err != nil {
+				return out, err
+			}
+			continue // another dispatcher took it
+		}
+		req := q.request()
+		if failed != "" {
+			req.StartedAt = q.QueuedAt
+			r.skip(octx, req, q.Backend, failed)
+			continue
+		}
+		req.StartedAt = time.Now()
+		info, err := r.admitted(octx, req, q.Backend)
+		if err != nil {
+			r.log.Warn("held job did not start", "id", q.ID, "err", err)
+		}
+		if info != nil && info.Status != receipts.StatusQueued {
+			out = append(out, Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)})
+		}
+	}
+	return out, nil
+}
+
+// admitted starts req, a job let go from the hold, under the limits: now,
+// or queued. A start the limits refuse for now (rate, a full queue, the
+// ledger not answering) is held again, to be tried on a later pass.
+func (r *Registry) admitted(ctx context.Context, req StartRequest, backend string) (*Info, error) {
+	info, err := r.admit(ctx, req, backend, true)
+	var refused *admission.Refused
+	if errors.As(err, &refused) || errors.Is(err, ErrUnavailable) {
+		wait := admission.QueueFullRetry
+		if refused != nil {
+			wait = refused.RetryAfter
+		}
+		return r.hold(ctx, req, backend, time.Now().Add(wait), false)
+	}
+	if info != nil || err != nil {
+		return info, err
+	}
+	return r.startNow(ctx, req)
+}

@@ -1,0 +1,180 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// Retries: a job started with retries keeps its request in the profile's
+// ledger while an attempt runs (a held entry marked Attempting), because
+// whoever records an attempt's end (the job's supervisor, a watcher, a
+// replica that adopted it) may not have the request: a container's
+// environment is not in its labels. When an attempt fails (non-zero exit,
+// lost, timeout; never a kill, nor a start the backend refused), the
+// recorder adds the attempt to the request's record and lets the entry go
+// at the attempt's due time instead of writing a receipt: the job reads as
+// queued, with its attempts, until a dispatcher starts the next attempt
+// under the same id. The last attempt's end is recorded as any end, with
+// every attempt before it in the receipt's attempts, and one completion.
+
+// retryable reports whether an attempt that ended with status may be
+// retried.
+func retryable(status string) bool {
+	switch status {
+	case receipts.StatusExited, receipts.StatusLost, receipts.StatusTimeout:
+		return true
+	}
+	return false
+}
+
+// keepForRetry holds req's request for its next attempt while this one
+// runs, when it has retries left.
+func (r *Registry) keepForRetry(ctx context.Context, req StartRequest, backend string) error {
+	a := r.opts.Admission
+	if req.Admitted || req.Retries <= len(req.Attempts) || a == nil || a.Ledger == nil {
+		return nil
+	}
+	e, err := r.heldEntry(req, backend)
+	if err != nil {
+		return err
+	}
+	e.Attempting = true
+	// Not bounded by queued_jobs: it is a running job's, not a new wait.
+	return a.Ledger.Hold(ctx, e, admission.Limits{})
+}
+
+// heldEntry is the ledger entry that holds req.
+func (r *Registry) heldEntry(req StartRequest, backend string) (admission.Entry, error) {
+	payload, err := json.Marshal(queued(req, backend))
+	if err != nil {
+		return admission.Entry{}, err
+	}
+	return admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt, Priority: req.Priority}, nil
+}
+
+// scheduleRetry decides, for rec, the end of an attempt, whether the job
+// goes on: it does when the attempt failed, retries are left, and the
+// ledger holds the job's request. Then the attempt is added to that
+// request's record, which becomes due after the retry's delay, and true
+// is returned: no receipt is written.
+func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) bool {
+	a := r.opts.Admission
+	if a == nil || a.Ledger == nil || rec.Retries <= len(rec.Attempts) || !retryable(rec.Status) ||
+		(rec.Status == receipts.StatusExited && rec.ExitCode == 0) {
+		return false
+	}
+	e, err := a.Ledger.Lookup(ctx, rec.ID)
+	if err != nil || e == nil || !e.Held || !e.Attempting {
+		if err != nil {
+			r.log.Warn("retry not scheduled: ledger", "id", rec.ID, "err", err)
+		}
+		return false
+	}
+	_, q, err := entryInfo(e)
+	if err != nil {
+		return false
+	}
+	q.Attempts = append(q.Attempts, receipts.Attempt{Status: rec.Status, ExitCode: rec.ExitCode,
+		StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, Error: rec.Error})
+	payload, err := json.Marshal(q)
+	if err != nil {
+		return false
+	}
+	delay := q.RetryDelay(len(q.Attempts), rand.Float64())
+	// Still Attempting: no dispatcher starts the next attempt, under the
+	// same id, before this one's files are gone (settleRetry).
+	e.Payload, e.NotBefore = payload, time.Now().Add(delay)
+	if err := a.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
+		r.log.Warn("retry not scheduled", "id", rec.ID, "err", err)
+		return false
+	}
+	r.log.Info("attempt failed; retrying", "id", rec.ID, "attempt", len(q.Attempts), "status", rec.Status,
+		"exit_code", rec.ExitCode, "delay", delay)
+	if r.opts.OnRetry != nil {
+		r.opts.OnRetry(rec.ID, e.NotBefore)
+	}
+	return true
+}
+
+// retryPending reports whether the ledger holds p's job for a next
+// attempt with p's recorded: what a registry observing a supervised job
+// finds when the supervisor wrote no receipt because it scheduled one.
+func (r *Registry) retryPending(ctx context.Context, p *Process) bool {
+	a := r.opts.Admission
+	if a == nil || a.Ledger == nil {
+		return false
+	}
+	e, err := a.Ledger.Lookup(ctx, p.spec.ID)
+	if err != nil || e == nil || !e.Held {
+		return false
+	}
+	_, q, err := entryInfo(e)
+	return err == nil && len(q.Attempts) > len(p.spec.Meta.Attempts)
+}
+
+// SettleRetry lets the next attempt of job id start, if one is scheduled:
+// what the supervisor of a job calls once the files of its ended attempt
+// are gone (Options.SettlesRetries), so that the next, under the same id,
+// finds none of them.
+func (r *Registry) SettleRetry(ctx context.Context, id string) {
+	a := r.opts.Admission
+	if a == nil || a.Ledger == nil {
+		return
+	}
+	e, err := a.Ledger.Lookup(ctx, id)
+	if err != nil || e == nil || !e.Held || !e.Attempting {
+		return
+	}
+	if _, q, err := entryInfo(e); err != nil || len(q.Attempts) == 0 {
+		return
+	}
+	e.Attempting = false
+	if err := a.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
+		r.log.Warn("next attempt not let go", "id", id, "err", err)
+	}
+}
+
+// endAttempt ends p, an attempt that scheduleRetry (or p's supervisor)
+// followed with another: its slot is freed and it is forgotten, so that
+// lookups find the job held for its next attempt. settle lets the next
+// attempt start; a supervised job's supervisor does that itself.
+func (r *Registry) endAttempt(ctx context.Context, p *Process, settle bool) {
+	r.release(ctx, p.spec.ID)
+	if p.handle != nil {
+		if err := p.handle.Release(ctx); err != nil {
+			r.log.Warn("release", "id", p.spec.ID, "err", err)
+		}
+	}
+	p.dropSpill(r.opts.SpillDir)
+	p.mu.Lock()
+	p.retrying = true
+	p.mu.Unlock()
+	r.forget(p)
+	if settle && !r.opts.SettlesRetries {
+		r.SettleRetry(ctx, p.spec.ID)
+	}
+	r.events.emit(Event{Kind: EventRetrying, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil})
+	close(p.recorded)
+	close(p.done)
+}
+
+// letGoRetries drops the request a job with retries kept for its next
+// attempt, once the job has ended for good.
+func (r *Registry) letGoRetries(ctx context.Context, rec *receipts.Receipt) {
+	a := r.opts.Admission
+	if rec.Retries == 0 || a == nil || a.Ledger == nil {
+		return
+	}
+	e, err := a.Ledger.Lookup(ctx, rec.ID)
+	if err == nil && e != nil && e.Held && e.Attempting {
+		if _, err := a.Ledger.Unhold(ctx, rec.ID); err != nil && !errors.Is(err, context.Canceled) {
+			r.log.Warn("retry request not let go", "id", rec.ID, "err", err)
+		}
+	}
+}
