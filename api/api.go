@@ -13,6 +13,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/duration"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Names shared by both ends.
@@ -116,6 +117,46 @@ type StartRequest struct {
 	TaskID      string   `json:"task_id,omitempty"`
 	OwnerTaskID string   `json:"owner_task_id,omitempty"`
 	SessionKey  string   `json:"session_key,omitempty"`
+	// After and AfterOK name jobs (ids or unique prefixes) to wait for;
+	// those of AfterOK must exit 0, or this job ends skipped.
+	After   []string `json:"after,omitempty"`
+	AfterOK []string `json:"after_ok,omitempty"`
+	// Priority orders the queue: "high", "normal", "low", or a number
+	// from -100 to 100.
+	Priority Priority `json:"priority,omitempty"`
+	// Retries runs a failed job again, up to this many times, the first
+	// after RetryDelay (default 1s), doubling.
+	Retries    int      `json:"retries,omitempty"`
+	RetryDelay Duration `json:"retry_delay,omitempty"`
+}
+
+// Priority is a job's priority, read from a name (high, normal, low) or a
+// number, and written as the number.
+type Priority int
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (p *Priority) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int
+		if err := json.Unmarshal(b, &n); err != nil {
+			return errors.New("priority: want high, normal, low or a whole number")
+		}
+		s = strconv.Itoa(n)
+	}
+	v, err := receipts.ParsePriority(s)
+	if err != nil {
+		return err
+	}
+	*p = Priority(v)
+	return nil
+}
+
+// Control is the scheduling the request asks for.
+func (r *StartRequest) Control() receipts.Control {
+	c := receipts.Control{After: r.After, AfterOK: r.AfterOK, Priority: int(r.Priority), Retries: r.Retries}
+	c.SetRetryDelay(time.Duration(r.RetryDelay))
+	return c
 }
 
 // EndSessionRequest is the body of POST /v1/sessions/{id}/end.

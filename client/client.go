@@ -287,6 +287,8 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 		Command: req.Command, Backend: req.Backend, Image: req.Image, Cwd: req.Cwd,
 		Env: req.Env, Timeout: api.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.NotifyOnComplete,
 		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
+		After: req.After, AfterOK: req.AfterOK, Priority: api.Priority(req.Priority),
+		Retries: req.Retries, RetryDelay: api.Duration(time.Duration(req.RetryDelayMS) * time.Millisecond),
 	}
 	if body.Cwd == "" {
 		body.DefaultCwd = c.opts.CallerCwd

@@ -331,7 +331,7 @@ func TestBadArgumentsAreToolErrors(t *testing.T) {
 func TestEnded(t *testing.T) {
 	for status, want := range map[string]bool{
 		"running": false, "queued": false, "not_found": false, "": false,
-		"exited": true, "killed": true, "timeout": true, "lost": true, "failed_to_start": true,
+		"exited": true, "killed": true, "timeout": true, "lost": true, "failed_to_start": true, "skipped": true,
 	} {
 		if got := ended(status); got != want {
 			t.Errorf("ended(%q) = %v, want %v", status, got, want)

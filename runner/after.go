@@ -40,6 +40,12 @@ type dependency struct {
 // removed) has ended, and did not end well as far as anyone can say.
 func (r *Registry) lookDependency(ctx context.Context, id string) (dependency, error) {
 	f, err := r.lookup(ctx, id, forRead)
+	var amb *receipts.AmbiguousError
+	if errors.Is(err, ErrNotFound) && !errors.As(err, &amb) {
+		if d, ok, eerr := r.runsElsewhere(ctx, id); eerr != nil || ok {
+			return d, eerr
+		}
+	}
 	if err != nil {
 		return dependency{id: id}, err
 	}
@@ -58,6 +64,24 @@ func (r *Registry) lookDependency(ctx context.Context, id string) (dependency, e
 		return ended(f.receipt), nil
 	}
 	return dependency{id: id}, ErrNotFound
+}
+
+// runsElsewhere finds id running on another replica, visible to ctx's
+// session.
+func (r *Registry) runsElsewhere(ctx context.Context, id string) (dependency, bool, error) {
+	f := r.elsewhere.Load()
+	if f == nil {
+		return dependency{}, false, nil
+	}
+	whole, owner, ok, err := (*f)(ctx, id)
+	if err != nil || !ok {
+		return dependency{}, false, err
+	}
+	scope, err := r.Scope(ctx)
+	if err != nil || !scope.Allows(owner) {
+		return dependency{}, false, err
+	}
+	return dependency{id: whole}, true, nil
 }
 
 func ended(rec *receipts.Receipt) dependency {

@@ -276,6 +276,27 @@ func TestRetries(t *testing.T) {
 					t.Fatalf("the ledger still holds %+v", held)
 				}
 			})
+			t.Run("a job that waited in the queue retries too", func(t *testing.T) {
+				h := newHome(t)
+				led := ledger(t, h)
+				r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
+				ctx := waitCtx(t, "owner")
+				start(t, r, ctx, runner.StartRequest{Command: "sleep 0.3"})
+				j := start(t, r, ctx, runner.StartRequest{Command: "exit 7", Control: receipts.Control{Retries: 1, RetryDelayMS: 10}})
+				if j.Status != receipts.StatusQueued {
+					t.Fatalf("start = %s, want queued", j.Status)
+				}
+				res, err := r.Wait(ctx, j.ID)
+				if err != nil || res.Status != receipts.StatusExited || *res.ExitCode != 7 {
+					t.Fatalf("wait = %+v, %v", res, err)
+				}
+				if rec, err := r.Receipt(ctx, j.ID); err != nil || len(rec.Attempts) != 1 {
+					t.Fatalf("receipt = %+v, %v; want one attempt before the last", rec, err)
+				}
+				if run, _ := led.Running(ctx); len(run) != 0 {
+					t.Fatalf("slots still held: %+v", run)
+				}
+			})
 			t.Run("refused where it cannot work", func(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{})

@@ -10,6 +10,7 @@
 package runner
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -142,7 +144,21 @@ type Registry struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
+
+	// elsewhere finds jobs other replicas run (SetElsewhere).
+	elsewhere atomic.Pointer[ElsewhereFunc]
 }
+
+// ElsewhereFunc finds a job that runs on another replica of a runner, out
+// of this registry's sight (a local job there): its whole id and its owner
+// session, ok false when no replica claims one. An ambiguous prefix is
+// none.
+type ElsewhereFunc func(ctx context.Context, idOrPrefix string) (id, owner string, ok bool, err error)
+
+// SetElsewhere tells the registry how to find the jobs of the runner's
+// other replicas, so that a job here waits for a dependency that runs
+// there. Set it before the registry serves.
+func (r *Registry) SetElsewhere(f ElsewhereFunc) { r.elsewhere.Store(&f) }
 
 // New returns a Registry.
 func New(opts Options) (*Registry, error) {

@@ -69,7 +69,7 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) boo
 		(rec.Status == receipts.StatusExited && rec.ExitCode == 0) {
 		return false
 	}
-	e, err := a.Ledger.Lookup(ctx, rec.ID)
+	e, err := a.Ledger.HeldEntry(ctx, rec.ID)
 	if err != nil || e == nil || !e.Held || !e.Attempting {
 		if err != nil {
 			r.log.Warn("retry not scheduled: ledger", "id", rec.ID, "err", err)
@@ -110,7 +110,7 @@ func (r *Registry) retryPending(ctx context.Context, p *Process) bool {
 	if a == nil || a.Ledger == nil {
 		return false
 	}
-	e, err := a.Ledger.Lookup(ctx, p.spec.ID)
+	e, err := a.Ledger.HeldEntry(ctx, p.spec.ID)
 	if err != nil || e == nil || !e.Held {
 		return false
 	}
@@ -127,7 +127,7 @@ func (r *Registry) SettleRetry(ctx context.Context, id string) {
 	if a == nil || a.Ledger == nil {
 		return
 	}
-	e, err := a.Ledger.Lookup(ctx, id)
+	e, err := a.Ledger.HeldEntry(ctx, id)
 	if err != nil || e == nil || !e.Held || !e.Attempting {
 		return
 	}
@@ -171,7 +171,7 @@ func (r *Registry) letGoRetries(ctx context.Context, rec *receipts.Receipt) {
 	if rec.Retries == 0 || a == nil || a.Ledger == nil {
 		return
 	}
-	e, err := a.Ledger.Lookup(ctx, rec.ID)
+	e, err := a.Ledger.HeldEntry(ctx, rec.ID)
 	if err == nil && e != nil && e.Held && e.Attempting {
 		if _, err := a.Ledger.Unhold(ctx, rec.ID); err != nil && !errors.Is(err, context.Canceled) {
 			r.log.Warn("retry request not let go", "id", rec.ID, "err", err)

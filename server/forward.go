@@ -340,3 +340,16 @@ func (s *Server) sweep(ctx context.Context) {
 		s.recordLost(ctx, t, c)
 	}
 }
+
+// elsewhere finds tenant's jobs that other replicas claim: what a
+// dependency on a local job of another replica waits for.
+func (p *peers) elsewhere(tenant string) runner.ElsewhereFunc {
+	return func(ctx context.Context, idOrPrefix string) (string, string, bool, error) {
+		claims, err := p.dir.Find(ctx, tenant, idOrPrefix)
+		if err != nil || len(claims) != 1 || claims[0].Replica == p.dir.Self().Name {
+			return "", "", false, err
+		}
+		l := claims[0].Live
+		return l.ID, l.Meta.ParentSessionID, true, nil
+	}
+}

@@ -259,6 +259,10 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	if req.Timeout < 0 {
 		return out, errors.New("timeout must not be negative")
 	}
+	ctl := req.Control()
+	if err := ctl.Validate(); err != nil {
+		return out, err
+	}
 	cwd, err := s.cwd(backend, req)
 	if err != nil {
 		return out, err
@@ -266,7 +270,8 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	return runner.StartRequest{
 		Command: req.Command, Backend: backend, Image: req.Image, Cwd: cwd, Env: req.Env,
 		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin,
-		Owner: receipts.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
+		Owner:   receipts.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
+		Control: ctl,
 	}, nil
 }
 

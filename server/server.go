@@ -227,6 +227,9 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	t.onOpen = func(t *Tenant) {
+		if s.peers != nil {
+			t.Registry.SetElsewhere(s.peers.elsewhere(t.Name))
+		}
 		s.observe(t)
 		s.dispatchQueued(t)
 		s.recordUnobserved(t)

@@ -98,8 +98,18 @@ func newJobRow(in *runner.Info, now time.Time) jobRow {
 	if in.ExitCode != nil {
 		row.Exit = strconv.Itoa(*in.ExitCode)
 	}
-	if in.QueuePosition > 0 {
+	switch {
+	case in.QueuePosition > 0:
 		row.Place = "#" + strconv.Itoa(in.QueuePosition)
+	case in.Status == receipts.StatusQueued && len(in.Attempts) > 0:
+		row.Place = "retry " + strconv.Itoa(len(in.Attempts)+1) + " of " + strconv.Itoa(in.Retries+1)
+	case in.Status == receipts.StatusQueued && in.Waits():
+		row.Place = "waits for " + strconv.Itoa(len(in.After)+len(in.AfterOK))
+	case in.Status == receipts.StatusRunning && len(in.Attempts) > 0:
+		row.Place = "attempt " + strconv.Itoa(len(in.Attempts)+1) + " of " + strconv.Itoa(in.Retries+1)
+	}
+	if in.Priority != 0 {
+		row.Place += " · " + receipts.PriorityName(in.Priority)
 	}
 	if in.FinishedAt != nil {
 		row.Took = humantime.Duration(in.FinishedAt.Sub(in.StartedAt))

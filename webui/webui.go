@@ -38,6 +38,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 //go:embed assets templates
@@ -166,6 +167,8 @@ func New(opts Options) (*Console, error) {
 		"jaeger":   func(traceID string) string { return traceLink(opts.JaegerURL, traceID) },
 		"short":    func(s string, n int) string { return clip(cleanText(s), n) },
 		"failed":   failed,
+		"priority": receipts.PriorityName,
+		"add":      func(a, b int) int { return a + b },
 	}
 	for _, name := range []string{"login", "jobs", "job", "sessions"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")

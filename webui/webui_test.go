@@ -197,3 +197,51 @@ func TestJaegerLink(t *testing.T) {
 		}
 	}
 }
+
+// TestJobControlShown: the jobs list and a job's page say what a job
+// waits for, its priority and its attempts.
+func TestJobControlShown(t *testing.T) {
+	now := time.Now()
+	rec := &receipts.Receipt{ID: "proc_00000000abcd", Command: "make flaky", Backend: "local", Status: receipts.StatusExited,
+		StartedAt: now.Add(-time.Second), FinishedAt: now,
+		Control: receipts.Control{AfterOK: []string{"proc_00000000aaaa"}, Priority: receipts.PriorityHigh, Retries: 3,
+			Attempts: []receipts.Attempt{{Status: receipts.StatusExited, ExitCode: 2, StartedAt: now.Add(-3 * time.Second), FinishedAt: now.Add(-2 * time.Second)}}}}
+	c, ck := loggedIn(t, withReceipt(t, rec))
+	get := func(path string) string {
+		req := httptest.NewRequest("GET", "http://console.test/ui"+path, nil)
+		req.AddCookie(ck)
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d %s", path, w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	if body := get("/jobs"); !strings.Contains(body, "· high") {
+		t.Errorf("jobs page does not show the priority:\n%s", body)
+	}
+	body := get("/jobs/" + rec.ID)
+	for _, want := range []string{`id="after"`, "proc_00000000aaaa</a> (to exit 0)", `id="priority">high`, "1 of up to 4 ended", "#1: exited (exit code 2)"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("job page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// withReceipt is a registry whose store holds rec.
+func withReceipt(tb testing.TB, rec *receipts.Receipt) runner.Service {
+	tb.Helper()
+	dir := tb.TempDir()
+	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := st.Put(context.Background(), rec); err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := runner.New(runner.Options{Store: st, Backends: []runner.Backend{local.New()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reg
+}

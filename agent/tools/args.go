@@ -148,6 +148,41 @@ func (a Args) Duration(name string) (time.Duration, bool, error) {
 	return d, true, nil
 }
 
+// Strings returns the string-list argument name, nil when absent. It
+// accepts a JSON array of strings, or one string of comma-separated
+// values (models write both).
+func (a Args) Strings(name string) ([]string, error) {
+	if !a.present(name) {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(a[name], &list); err == nil {
+		return list, nil
+	}
+	var s string
+	if err := json.Unmarshal(a[name], &s); err != nil {
+		return nil, a.typeError(name, "a list of strings")
+	}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			list = append(list, v)
+		}
+	}
+	return list, nil
+}
+
+// Text returns the argument name as text whatever its JSON type: a
+// string's value, or a number as written. "" when absent.
+func (a Args) Text(name string) (string, error) {
+	if !a.present(name) {
+		return "", nil
+	}
+	if f, err := a.number(name); err == nil {
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+	return a.String(name)
+}
+
 // clip shortens s to at most n bytes on a rune boundary, marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {

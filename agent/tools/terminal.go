@@ -74,7 +74,12 @@ var terminalParams = json.RawMessage(`{
     "background": {"type": "boolean", "description": "Start the command and return its process id at once instead of waiting for it. Use for long-running work; manage it with process_manage."},
     "notify": {"type": "boolean", "description": "With background: tell me in a new message when the process finishes, with its exit code and output tail."},
     "timeout": {"type": "number", "description": "Seconds before the command is killed. Foreground default 180; background default none."},
-    "workdir": {"type": "string", "description": "Working directory (default: the session's)."}
+    "workdir": {"type": "string", "description": "Working directory (default: the session's)."},
+    "after": {"type": "array", "items": {"type": "string"}, "description": "With background: process ids to wait for; the command starts once they have all ended, however they ended."},
+    "after_ok": {"type": "array", "items": {"type": "string"}, "description": "With background: process ids that must exit 0 first; if one does not, the command never runs and ends skipped."},
+    "priority": {"type": "string", "description": "With background: high, normal or low (or a number from -100 to 100): its place in the queue when limits make jobs wait."},
+    "retries": {"type": "integer", "description": "With background: run the command again, up to this many times, when it fails (non-zero exit, timeout, lost). One result at the end."},
+    "retry_delay": {"type": "number", "description": "Seconds before the first retry (default 1), doubled for each one after."}
   },
   "required": ["command"]
 }`)
@@ -129,6 +134,12 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 	req := runner.StartRequest{
 		Command: command, Cwd: cwd, Env: t.opts.Env, Backend: t.opts.Backend, Image: t.opts.Image,
 	}
+	if req.Control, err = control(a); err != nil {
+		return "", err
+	}
+	if !req.Control.IsZero() && !background {
+		return "", fmt.Errorf("%w: after, after_ok, priority and retries are for background commands (background=true)", ErrBadArguments)
+	}
 	if background {
 		// A background job keeps stdin open for process_manage write.
 		req.Stdin, req.NotifyOnComplete = true, notify
@@ -147,6 +158,38 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 		req.Timeout = timeout
 	}
 	return t.foreground(ctx, req)
+}
+
+// control reads the scheduling arguments: dependencies, priority,
+// retries.
+func control(a Args) (receipts.Control, error) {
+	var c receipts.Control
+	var err error
+	if c.After, err = a.Strings("after"); err != nil {
+		return c, err
+	}
+	if c.AfterOK, err = a.Strings("after_ok"); err != nil {
+		return c, err
+	}
+	p, err := a.Text("priority")
+	if err != nil {
+		return c, err
+	}
+	if c.Priority, err = receipts.ParsePriority(p); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
+	if c.Retries, _, err = a.Int("retries"); err != nil {
+		return c, err
+	}
+	delay, _, err := a.Duration("retry_delay")
+	if err != nil {
+		return c, err
+	}
+	c.SetRetryDelay(delay)
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrBadArguments, err)
+	}
+	return c, nil
 }
 
 func (t *Terminal) cwd(workdir string) (string, error) {

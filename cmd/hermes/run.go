@@ -148,10 +148,8 @@ func (c *RunCmd) control() (receipts.Control, error) {
 		return ctl, badInput("--%v", err)
 	}
 	ctl.Priority, ctl.After, ctl.AfterOK = p, c.After, c.AfterOK
-	ctl.Retries, ctl.RetryDelayMS = c.Retries, c.RetryDelay.Milliseconds()
-	if c.RetryDelay > 0 && ctl.RetryDelayMS == 0 {
-		ctl.RetryDelayMS = 1 // a delay asked for is never none
-	}
+	ctl.Retries = c.Retries
+	ctl.SetRetryDelay(c.RetryDelay)
 	if ctl.Waits() && !c.Background {
 		return ctl, badInput("--after and --after-ok need --background: the job waits in the queue")
 	}

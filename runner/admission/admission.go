@@ -175,6 +175,9 @@ type Ledger interface {
 	Hold(ctx context.Context, e Entry, l Limits) error
 	// Held returns the held entries, first held first.
 	Held(ctx context.Context) ([]Entry, error)
+	// HeldEntry returns the held entry of id, or nil: what Lookup finds
+	// only when id is neither queued nor holding a slot.
+	HeldEntry(ctx context.Context, id string) (*Entry, error)
 	// Unhold removes id from the held entries and reports whether it was
 	// there: of several dispatchers, the one it returns true to moves the
 	// job on.

@@ -320,6 +320,20 @@ func (l *FileLedger) Held(ctx context.Context) ([]Entry, error) {
 	return sortedHeld(st.Held), nil
 }
 
+// HeldEntry implements Ledger.
+func (l *FileLedger) HeldEntry(ctx context.Context, id string) (*Entry, error) {
+	st, err := l.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := st.Held[id]
+	if !ok {
+		return nil, nil
+	}
+	e.Held = true
+	return &e, nil
+}
+
 // sortedHeld lists held entries first held first.
 func sortedHeld(held map[string]Entry) []Entry {
 	out := make([]Entry, 0, len(held))

@@ -244,6 +244,18 @@ func TestLedger(t *testing.T) {
 				if e, _ := other.Lookup(ctx, "proc_000000000002"); e == nil || !e.Held || e.Owner != "s1" {
 					t.Fatalf("lookup of a held entry = %+v", e)
 				}
+				// A held entry of a job that also holds a slot (a retry's
+				// request, kept while the attempt runs) is found apart.
+				mustAdmit(t, l, "proc_000000000002", admission.Limits{}, time.Now(), false)
+				if e, _ := other.Lookup(ctx, "proc_000000000002"); e == nil || e.Held {
+					t.Fatalf("lookup of a running job = %+v, want its slot", e)
+				}
+				if e, _ := other.HeldEntry(ctx, "proc_000000000002"); e == nil || !e.Held || e.Owner != "s1" {
+					t.Fatalf("held entry = %+v", e)
+				}
+				if e, _ := other.HeldEntry(ctx, "proc_000000000009"); e != nil {
+					t.Fatalf("held entry of nothing = %+v", e)
+				}
 				if ok, err := l.Unhold(ctx, "proc_000000000001"); !ok || err != nil {
 					t.Fatalf("unhold = %v, %v", ok, err)
 				}

@@ -305,6 +305,21 @@ func (l *RedisLedger) Held(ctx context.Context) ([]Entry, error) {
 	return sortedHeld(held), nil
 }
 
+// HeldEntry implements Ledger.
+func (l *RedisLedger) HeldEntry(ctx context.Context, id string) (*Entry, error) {
+	s, err := l.rdb.HGet(ctx, l.held, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admission: %w", err)
+	}
+	e := Entry{ID: id}
+	_ = json.Unmarshal([]byte(s), &e)
+	e.ID, e.Held = id, true
+	return &e, nil
+}
+
 // Unhold implements Ledger.
 func (l *RedisLedger) Unhold(ctx context.Context, id string) (bool, error) {
 	n, err := l.rdb.HDel(ctx, l.held, id).Result()

@@ -158,6 +158,15 @@ func (c *Control) RetryDelay(n int, jitter float64) time.Duration {
 	return d - time.Duration(float64(d)/4*jitter)
 }
 
+// SetRetryDelay sets the first retry's delay to d, in whole milliseconds:
+// a delay asked for is never none.
+func (c *Control) SetRetryDelay(d time.Duration) {
+	c.RetryDelayMS = d.Milliseconds()
+	if d > 0 && c.RetryDelayMS == 0 {
+		c.RetryDelayMS = 1
+	}
+}
+
 // Waits reports whether c names jobs to wait for.
 func (c *Control) Waits() bool { return len(c.After) > 0 || len(c.AfterOK) > 0 }
 
