@@ -128,6 +128,33 @@ type StartRequest struct {
 	// after RetryDelay (default 1s), doubling.
 	Retries    int      `json:"retries,omitempty"`
 	RetryDelay Duration `json:"retry_delay,omitempty"`
+	// CPUs, Memory (bytes, or "512m"), Pids and Network ("none",
+	// "default") bound the job where its backend can.
+	CPUs    float64 `json:"cpus,omitempty"`
+	Memory  Bytes   `json:"memory,omitempty"`
+	Pids    int64   `json:"pids,omitempty"`
+	Network string  `json:"network,omitempty"`
+}
+
+// Bytes is a size: a number of bytes, or a string with a unit ("512m").
+type Bytes int64
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (b *Bytes) UnmarshalJSON(raw []byte) error {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		var n int64
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return errors.New("memory: want a number of bytes or a size such as \"512m\"")
+		}
+		s = strconv.FormatInt(n, 10)
+	}
+	v, err := receipts.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = Bytes(v)
+	return nil
 }
 
 // Priority is a job's priority, read from a name (high, normal, low) or a
@@ -154,7 +181,8 @@ func (p *Priority) UnmarshalJSON(b []byte) error {
 
 // Control is the scheduling the request asks for.
 func (r *StartRequest) Control() receipts.Control {
-	c := receipts.Control{After: r.After, AfterOK: r.AfterOK, Priority: int(r.Priority), Retries: r.Retries}
+	c := receipts.Control{After: r.After, AfterOK: r.AfterOK, Priority: int(r.Priority), Retries: r.Retries,
+		Resources: receipts.Resources{CPUs: r.CPUs, Memory: int64(r.Memory), Pids: r.Pids, Network: r.Network}}
 	c.SetRetryDelay(time.Duration(r.RetryDelay))
 	return c
 }

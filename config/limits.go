@@ -1,11 +1,14 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
+	"go.yaml.in/yaml/v3"
 )
 
 // Limits bound the jobs of a profile, or of each tenant of a runner
@@ -17,6 +20,31 @@ type Limits struct {
 	StartsPerSecond *float64  `yaml:"starts_per_second"`
 	MaxTimeout      *Duration `yaml:"max_timeout"`
 	DefaultTimeout  *Duration `yaml:"default_timeout"`
+	// The bounds of each job (where its backend enforces them): the
+	// default of a job that asks for none, and the most it may ask for.
+	DefaultCPUs   *float64 `yaml:"default_cpus"`
+	MaxCPUs       *float64 `yaml:"max_cpus"`
+	DefaultMemory *Bytes   `yaml:"default_memory"`
+	MaxMemory     *Bytes   `yaml:"max_memory"`
+	DefaultPids   *int64   `yaml:"default_pids"`
+	MaxPids       *int64   `yaml:"max_pids"`
+	// Network none: no job gets a network, whatever it asks; default:
+	// jobs may ask for one.
+	Network *string `yaml:"network"`
+}
+
+// Bytes is a size in config.yaml: a number of bytes or one with a unit
+// (512m, 2g).
+type Bytes int64
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	v, err := receipts.ParseBytes(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*b = Bytes(v)
+	return nil
 }
 
 // Tenant is a runner's configuration of one tenant (`tenants: {NAME: …}`).
@@ -42,6 +70,13 @@ func (l Limits) Over(o Limits) Limits {
 	if o.DefaultTimeout != nil {
 		l.DefaultTimeout = o.DefaultTimeout
 	}
+	l.DefaultCPUs = cmp.Or(o.DefaultCPUs, l.DefaultCPUs)
+	l.MaxCPUs = cmp.Or(o.MaxCPUs, l.MaxCPUs)
+	l.DefaultMemory = cmp.Or(o.DefaultMemory, l.DefaultMemory)
+	l.MaxMemory = cmp.Or(o.MaxMemory, l.MaxMemory)
+	l.DefaultPids = cmp.Or(o.DefaultPids, l.DefaultPids)
+	l.MaxPids = cmp.Or(o.MaxPids, l.MaxPids)
+	l.Network = cmp.Or(o.Network, l.Network)
 	return l
 }
 
@@ -63,7 +98,21 @@ func (l Limits) Admission() admission.Limits {
 	if l.DefaultTimeout != nil {
 		a.DefaultTimeout = time.Duration(*l.DefaultTimeout)
 	}
+	a.DefaultResources = receipts.Resources{CPUs: deref(l.DefaultCPUs), Memory: int64(deref(l.DefaultMemory)), Pids: deref(l.DefaultPids)}
+	a.MaxResources = receipts.Resources{CPUs: deref(l.MaxCPUs), Memory: int64(deref(l.MaxMemory)), Pids: deref(l.MaxPids)}
+	if l.Network != nil && *l.Network == receipts.NetworkNone {
+		a.MaxResources.Network = receipts.NetworkNone
+	}
 	return a
+}
+
+// deref is *p, or the zero value for nil.
+func deref[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }
 
 // TenantLimits are the limits of tenant name: the runner's, overridden by
@@ -74,6 +123,11 @@ func (c Config) TenantLimits(name string) admission.Limits {
 
 // checkLimits validates `limits:` and every tenant's override.
 func (c Config) checkLimits() error {
+	for _, l := range append([]Limits{c.Limits}, tenantLimits(c.Tenants)...) {
+		if l.Network != nil && *l.Network != receipts.NetworkNone && *l.Network != receipts.NetworkDefault {
+			return fmt.Errorf("limits.network %q: want none or default", clip(*l.Network))
+		}
+	}
 	if err := c.Limits.Admission().Validate(); err != nil {
 		return fmt.Errorf("limits: %w", err)
 	}
@@ -88,4 +142,12 @@ func (c Config) checkLimits() error {
 		}
 	}
 	return nil
+}
+
+func tenantLimits(ts map[string]Tenant) []Limits {
+	out := make([]Limits, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Limits)
+	}
+	return out
 }

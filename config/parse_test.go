@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 func TestParseRefusesNegatives(t *testing.T) {
@@ -58,7 +59,7 @@ tenants:
   bots:
     limits: {concurrent_jobs: 16}
   free:
-    limits: {concurrent_jobs: 0, max_timeout: 1h}
+    limits: {concurrent_jobs: 0, max_timeout: 1h, max_memory: 512m, network: none}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +71,8 @@ tenants:
 		{"", admission.Limits{ConcurrentJobs: 4, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
 		{"unlisted", admission.Limits{ConcurrentJobs: 4, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
 		{"bots", admission.Limits{ConcurrentJobs: 16, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
-		{"free", admission.Limits{ConcurrentJobs: 0, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: time.Hour, DefaultTimeout: 30 * time.Minute}},
+		{"free", admission.Limits{ConcurrentJobs: 0, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: time.Hour, DefaultTimeout: 30 * time.Minute,
+			MaxResources: receipts.Resources{Memory: 512 << 20, Network: "none"}}},
 	}
 	for _, tt := range tests {
 		if got := c.TenantLimits(tt.tenant); got != tt.want {
@@ -87,6 +89,10 @@ tenants:
 		"tenants: {x: {limits: {queued_jobs: -2}}}",
 		"limits: {max_timeout: forever}",
 		"limits: {concurrent_jobs: lots}",
+		"limits: {max_memory: lots}",
+		"limits: {default_cpus: 4, max_cpus: 2}",
+		"limits: {network: host}",
+		"tenants: {x: {limits: {max_pids: -1}}}",
 	} {
 		if _, err := config.Parse([]byte(bad)); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"syscall"
@@ -71,6 +72,9 @@ type Exit struct {
 	// running past its timeout (a Pod's activeDeadlineSeconds): the
 	// status is timeout, whoever observes the end.
 	TimedOut bool
+	// OOM is set when the platform killed the process for going past its
+	// memory limit: the status is oom.
+	OOM bool
 	// Reason says why the platform ended the process, when it did
 	// (OOMKilled, Evicted: …); it becomes the receipt's error.
 	Reason string
@@ -100,6 +104,55 @@ type Capabilities struct {
 	// processes (pods of one cluster), so runner replicas need not forward
 	// requests for them to the replica that started them.
 	Shared bool
+	// Enforces says which of a job's own bounds (Meta.Resources) the
+	// backend enforces; a start asking for another is refused.
+	Enforces Enforcement
+}
+
+// Enforcement is what a backend can bound per job.
+type Enforcement struct {
+	CPUs, Memory, Pids, Network bool
+	// Why says why a bound it lacks cannot be enforced here.
+	Why string
+}
+
+// check refuses what r asks for that e cannot enforce.
+func (e Enforcement) check(backend string, r receipts.Resources) error {
+	var missing []string
+	for _, c := range []struct {
+		asked, ok bool
+		name      string
+	}{{r.CPUs > 0, e.CPUs, "cpus"}, {r.Memory > 0, e.Memory, "memory"}, {r.Pids > 0, e.Pids, "pids"}, {r.Network != "", e.Network, "network"}} {
+		if c.asked && !c.ok {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	why := ""
+	if e.Why != "" {
+		why = ": " + e.Why
+	}
+	return fmt.Errorf("backend %s cannot enforce %s per job%s", backend, strings.Join(missing, ", "), why)
+}
+
+// supported is r without what e cannot enforce: the tenant's defaults a
+// backend applies.
+func (e Enforcement) supported(r receipts.Resources) receipts.Resources {
+	if !e.CPUs {
+		r.CPUs = 0
+	}
+	if !e.Memory {
+		r.Memory = 0
+	}
+	if !e.Pids {
+		r.Pids = 0
+	}
+	if !e.Network {
+		r.Network = ""
+	}
+	return r
 }
 
 // Backend starts processes and, with Capabilities.Recover, finds them again.

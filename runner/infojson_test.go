@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/hermesrun/hermes/runner/receipts"
 	"testing"
 	"time"
 )
@@ -31,6 +32,9 @@ func TestInfoAppendJSON(t *testing.T) {
 			StartedAt: fin.Add(-time.Minute).In(time.FixedZone("x", 3600)), FinishedAt: &fin, NotifyOnComplete: true,
 			TaskID: "t", OwnerTaskID: "o", SessionKey: "k", ParentSessionID: "p", Cwd: "/", TraceID: "tr", SpanID: "sp",
 			OutputTruncated: true, Retained: true, Error: "lost: \x01", QueuePosition: 7},
+		{ID: "proc_0123456789ab", Control: receipts.Control{After: []string{"<a>"}, Priority: 10, Retries: 1,
+			Attempts:  []receipts.Attempt{{Status: "timeout", ExitCode: 143, Error: "a & b"}},
+			Resources: receipts.Resources{CPUs: 1.25, Memory: 1 << 30, Network: "default"}}},
 	} {
 		for _, html := range []bool{false, true} {
 			if got, want := in.AppendJSON(nil, html), encodeStd(t, in, html); !bytes.Equal(got, want) {

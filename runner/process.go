@@ -121,6 +121,8 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		}
 	case p.timedOut || exit.TimedOut:
 		rec.Status = receipts.StatusTimeout
+	case exit.OOM:
+		rec.Status = receipts.StatusOOM
 	case p.killed || exit.Signal != 0:
 		rec.Status = receipts.StatusKilled
 	default:
@@ -133,6 +135,8 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		switch rec.Status {
 		case receipts.StatusKilled, receipts.StatusTimeout:
 			rec.ExitCode = 128 + int(syscall.SIGTERM)
+		case receipts.StatusOOM:
+			rec.ExitCode = 128 + int(syscall.SIGKILL)
 		default:
 			rec.ExitCode = -1
 		}

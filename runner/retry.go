@@ -16,7 +16,7 @@ import (
 // whoever records an attempt's end (the job's supervisor, a watcher, a
 // replica that adopted it) may not have the request: a container's
 // environment is not in its labels. When an attempt fails (non-zero exit,
-// lost, timeout; never a kill, nor a start the backend refused), the
+// lost, timeout, oom; never a kill, nor a start the backend refused), the
 // recorder adds the attempt to the request's record and lets the entry go
 // at the attempt's due time instead of writing a receipt: the job reads as
 // queued, with its attempts, until a dispatcher starts the next attempt
@@ -27,7 +27,7 @@ import (
 // retried.
 func retryable(status string) bool {
 	switch status {
-	case receipts.StatusExited, receipts.StatusLost, receipts.StatusTimeout:
+	case receipts.StatusExited, receipts.StatusLost, receipts.StatusTimeout, receipts.StatusOOM:
 		return true
 	}
 	return false

@@ -86,12 +86,26 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", ErrInvalid, b.Name(), key)
 		}
 	}
+	if !req.Admitted {
+		// What the job asked for must hold where it runs; the tenant's
+		// defaults apply where they can.
+		if err := b.Capabilities().Enforces.check(b.Name(), req.Resources); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	if a := r.opts.Admission; a != nil {
 		t, err := a.Limits.Timeout(req.Timeout)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		req.Timeout = t
+		if !req.Admitted {
+			res, err := a.Limits.Resources(req.Resources)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+			req.Resources = b.Capabilities().Enforces.supported(res)
+		}
 	}
 	if !req.Admitted {
 		if err := r.checkControl(req); err != nil {
@@ -130,7 +144,7 @@ func (r *Registry) checkControl(req StartRequest) error {
 	if err := req.Control.Validate(); err != nil {
 		return err
 	}
-	if req.Control.IsZero() || req.Priority != 0 && !req.Waits() && req.Retries == 0 {
+	if !req.Waits() && req.Retries == 0 {
 		return nil
 	}
 	if a := r.opts.Admission; a == nil || a.Ledger == nil {

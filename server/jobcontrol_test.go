@@ -21,6 +21,7 @@ type controlView struct {
 	Priority      int      `json:"priority"`
 	QueuePosition int      `json:"queue_position"`
 	Retries       int      `json:"retries"`
+	Memory        int64    `json:"memory"`
 	Attempts      []struct {
 		Status   string `json:"status"`
 		ExitCode int    `json:"exit_code"`
@@ -101,6 +102,10 @@ func TestJobControlOverHTTP(t *testing.T) {
 		{"command": "true", "after": []string{"nope"}},
 		{"command": "true", "retries": -1},
 		{"command": "true", "retry_delay": "1s"},
+		{"command": "true", "cpus": 2},
+		{"command": "true", "memory": "lots"},
+		{"command": "true", "memory": 100},
+		{"command": "true", "network": "host"},
 	} {
 		if code, _, body := ts.post(t, who, bad); code != http.StatusBadRequest || strings.Count(body, "\n") > 1 {
 			t.Errorf("start %v: %d %s, want 400", bad, code, body)
@@ -109,6 +114,10 @@ func TestJobControlOverHTTP(t *testing.T) {
 	// Another session cannot wait for this one's jobs.
 	if code, _, body := ts.post(t, "stranger", map[string]any{"command": "true", "after": []string{first.SessionID}}); code != http.StatusBadRequest {
 		t.Errorf("a stranger's after: %d %s", code, body)
+	}
+	// A local job takes a memory bound (an rlimit), recorded.
+	if code, v, body := ts.post(t, who, map[string]any{"command": "ulimit -v", "memory": "64m"}); code != http.StatusCreated || v.Memory != 64<<20 {
+		t.Fatalf("start with memory: %d %s", code, body)
 	}
 	if err := os.WriteFile(release, nil, 0o600); err != nil {
 		t.Fatal(err)

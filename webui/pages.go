@@ -140,7 +140,7 @@ func (c *Console) jobs(w http.ResponseWriter, r *http.Request, v *view) {
 	c.render(w, "jobs", map[string]any{
 		"Title": "Jobs", "CSRF": v.csrf, "Tenant": v.tenant, "Rows": rows, "Total": len(list), "Prefix": c.opts.Prefix,
 		"Status": status, "Task": task, "Session": session, "Backend": backend,
-		"Statuses": []string{"queued", "running", "exited", "killed", "failed_to_start", "timeout", "lost", "skipped"},
+		"Statuses": []string{"queued", "running", "exited", "killed", "failed_to_start", "timeout", "lost", "skipped", "oom"},
 		"Backends": allBackends, "StartBackends": c.opts.StartBackends, "Counts": counts,
 		"Error": c.takeFlash(r),
 	})

@@ -168,6 +168,7 @@ func New(opts Options) (*Console, error) {
 		"short":    func(s string, n int) string { return clip(cleanText(s), n) },
 		"failed":   failed,
 		"priority": receipts.PriorityName,
+		"bytes":    receipts.FormatBytes,
 		"add":      func(a, b int) int { return a + b },
 	}
 	for _, name := range []string{"login", "jobs", "job", "sessions"} {

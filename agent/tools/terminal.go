@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/hermesrun/hermes/agent/openai"
@@ -79,7 +80,11 @@ var terminalParams = json.RawMessage(`{
     "after_ok": {"type": "array", "items": {"type": "string"}, "description": "With background: process ids that must exit 0 first; if one does not, the command never runs and ends skipped."},
     "priority": {"type": "string", "description": "With background: high, normal or low (or a number from -100 to 100): its place in the queue when limits make jobs wait."},
     "retries": {"type": "integer", "description": "With background: run the command again, up to this many times, when it fails (non-zero exit, timeout, lost). One result at the end."},
-    "retry_delay": {"type": "number", "description": "Seconds before the first retry (default 1), doubled for each one after."}
+    "retry_delay": {"type": "number", "description": "Seconds before the first retry (default 1), doubled for each one after."},
+    "cpus": {"type": "number", "description": "CPUs the command may use (containers and pods)."},
+    "memory": {"type": "string", "description": "Memory limit such as 512m or 2g; past it the command ends with status oom."},
+    "pids": {"type": "integer", "description": "Most processes the command may have at once (containers)."},
+    "network": {"type": "string", "enum": ["none", "default"], "description": "none: no network for the command; default: the platform's."}
   },
   "required": ["command"]
 }`)
@@ -137,7 +142,7 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 	if req.Control, err = control(a); err != nil {
 		return "", err
 	}
-	if !req.Control.IsZero() && !background {
+	if req.Control.Queues() && !background {
 		return "", fmt.Errorf("%w: after, after_ok, priority and retries are for background commands (background=true)", ErrBadArguments)
 	}
 	if background {
@@ -186,10 +191,45 @@ func control(a Args) (receipts.Control, error) {
 		return c, err
 	}
 	c.SetRetryDelay(delay)
+	if c.Resources, err = resources(a); err != nil {
+		return c, err
+	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBadArguments, err)
 	}
 	return c, nil
+}
+
+// resources reads the job's bounds.
+func resources(a Args) (receipts.Resources, error) {
+	var r receipts.Resources
+	cpus, err := a.Text("cpus")
+	if err != nil {
+		return r, err
+	}
+	if cpus != "" {
+		if r.CPUs, err = strconv.ParseFloat(cpus, 64); err != nil {
+			return r, a.typeError("cpus", "a number of CPUs")
+		}
+	}
+	mem, err := a.Text("memory")
+	if err != nil {
+		return r, err
+	}
+	if mem != "" {
+		if r.Memory, err = receipts.ParseBytes(mem); err != nil {
+			return r, fmt.Errorf("%w: %v", ErrBadArguments, err)
+		}
+	}
+	pids, _, err := a.Int("pids")
+	if err != nil {
+		return r, err
+	}
+	r.Pids = int64(pids)
+	if r.Network, err = a.String("network"); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 func (t *Terminal) cwd(workdir string) (string, error) {

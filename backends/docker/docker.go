@@ -24,6 +24,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -195,7 +196,8 @@ func (b *Backend) Name() string { return Name }
 // the output and writes the receipt: there is no supervisor of its own
 // (a `hermes watch` process is just another holder).
 func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Recover: true, Images: true}
+	return runner.Capabilities{Recover: true, Images: true,
+		Enforces: runner.Enforcement{CPUs: true, Memory: true, Pids: true, Network: true}}
 }
 
 // Close releases the engine client. Containers keep running.
@@ -321,7 +323,28 @@ func (b *Backend) hostConfig(spec runner.Spec) *container.HostConfig {
 	if b.opts.MountWorkdir && spec.Cwd != "" {
 		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: spec.Cwd, Target: spec.Cwd}}
 	}
+	applyResources(host, spec.Meta.Resources)
 	return host
+}
+
+// applyResources puts a job's own bounds over the backend's.
+func applyResources(host *container.HostConfig, r receipts.Resources) {
+	if r.Memory > 0 {
+		host.Memory, host.MemorySwap = r.Memory, r.Memory // no swap past it: over it is an OOM kill
+	}
+	if r.CPUs > 0 {
+		host.NanoCPUs = int64(r.CPUs * 1e9)
+	}
+	if r.Pids > 0 {
+		pids := r.Pids
+		host.PidsLimit = &pids
+	}
+	switch r.Network {
+	case receipts.NetworkNone:
+		host.NetworkMode = "none"
+	case receipts.NetworkDefault:
+		host.NetworkMode = "default" // the engine's bridge
+	}
 }
 
 // mergeStreams prefixes every command so that its stderr goes down the same

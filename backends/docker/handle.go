@@ -139,7 +139,7 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 	if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && t.Year() > 1 {
 		exit.FinishedAt = t
 	}
-	exit.Signal = signalOf(exit.Code, st.OOMKilled)
+	exit.Signal, exit.OOM = signalOf(exit.Code, st.OOMKilled), st.OOMKilled
 	if exit.Signal == 0 && strings.HasSuffix(info.Name, killedSuffix) {
 		// Asked to die and complied by exiting (a TERM trap): still a kill,
 		// whoever is the observer that records it.

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -225,7 +227,41 @@ func (b *Backend) Namespace() string { return b.namespace }
 // Capabilities implements runner.Backend. Whoever holds a handle follows
 // the log and writes the receipt: the kubelet supervises, hermes records.
 func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Recover: true, Images: true, Shared: true}
+	return runner.Capabilities{Recover: true, Images: true, Shared: true, Enforces: enforces}
+}
+
+// enforces is what a pod job can be bounded by: its container's CPU and
+// memory limits. A pod's process limit is its node's (the kubelet's
+// podPidsLimit), and its network the cluster's: isolating one takes a
+// NetworkPolicy, which the cluster's network plugin may not enforce.
+var enforces = runner.Enforcement{CPUs: true, Memory: true,
+	Why: "a pod's process limit is set per node (kubelet podPidsLimit) and its network by NetworkPolicy, not per job"}
+
+// jobResources is the backend's requests and limits with the job's own
+// bounds over them: a job's limit is its request too, so that the
+// scheduler places it where it fits.
+func jobResources(base corev1.ResourceRequirements, r receipts.Resources) corev1.ResourceRequirements {
+	if r.CPUs <= 0 && r.Memory <= 0 {
+		return base
+	}
+	out := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	maps.Copy(out.Requests, base.Requests)
+	maps.Copy(out.Limits, base.Limits)
+	if r.CPUs > 0 {
+		q := *resource.NewMilliQuantity(int64(r.CPUs*1000), resource.DecimalSI)
+		out.Limits[corev1.ResourceCPU] = q
+		if req, ok := out.Requests[corev1.ResourceCPU]; !ok || req.Cmp(q) > 0 {
+			out.Requests[corev1.ResourceCPU] = q
+		}
+	}
+	if r.Memory > 0 {
+		q := *resource.NewQuantity(r.Memory, resource.BinarySI)
+		out.Limits[corev1.ResourceMemory] = q
+		if req, ok := out.Requests[corev1.ResourceMemory]; !ok || req.Cmp(q) > 0 {
+			out.Requests[corev1.ResourceMemory] = q
+		}
+	}
+	return out
 }
 
 // Ping checks that the API server answers and the namespace is usable.

@@ -111,7 +111,7 @@ func (b *Backend) podFor(spec runner.Spec, image string) (*corev1.Pod, error) {
 		Stdin:           spec.Stdin,
 		// The first attacher's EOF becomes the process's EOF.
 		StdinOnce: spec.Stdin,
-		Resources: b.resources,
+		Resources: jobResources(b.resources, spec.Meta.Resources),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &no,
 			Privileged:               &no,
@@ -213,7 +213,8 @@ func podEnd(p *corev1.Pod) *runner.Exit {
 		}
 		switch {
 		case term.Reason == "OOMKilled":
-			exit.Signal, exit.Reason = syscall.SIGKILL, "OOMKilled: the job ran out of memory (its limit is the pod's)"
+			exit.Signal, exit.OOM = syscall.SIGKILL, true
+			exit.Reason = "OOMKilled: the job went past its memory limit"
 		case term.Signal > 0:
 			exit.Signal = syscall.Signal(term.Signal)
 		case exit.Code > 128 && exit.Code < 128+32:

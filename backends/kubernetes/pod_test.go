@@ -132,6 +132,28 @@ func term(code int32, reason string) *corev1.Pod {
 	}}}}
 }
 
+// TestPodJobResources: a job's own CPUs and memory are its container's
+// limits (and requests, where the backend's asked for more), over the
+// backend's; a job that asks for none keeps the backend's.
+func TestPodJobResources(t *testing.T) {
+	b := offline(t, Options{CPURequest: "100m", MemoryRequest: "64Mi", CPULimit: "1", MemoryLimit: "1Gi"})
+	spec := runner.Spec{ID: "proc_0123456789ab", Command: "true",
+		Meta: runner.Meta{Control: receipts.Control{Resources: receipts.Resources{CPUs: 0.25, Memory: 48 << 20}}}}
+	p, err := b.podFor(spec, "busybox:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Spec.Containers[0].Resources
+	if r.Limits.Cpu().MilliValue() != 250 || r.Limits.Memory().Value() != 48<<20 ||
+		r.Requests.Cpu().MilliValue() != 100 || r.Requests.Memory().Value() != 48<<20 {
+		t.Errorf("resources = %+v", r)
+	}
+	spec.Meta.Control = receipts.Control{}
+	if p, _ = b.podFor(spec, "busybox:1"); p.Spec.Containers[0].Resources.Limits.Memory().Value() != 1<<30 {
+		t.Errorf("without its own: %+v", p.Spec.Containers[0].Resources)
+	}
+}
+
 func TestPodEnd(t *testing.T) {
 	deadline := term(137, "Error")
 	deadline.Status.Reason = "DeadlineExceeded"
@@ -163,6 +185,9 @@ func TestPodEnd(t *testing.T) {
 			e := podEnd(tc.pod)
 			if e == nil {
 				t.Fatal("no end")
+			}
+			if e.OOM != (tc.name == "OOMKilled") {
+				t.Errorf("podEnd OOM = %v", e.OOM)
 			}
 			if e.Code != tc.code || e.Signal != tc.sig || e.TimedOut != tc.timedOut || !strings.HasPrefix(e.Reason, tc.reason) {
 				t.Errorf("podEnd = %+v; want code %d signal %v timedOut %v reason %q", *e, tc.code, tc.sig, tc.timedOut, tc.reason)

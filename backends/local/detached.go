@@ -205,7 +205,7 @@ func (d *Detached) Name() string { return Name }
 // Capabilities implements runner.Backend: each job has a shim of its own,
 // outlives its launcher, and may be tied to it (foreground).
 func (d *Detached) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Supervised: true, Recover: true, Foreground: true}
+	return runner.Capabilities{Supervised: true, Recover: true, Foreground: true, Enforces: Enforces}
 }
 
 // StatePath is the live-state file of id.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Name is the backend's name in receipts.
@@ -82,7 +83,30 @@ func New() *Backend { return &Backend{Shell: "bash"} }
 func (b *Backend) Name() string { return Name }
 
 // Capabilities implements runner.Backend.
-func (b *Backend) Capabilities() runner.Capabilities { return runner.Capabilities{} }
+func (b *Backend) Capabilities() runner.Capabilities {
+	return runner.Capabilities{Enforces: Enforces}
+}
+
+// Enforces is what a local job can be bounded by: its memory, as the
+// address space its shell and everything it starts may map (an rlimit,
+// which no unprivileged process raises again). CPUs, processes and the
+// network of one job need a cgroup or namespaces of its own, which hermes
+// does not make for local jobs.
+var Enforces = runner.Enforcement{Memory: true,
+	Why: "a local job is bounded by rlimits only (memory); run it with --backend docker or kubernetes"}
+
+// withBounds prefixes command with the shell's own limits for r: set in
+// the shell before it runs anything, they hold for the whole job. Only
+// the shell can set them between the fork and the job: Go's os/exec
+// cannot, and the supervisor must not bound itself.
+func withBounds(r receipts.Resources, command string) string {
+	if r.Memory <= 0 {
+		return command
+	}
+	// ulimit -v counts KiB; without -S/-H it sets both limits, so the
+	// job cannot raise it again.
+	return "ulimit -v " + strconv.FormatInt(max(r.Memory>>10, 1), 10) + " || exit 125\n" + command
+}
 
 // Start implements runner.Backend.
 func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
@@ -100,7 +124,7 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", shell, err)
 	}
-	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", spec.Command}}
+	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", withBounds(spec.Meta.Resources, spec.Command)}}
 	cmd.Dir = spec.Cwd
 	base := spec.BaseEnv
 	if base == nil {

@@ -849,3 +849,37 @@ func TestDockerLogFollowPastTheOutputBound(t *testing.T) {
 	sr := p.background(nil, bigJob(lines), "--backend", "docker", "--image", image)
 	checkFollowNumbered(t, p, nil, sr.SessionID, lines)
 }
+
+// TestDockerResources (issue 39): a job's own bounds reach its container,
+// over the backend's, and a job past its memory ends as oom.
+func TestDockerResources(t *testing.T) {
+	t.Parallel()
+	p, image := newDockerProfile(t)
+	sr := p.background(nil, "sleep 120", "--backend", "docker", "--image", image,
+		"--cpus", "0.5", "--memory", "48m", "--pids", "16", "--network", "none")
+	c := containerOf(t, p.home, sr.SessionID)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := dockerd(t).ContainerInspect(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := info.HostConfig
+	if hc.NanoCPUs != 5e8 || hc.Memory != 48<<20 || hc.MemorySwap != 48<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 16 || !hc.NetworkMode.IsNone() {
+		t.Fatalf("host config: cpus %d memory %d swap %d pids %v network %s", hc.NanoCPUs, hc.Memory, hc.MemorySwap, hc.PidsLimit, hc.NetworkMode)
+	}
+	if st := jsonOf[jobControl](t, p.ok("--json", "inspect", sr.SessionID)); st.Memory != 48<<20 || st.CPUs != 0.5 || st.Pids != 16 || st.Network != "none" {
+		t.Fatalf("record = %+v", st)
+	}
+	p.ok("kill", sr.SessionID)
+
+	// dd's buffer alone is twice the limit: the kernel kills it.
+	oom := p.background(nil, "dd if=/dev/zero of=/dev/null bs=64M count=1", "--backend", "docker", "--image", image, "--memory", "32m")
+	rec := p.ended(oom.SessionID)
+	if rec.Status != "oom" || rec.ExitCode == nil || *rec.ExitCode != 137 {
+		t.Fatalf("a job past its memory = %+v", rec)
+	}
+	if res := p.hermes("wait", oom.SessionID); res.code != 137 {
+		t.Fatalf("wait of an oom job exits %d, want 137", res.code)
+	}
+}

@@ -20,6 +20,10 @@ type jobControl struct {
 	Priority      int      `json:"priority"`
 	QueuePosition int      `json:"queue_position"`
 	Retries       int      `json:"retries"`
+	CPUs          float64  `json:"cpus"`
+	Memory        int64    `json:"memory"`
+	Pids          int64    `json:"pids"`
+	Network       string   `json:"network"`
 	Attempts      []struct {
 		Status   string `json:"status"`
 		ExitCode int    `json:"exit_code"`

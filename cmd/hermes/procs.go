@@ -202,7 +202,7 @@ type PsCmd struct {
 	Retained   bool     `help:"Include retained receipts of finished processes."`
 	Task       string   `help:"Only processes of this task id."`
 	SessionKey string   `help:"Only processes with this session key."`
-	Status     []string `help:"Only processes in these states (repeatable or comma-separated; a finished state implies --retained)." enum:"queued,running,exited,killed,failed_to_start,timeout,lost,skipped" placeholder:"STATE"`
+	Status     []string `help:"Only processes in these states (repeatable or comma-separated; a finished state implies --retained)." enum:"queued,running,exited,killed,failed_to_start,timeout,lost,skipped,oom" placeholder:"STATE"`
 	Quiet      bool     `short:"q" help:"Print the process ids only."`
 	Format     string   `help:"Print each process with a Go template, e.g. '{{.ID}} {{.Status}}'. Fields: ID, Status, ExitCode, Signal, Command, Backend, Image, Session, Task, Started, Finished, Duration, Place, PID, ContainerID, Cwd, TraceID." placeholder:"TEMPLATE"`
 }

@@ -47,7 +47,7 @@ func (c *RmCmd) Run(ctx context.Context, g *Globals) error {
 // PruneCmd removes the receipts of finished processes now.
 type PruneCmd struct {
 	OlderThan time.Duration `help:"Only processes that ended more than this long ago (e.g. 24h)." placeholder:"DUR"`
-	Status    []string      `help:"Only processes that ended so (repeatable or comma-separated)." enum:"exited,killed,failed_to_start,timeout,lost,skipped" placeholder:"STATE"`
+	Status    []string      `help:"Only processes that ended so (repeatable or comma-separated)." enum:"exited,killed,failed_to_start,timeout,lost,skipped,oom" placeholder:"STATE"`
 }
 
 // Run implements the command: the ids removed, one per line.

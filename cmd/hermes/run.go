@@ -31,6 +31,10 @@ type RunCmd struct {
 	Priority   string        `placeholder:"high|normal|low|N" complete:"high,normal,low" help:"Place in the queue when limits make jobs wait: high (10), normal (0, the default), low (-10), or a number from -100 to 100. Each point counts as a minute of waiting, so nothing waits forever."`
 	Retries    int           `placeholder:"N" help:"With --background, run the command again, up to N times, when it fails (non-zero exit, timeout, or lost; never after a kill). One receipt lists every attempt; one completion comes at the end."`
 	RetryDelay time.Duration `placeholder:"DUR" help:"Wait before the first retry (default 1s); doubled for each one after, up to an hour, less up to a quarter at random."`
+	CPUs       float64       `name:"cpus" placeholder:"N" help:"CPUs the job may use (1.5: one and a half); docker and kubernetes."`
+	Memory     string        `placeholder:"SIZE" help:"Memory limit (512m, 2g); past it the job ends as oom (docker, kubernetes). A local job gets it as an address-space rlimit."`
+	Pids       int64         `placeholder:"N" help:"Most processes and threads the job may have at once (docker)."`
+	Network    string        `placeholder:"none|default" complete:"none,default" help:"none: no network; default: the engine's (docker). Default: the backend's configuration."`
 	Command    []string      `arg:"" passthrough:"partial" help:"The command, after --. One argument is a shell command line; several are quoted and joined."`
 }
 
@@ -140,7 +144,8 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	return req, err
 }
 
-// control reads the scheduling flags: dependencies, priority, retries.
+// control reads the scheduling flags (dependencies, priority, retries)
+// and the job's bounds.
 func (c *RunCmd) control() (receipts.Control, error) {
 	var ctl receipts.Control
 	p, err := receipts.ParsePriority(c.Priority)
@@ -150,6 +155,12 @@ func (c *RunCmd) control() (receipts.Control, error) {
 	ctl.Priority, ctl.After, ctl.AfterOK = p, c.After, c.AfterOK
 	ctl.Retries = c.Retries
 	ctl.SetRetryDelay(c.RetryDelay)
+	ctl.Resources = receipts.Resources{CPUs: c.CPUs, Pids: c.Pids, Network: c.Network}
+	if c.Memory != "" {
+		if ctl.Memory, err = receipts.ParseBytes(c.Memory); err != nil {
+			return ctl, badInput("--memory: %v", err)
+		}
+	}
 	if ctl.Waits() && !c.Background {
 		return ctl, badInput("--after and --after-ok need --background: the job waits in the queue")
 	}

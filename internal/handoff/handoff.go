@@ -234,7 +234,8 @@ func CommandName(args []string) string {
 
 // runValueFlags are run's flags that take the next argument as their value.
 var runValueFlags = []string{"--backend", "--image", "--env", "-e", "--timeout", "--task", "--session-key",
-	"--after", "--after-ok", "--priority", "--retries", "--retry-delay"}
+	"--after", "--after-ok", "--priority", "--retries", "--retry-delay",
+	"--cpus", "--memory", "--pids", "--network"}
 
 // background reports whether run's flags (those before `--`) ask for
 // --background, skipping the values of flags that take one.

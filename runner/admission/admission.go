@@ -8,6 +8,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,40 @@ type Limits struct {
 	MaxTimeout time.Duration `json:"max_timeout,omitempty"`
 	// DefaultTimeout is the timeout of a job that asks for none.
 	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
+	// DefaultResources bound a job that asks for none of them (where its
+	// backend can enforce them); MaxResources bound what a job may ask
+	// for. MaxResources.Network "none" means no job gets a network.
+	DefaultResources receipts.Resources `json:"default_resources,omitzero"`
+	MaxResources     receipts.Resources `json:"max_resources,omitzero"`
+}
+
+// Resources are the bounds a job asking for asked gets under l, or an
+// error when it asks for more than l allows.
+func (l Limits) Resources(asked receipts.Resources) (receipts.Resources, error) {
+	r, d, m := asked, l.DefaultResources, l.MaxResources
+	if r.CPUs == 0 {
+		r.CPUs = cmp.Or(d.CPUs, m.CPUs)
+	}
+	if r.Memory == 0 {
+		r.Memory = cmp.Or(d.Memory, m.Memory)
+	}
+	if r.Pids == 0 {
+		r.Pids = cmp.Or(d.Pids, m.Pids)
+	}
+	if r.Network == "" && (d.Network != "" || m.Network == receipts.NetworkNone) {
+		r.Network = cmp.Or(d.Network, receipts.NetworkNone)
+	}
+	switch {
+	case m.CPUs > 0 && r.CPUs > m.CPUs:
+		return r, fmt.Errorf("cpus %g is more than this profile allows (limits.max_cpus %g)", r.CPUs, m.CPUs)
+	case m.Memory > 0 && r.Memory > m.Memory:
+		return r, fmt.Errorf("memory %s is more than this profile allows (limits.max_memory %s)", receipts.FormatBytes(r.Memory), receipts.FormatBytes(m.Memory))
+	case m.Pids > 0 && r.Pids > m.Pids:
+		return r, fmt.Errorf("pids %d is more than this profile allows (limits.max_pids %d)", r.Pids, m.Pids)
+	case m.Network == receipts.NetworkNone && r.Network == receipts.NetworkDefault:
+		return r, errors.New("this profile's jobs get no network (limits.network: none)")
+	}
+	return r, nil
 }
 
 // Counted reports whether l bounds admission at all (the timeouts do not
@@ -55,6 +90,15 @@ func (l Limits) Validate() error {
 		return errors.New("timeouts must not be negative")
 	case l.MaxTimeout > 0 && l.DefaultTimeout > l.MaxTimeout:
 		return fmt.Errorf("default_timeout %s is longer than max_timeout %s", l.DefaultTimeout, l.MaxTimeout)
+	}
+	if err := l.DefaultResources.Validate(); err != nil {
+		return err
+	}
+	if err := l.MaxResources.Validate(); err != nil {
+		return err
+	}
+	if _, err := l.Resources(receipts.Resources{}); err != nil {
+		return fmt.Errorf("the defaults are past the maxima: %w", err)
 	}
 	return nil
 }

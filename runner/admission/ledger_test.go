@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/admission"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // ledgers are the implementations under test; each call returns a fresh,
@@ -405,4 +407,43 @@ func FuzzFileLedger(f *testing.F) {
 		_, _ = l.Lookup(ctx, "proc_00000000000f")
 		_ = l.Release(ctx, "proc_00000000000f")
 	})
+}
+
+func TestLimitsResources(t *testing.T) {
+	lim := admission.Limits{
+		DefaultResources: receipts.Resources{CPUs: 1, Memory: 256 << 20},
+		MaxResources:     receipts.Resources{CPUs: 4, Memory: 1 << 30, Pids: 100, Network: receipts.NetworkNone},
+	}
+	for _, tc := range []struct {
+		name  string
+		asked receipts.Resources
+		want  receipts.Resources
+		err   string
+	}{
+		{"defaults", receipts.Resources{}, receipts.Resources{CPUs: 1, Memory: 256 << 20, Pids: 100, Network: "none"}, ""},
+		{"within", receipts.Resources{CPUs: 2, Memory: 1 << 30, Pids: 10}, receipts.Resources{CPUs: 2, Memory: 1 << 30, Pids: 10, Network: "none"}, ""},
+		{"too many cpus", receipts.Resources{CPUs: 8}, receipts.Resources{}, "max_cpus"},
+		{"too much memory", receipts.Resources{Memory: 2 << 30}, receipts.Resources{}, "max_memory"},
+		{"too many pids", receipts.Resources{Pids: 1000}, receipts.Resources{}, "max_pids"},
+		{"a network", receipts.Resources{Network: "default"}, receipts.Resources{}, "no network"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := lim.Resources(tc.asked)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Resources(%+v) = %+v, %v; want %+v", tc.asked, got, err, tc.want)
+			}
+		})
+	}
+	if (admission.Limits{DefaultResources: receipts.Resources{CPUs: 8}, MaxResources: receipts.Resources{CPUs: 4}}).Validate() == nil {
+		t.Error("defaults past the maxima validated")
+	}
+	if got, _ := (admission.Limits{}).Resources(receipts.Resources{}); got != (receipts.Resources{}) {
+		t.Errorf("no limits: %+v", got)
+	}
 }

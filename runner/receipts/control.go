@@ -37,6 +37,87 @@ type Control struct {
 	// Attempts are the ends of the attempts before the last, in order;
 	// the receipt's own fields are the last attempt's.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Resources bound the job where it runs; zero fields are the
+	// backend's (and the tenant's) defaults.
+	Resources
+}
+
+// Resources are the bounds of one job: its CPUs, memory and processes,
+// and whether it has a network.
+type Resources struct {
+	// CPUs is the CPU quota, in CPUs (1.5: one and a half).
+	CPUs float64 `json:"cpus,omitempty"`
+	// Memory is the memory limit in bytes; a job past it ends as oom.
+	Memory int64 `json:"memory,omitempty"`
+	// Pids bounds the processes (and threads) the job may have at once.
+	Pids int64 `json:"pids,omitempty"`
+	// Network is NetworkNone or NetworkDefault; empty is the backend's.
+	Network string `json:"network,omitempty"`
+}
+
+// Network choices of a job.
+const (
+	NetworkNone    = "none"
+	NetworkDefault = "default"
+)
+
+// Bounds of Resources' numbers: past them a value is a typo.
+const (
+	MaxCPUs   = 1024
+	MinMemory = 6 << 20 // the smallest limit Docker accepts
+	MaxPids   = 1 << 22
+)
+
+// IsZero reports whether r asks for nothing.
+func (r Resources) IsZero() bool { return r == Resources{} }
+
+// Validate says what is wrong with r, if anything.
+func (r Resources) Validate() error {
+	switch {
+	case r.CPUs < 0 || r.CPUs > MaxCPUs || r.CPUs != r.CPUs:
+		return fmt.Errorf("cpus %g: want a number of CPUs from 0 to %d", r.CPUs, MaxCPUs)
+	case r.Memory < 0 || r.Memory > 0 && r.Memory < MinMemory:
+		return fmt.Errorf("memory %d bytes: want at least %s", r.Memory, FormatBytes(MinMemory))
+	case r.Pids < 0 || r.Pids > MaxPids:
+		return fmt.Errorf("pids %d: want 0 to %d", r.Pids, MaxPids)
+	case r.Network != "" && r.Network != NetworkNone && r.Network != NetworkDefault:
+		return fmt.Errorf("network %q: want none or default", clip(r.Network))
+	}
+	return nil
+}
+
+// ParseBytes reads a size as people write it: a number of bytes, or one
+// with a unit, k/m/g/t (powers of 1024, as docker and kubectl's Ki/Mi/Gi
+// read them), optionally followed by i and b: 512m, 1.5GiB, 2g.
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "b"), "i")
+	mult := float64(1)
+	if n := len(t); n > 0 {
+		if i := strings.IndexByte("kmgt", t[n-1]); i >= 0 {
+			mult = float64(int64(1) << (10 * (i + 1)))
+			t = t[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || f < 0 || f*mult >= 1<<62 || f != f {
+		return 0, fmt.Errorf("size %q: want bytes, or a number with k, m, g or t (512m, 1.5g)", clip(s))
+	}
+	return int64(f * mult), nil
+}
+
+// FormatBytes writes n in the largest unit that keeps it whole, as
+// ParseBytes reads it back: 512MiB, 1GiB, 1536B.
+func FormatBytes(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
 }
 
 // Attempt is how one attempt of a retried job ended.
@@ -134,6 +215,9 @@ func (c *Control) Validate() error {
 	case len(c.Attempts) > 0:
 		return errors.New("attempts are recorded, not asked for")
 	}
+	if err := c.Resources.Validate(); err != nil {
+		return err
+	}
 	for _, id := range append(slices.Clip(c.After), c.AfterOK...) {
 		if !IsPrefix(id) {
 			return fmt.Errorf("after: %q is not a process id (proc_ and at least 4 hex digits)", clip(id))
@@ -167,13 +251,19 @@ func (c *Control) SetRetryDelay(d time.Duration) {
 	}
 }
 
+// Queues reports whether c asks something of the queue (dependencies, a
+// priority, retries): what only a job in the background can have.
+func (c *Control) Queues() bool {
+	return c.Waits() || c.Priority != 0 || c.Retries != 0 || c.RetryDelayMS != 0
+}
+
 // Waits reports whether c names jobs to wait for.
 func (c *Control) Waits() bool { return len(c.After) > 0 || len(c.AfterOK) > 0 }
 
 // IsZero reports whether c asks for nothing and records nothing.
 func (c *Control) IsZero() bool {
 	return len(c.After) == 0 && len(c.AfterOK) == 0 && c.Priority == 0 && c.Retries == 0 &&
-		c.RetryDelayMS == 0 && len(c.Attempts) == 0
+		c.RetryDelayMS == 0 && len(c.Attempts) == 0 && c.Resources.IsZero()
 }
 
 // appendFields appends c's fields as they follow the others of a record

@@ -38,7 +38,9 @@ const (
 	StatusLost          = "lost"
 	// StatusSkipped is a job that waited for others with after_ok and
 	// never ran, because one of them did not exit 0.
-	StatusSkipped  = "skipped"
+	StatusSkipped = "skipped"
+	// StatusOOM is a job killed for going past its memory limit.
+	StatusOOM      = "oom"
 	StatusNotFound = "not_found"
 )
 

@@ -34,7 +34,11 @@ func TestReceiptAppendJSON(t *testing.T) {
 	far.FinishedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	early := *full
 	early.StartedAt = time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)
-	for name, r := range map[string]*Receipt{"zero": {}, "full": full, "year 10000": &far, "year -5": &early} {
+	controlled := *full
+	controlled.Control = Control{After: []string{"proc_aaaaaaaaaaaa"}, AfterOK: []string{"proc_bbbbbbbbbbbb"}, Priority: -10,
+		Retries: 3, RetryDelayMS: 1500, Attempts: []Attempt{{Status: StatusExited, ExitCode: 2, StartedAt: full.StartedAt, FinishedAt: full.StartedAt, Error: "<x> & y"}},
+		Resources: Resources{CPUs: 0.5, Memory: 64 << 20, Pids: 12, Network: NetworkNone}}
+	for name, r := range map[string]*Receipt{"zero": {}, "full": full, "year 10000": &far, "year -5": &early, "job control": &controlled} {
 		t.Run(name, func(t *testing.T) { checkAppendJSON(t, r) })
 	}
 }
