@@ -883,3 +883,39 @@ func TestDockerResources(t *testing.T) {
 		t.Fatalf("wait of an oom job exits %d, want 137", res.code)
 	}
 }
+
+// TestDockerRetries (issue 39): a failing container job runs again under
+// its id, each attempt in a container of its own, and ends once.
+func TestDockerRetries(t *testing.T) {
+	t.Parallel()
+	p, image := newDockerProfile(t)
+	sr := p.background(nil, "echo try; exit 3", "--backend", "docker", "--image", image, "--retries", "2", "--retry-delay", "100ms")
+	rec := p.ended(sr.SessionID)
+	if rec.Status != "exited" || rec.ExitCode == nil || *rec.ExitCode != 3 || rec.Output != "try\n" || len(rec.Attempts) != 2 {
+		t.Fatalf("receipt = %+v", rec)
+	}
+	for _, a := range rec.Attempts {
+		if a.Status != "exited" || a.ExitCode != 3 {
+			t.Fatalf("attempt %+v", a)
+		}
+	}
+	waitContainersGone(t, 30*time.Second, labelID+"="+sr.SessionID)
+}
+
+// TestAfterAcrossBackends (issue 39): a local job waits for a container
+// job, and a container job for a local one.
+func TestAfterAcrossBackends(t *testing.T) {
+	t.Parallel()
+	p, image := newDockerProfile(t)
+	box := p.background(nil, "sleep 1; echo box", "--backend", "docker", "--image", image)
+	local := p.start("echo local", "--after-ok", box.SessionID)
+	if local.Status != "queued" {
+		t.Fatalf("local after a container job = %+v", local)
+	}
+	back := jsonOf[jobControl](t, p.ok("--json", "run", "-b", "--backend", "docker", "--image", image, "--after", local.SessionID, "--", "echo back"))
+	for id, out := range map[string]string{local.SessionID: "local\n", back.SessionID: "back\n"} {
+		if rec := p.ended(id); rec.Status != "exited" || rec.Output != out {
+			t.Fatalf("%s = %+v", id, rec)
+		}
+	}
+}
