@@ -18,6 +18,8 @@ import (
 
 // Names shared by both ends.
 const (
+	// ContentTypeTar is the body of PUT and GET /v1/processes/{id}/files.
+	ContentTypeTar = "application/x-tar"
 	// HeaderSession carries the caller's agent session id (the contract's
 	// HERMES_SESSION_ID); it scopes every lookup and owns started processes.
 	HeaderSession = "X-Hermes-Session"

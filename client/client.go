@@ -156,18 +156,18 @@ func (e *Error) Is(target error) bool {
 
 // request performs one call and returns the response of any status.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body []byte, contentType string) (*http.Response, error) {
-	return c.requestWith(ctx, method, path, q, body, contentType, nil)
-}
-
-// requestWith is request with extra headers.
-func (c *Client) requestWith(ctx context.Context, method, path string, q url.Values, body []byte, contentType string, header http.Header) (*http.Response, error) {
-	u := *c.base
-	u.Path += path
-	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	return c.requestWith(ctx, method, path, q, rd, contentType, nil)
+}
+
+// requestWith is request with a streamed body and extra headers.
+func (c *Client) requestWith(ctx context.Context, method, path string, q url.Values, rd io.Reader, contentType string, header http.Header) (*http.Response, error) {
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return nil, err
@@ -480,6 +480,39 @@ func (c *Client) Write(ctx context.Context, id string, data []byte) error {
 		data = data[n:]
 	}
 	return nil
+}
+
+// CopyIn implements runner.Service: the tar stream goes as the body of
+// PUT /v1/processes/{id}/files.
+func (c *Client) CopyIn(ctx context.Context, id, dir string, tar io.Reader, max int64) error {
+	q := url.Values{"dir": {dir}}
+	if max > 0 {
+		q.Set("max", strconv.FormatInt(max, 10))
+	}
+	resp, err := c.requestWith(ctx, http.MethodPut, procPath(id, "/files"), q, tar, api.ContentTypeTar, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return c.decode(resp, nil)
+}
+
+// CopyOut implements runner.Service: GET /v1/processes/{id}/files answers
+// the tar stream.
+func (c *Client) CopyOut(ctx context.Context, id, p string, max int64) (io.ReadCloser, error) {
+	q := url.Values{"path": {p}}
+	if max > 0 {
+		q.Set("max", strconv.FormatInt(max, 10))
+	}
+	resp, err := c.requestWith(ctx, http.MethodGet, procPath(id, "/files"), q, nil, "", http.Header{"Accept": {api.ContentTypeTar}})
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, c.decode(resp, nil)
+	}
+	return resp.Body, nil
 }
 
 // CloseStdin implements runner.Service.

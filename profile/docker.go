@@ -73,6 +73,9 @@ type watched struct {
 	e *Profile
 }
 
+// Unwrap implements runner.Wrapper.
+func (w watched) Unwrap() runner.Backend { return w.Backend }
+
 func (w watched) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
 	h, err := w.Backend.Start(ctx, spec)
 	if err != nil {

@@ -34,6 +34,9 @@ type marked struct {
 	now func() time.Time
 }
 
+// Unwrap implements runner.Wrapper.
+func (m marked) Unwrap() runner.Backend { return m.Backend }
+
 func newMarked(b runner.Backend, dir string) marked {
 	return marked{Backend: b, dir: dir, now: time.Now}
 }

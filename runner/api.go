@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"io"
 	"strings"
 	"time"
 
@@ -44,6 +45,11 @@ type Service interface {
 	Write(ctx context.Context, id string, data []byte) error
 	// CloseStdin closes the process's stdin.
 	CloseStdin(ctx context.Context, id string) error
+	// CopyIn unpacks a tar stream into dir of a running container or pod
+	// job; CopyOut packs p of one as a tar stream. Each moves at most max
+	// bytes (0: DefaultCopyMax); a local job is ErrInvalid (ErrNoFiles).
+	CopyIn(ctx context.Context, id, dir string, tar io.Reader, max int64) error
+	CopyOut(ctx context.Context, id, p string, max int64) (io.ReadCloser, error)
 	// Receipt returns the receipt of a finished process.
 	Receipt(ctx context.Context, id string) (*receipts.Receipt, error)
 	// Remove deletes a finished process's receipt and logs now (force

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -67,6 +68,10 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 		writeError(w, http.StatusConflict, api.CodeQueued, err.Error())
 	case errors.Is(err, runner.ErrRunning):
 		writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
+	case errors.Is(err, runner.ErrInvalid):
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+	case errors.Is(err, tarcopy.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "timed out: "+err.Error())
 	case storeUnreachable(err):
@@ -672,4 +677,65 @@ func storeUnreachable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// copyMax is the cap a copy asked for (?max=), at most the runner's.
+func copyMax(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("max")
+	if v == "" {
+		return runner.DefaultCopyMax, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("max %q: want a positive number of bytes", runner.Clip(v))
+	}
+	return min(n, runner.DefaultCopyMax), nil
+}
+
+// putFiles unpacks the request's tar body into ?dir= of a running
+// container or pod job.
+func (s *Server) putFiles(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	max, err := copyMax(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	if err := t.Registry.CopyIn(r.Context(), id, r.URL.Query().Get("dir"), r.Body, max); err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getFiles answers ?path= of a running container or pod job as a tar
+// stream. A stream cut short (the cap, the job ending) ends without the
+// tar's closing blocks, which every reader takes for an error.
+func (s *Server) getFiles(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	max, err := copyMax(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
+		return
+	}
+	rc, err := t.Registry.CopyOut(r.Context(), id, r.URL.Query().Get("path"), max)
+	if err != nil {
+		s.lookupFailed(w, r, id, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", api.ContentTypeTar)
+	w.Header().Set("Cache-Control", "no-store")
+	if _, err := io.Copy(w, rc); err != nil {
+		s.log.Warn("copy out cut short", "id", id, "err", err)
+		// Abort the response so that the client sees a broken stream,
+		// not a tar that merely ends early.
+		panic(http.ErrAbortHandler)
+	}
 }

@@ -43,6 +43,8 @@ func (s *Server) routes() *router {
 		return t.Registry.Kill(ctx, id)
 	})))
 	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.job(handlerBudget, s.stdin))
+	mux.HandleFunc("PUT /v1/processes/{id}/files", s.job(0, s.putFiles))
+	mux.HandleFunc("GET /v1/processes/{id}/files", s.job(0, s.getFiles))
 	mux.HandleFunc("GET /v1/receipts/{id}", s.job(handlerBudget, byID(s, receipt)))
 	mux.HandleFunc("DELETE /v1/receipts/{id}", s.job(runner.KillBudget, s.removeReceipt))
 	mux.HandleFunc("POST /v1/prune", s.api(handlerBudget, s.prune))

@@ -165,3 +165,28 @@ func TestAfterAcrossReplicas(t *testing.T) {
 		t.Fatalf("dependent = %+v", r)
 	}
 }
+
+// TestFilesRefusedOverHTTP: the files routes answer a local job, an
+// unknown one, another session's and bad parameters with one-line errors.
+func TestFilesRefusedOverHTTP(t *testing.T) {
+	ts := startServer(t, serverConfig{})
+	const who = "files-agent"
+	id := ts.startJob(t, "", who, map[string]any{"command": "sleep 30"})
+	t.Cleanup(func() { ts.killJob(t, "", who, id) })
+	for _, c := range []struct {
+		call call
+		want int
+	}{
+		{call{method: "PUT", path: "/v1/processes/" + id + "/files?dir=/tmp", session: who, body: []byte("x")}, http.StatusBadRequest},
+		{call{method: "GET", path: "/v1/processes/" + id + "/files?path=/etc/hostname", session: who}, http.StatusBadRequest},
+		{call{method: "GET", path: "/v1/processes/" + id + "/files?path=relative", session: who}, http.StatusBadRequest},
+		{call{method: "GET", path: "/v1/processes/" + id + "/files?path=/x&max=-1", session: who}, http.StatusBadRequest},
+		{call{method: "GET", path: "/v1/processes/" + id + "/files?path=/etc/hostname", session: "stranger"}, http.StatusNotFound},
+		{call{method: "GET", path: "/v1/processes/proc_0123456789ab/files?path=/x", session: who}, http.StatusNotFound},
+	} {
+		a := ts.do(t, c.call)
+		if a.status != c.want || strings.Count(strings.TrimSpace(string(a.body)), "\n") != 0 {
+			t.Errorf("%s %s: %d %s, want %d", c.call.method, c.call.path, a.status, a.body, c.want)
+		}
+	}
+}

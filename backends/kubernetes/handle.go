@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
@@ -363,7 +364,12 @@ func (h *Handle) openStdin() error {
 // attachExecutor opens pods/attach for stdin only: over WebSocket, or
 // SPDY on servers that do not upgrade to it.
 func (b *Backend) attachExecutor(pod string) (remotecommand.Executor, error) {
-	req := b.pods().Attach(pod, &corev1.PodAttachOptions{Container: container, Stdin: true})
+	return b.executor(b.pods().Attach(pod, &corev1.PodAttachOptions{Container: container, Stdin: true}))
+}
+
+// executor dials req (pods/attach, pods/exec) over WebSocket, or SPDY on
+// servers that do not upgrade to it.
+func (b *Backend) executor(req *rest.Request) (remotecommand.Executor, error) {
 	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, "POST", req.URL())
 	if err != nil {
 		return nil, err

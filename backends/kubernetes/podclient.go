@@ -111,3 +111,9 @@ func (c *podClient) Attach(name string, opts *corev1.PodAttachOptions) *rest.Req
 	return c.rc.Post().Namespace(c.ns).Resource("pods").Name(name).SubResource("attach").
 		VersionedParams(opts, c.params)
 }
+
+// Exec is the request for pods/exec with opts; remotecommand dials it.
+func (c *podClient) Exec(name string, opts *corev1.PodExecOptions) *rest.Request {
+	return c.rc.Post().Namespace(c.ns).Resource("pods").Name(name).SubResource("exec").
+		VersionedParams(opts, c.params)
+}

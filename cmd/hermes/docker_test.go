@@ -919,3 +919,74 @@ func TestAfterAcrossBackends(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerCp (issue 39): files go into a running container job and come
+// out, a directory with a link kept as a link, on a profile and through a
+// runner; over the cap is an error; a local job has nothing to copy.
+func TestDockerCp(t *testing.T) {
+	t.Parallel()
+	p, image := newDockerProfile(t)
+	src := filepath.Join(t.TempDir(), "proj")
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "sub", "data.txt"), []byte("payload\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	sr := p.background(nil, "mkdir -p /work; sleep 120", "--backend", "docker", "--image", image)
+	deadline := time.Now().Add(20 * time.Second)
+	for p.hermes("cp", src, sr.SessionID+":/work").code != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("cp in: %s", p.hermes("cp", src, sr.SessionID+":/work"))
+		}
+		time.Sleep(200 * time.Millisecond) // until mkdir ran
+	}
+	out := t.TempDir()
+	res := jsonOf[cpResult](t, p.ok("--json", "cp", sr.SessionID[:10]+":/work/proj", out))
+	if res.Bytes != int64(len("payload\n")) {
+		t.Fatalf("cp out = %+v", res)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "proj", "sub", "data.txt")); err != nil || string(b) != "payload\n" {
+		t.Fatalf("copied back: %q, %v", b, err)
+	}
+	if l, err := os.Readlink(filepath.Join(out, "proj", "link")); err != nil || l != "/etc/hostname" {
+		t.Fatalf("link: %q, %v", l, err)
+	}
+	if res := p.hermes("cp", "--max-size", "4k", sr.SessionID+":/bin", out); res.code == 0 || !strings.Contains(res.stderr, "cap") {
+		t.Fatalf("past the cap: %s", res)
+	}
+	// Through a runner of the same profile.
+	url := startRunnerServe(t, hermesBin, p.env)
+	remote := []string{"HERMES_RUNNER_URL=" + url}
+	if res := p.run(remote, "cp", src, sr.SessionID+":/tmp"); res.code != 0 {
+		t.Fatalf("cp through a runner: %s", res)
+	}
+	out2 := t.TempDir()
+	if res := p.run(remote, "cp", sr.SessionID+":/tmp/proj/sub/data.txt", out2); res.code != 0 {
+		t.Fatalf("cp out through a runner: %s", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out2, "data.txt")); string(b) != "payload\n" {
+		t.Fatalf("through a runner: %q", b)
+	}
+	// Refused in one line: a local job, another session's, bad paths.
+	local := p.background(nil, "sleep 60")
+	t.Cleanup(func() { p.hermes("kill", local.SessionID) })
+	for _, args := range [][]string{
+		{"cp", src, local.SessionID + ":/tmp"},
+		{"cp", src, sr.SessionID + ":relative"},
+		{"cp", src, out},
+		{"cp", sr.SessionID + ":/work", sr.SessionID + ":/tmp"},
+	} {
+		if res := p.hermes(args...); res.code == 0 || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
+			t.Fatalf("hermes %q:\n%s", args, res)
+		}
+	}
+	if res := p.run([]string{"HERMES_SESSION_ID=someone-else"}, "cp", src, sr.SessionID+":/tmp"); res.code == 0 {
+		t.Fatalf("another session copied into the job: %s", res)
+	}
+	p.ok("kill", sr.SessionID)
+	waitContainersGone(t, 30*time.Second, labelID+"="+sr.SessionID)
+}

@@ -61,6 +61,7 @@ type CLI struct {
 	Wait    WaitCmd    `cmd:"" help:"Wait for a process to finish; exit with its exit code."`
 	Kill    KillCmd    `cmd:"" help:"End a process and its whole process group (SIGTERM, then SIGKILL)."`
 	Write   WriteCmd   `cmd:"" help:"Write data to a running process's stdin."`
+	Cp      CpCmd      `cmd:"" help:"Copy files into or out of a running container or pod job (tar streams, size-capped)."`
 	Chat    ChatCmd    `cmd:"" help:"Talk to an agent that runs commands for you (OpenAI-compatible endpoint; terminal and process_manage tools)."`
 	Trace   TraceCmd   `cmd:"" help:"Print the trace id of a process (and a Jaeger link with --jaeger)."`
 	// Session is the session tree and the completions of notify jobs.

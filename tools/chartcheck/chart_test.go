@@ -396,7 +396,7 @@ func checkExecutor(t *testing.T, objs []Object, d *appsv1.Deployment, c *corev1.
 		t.Errorf("RoleBinding %+v does not bind the Role to the runner's service account %q", binding, pod.ServiceAccountName)
 	}
 	allowed := map[string][]string{
-		"pods": {"create", "delete", "get", "list", "patch", "watch"}, "pods/log": {"get"}, "pods/attach": {"create", "get"},
+		"pods": {"create", "delete", "get", "list", "patch", "watch"}, "pods/log": {"get"}, "pods/attach": {"create", "get"}, "pods/exec": {"create", "get"},
 	}
 	got := map[string][]string{}
 	for _, r := range role.Rules {

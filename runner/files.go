@@ -1,0 +1,106 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/hermesrun/hermes/internal/tarcopy"
+)
+
+// Files is implemented by backends whose jobs have a filesystem of their
+// own (a container, a pod): files go in and out of a running job as tar
+// streams. ref is the job's handle's Ref (its container or pod). Paths
+// are resolved inside the job's root, so no link leads out of it.
+type Files interface {
+	// PutFiles unpacks the tar stream into dir, an existing directory of
+	// the job.
+	PutFiles(ctx context.Context, ref, dir string, tar io.Reader) error
+	// GetFiles packs p, a file or directory of the job, as a tar stream
+	// whose root holds p's base name.
+	GetFiles(ctx context.Context, ref, p string) (io.ReadCloser, error)
+}
+
+// DefaultCopyMax bounds one copy in or out of a job.
+const DefaultCopyMax = 1 << 30
+
+// ErrNoFiles is returned for a copy to or from a job whose backend has no
+// filesystem apart (a local job: its files are this machine's).
+var ErrNoFiles = errors.New("has no filesystem of its own to copy to or from")
+
+// CopyIn unpacks the tar stream into dir inside the running job id, at
+// most max bytes of it (DefaultCopyMax when max is 0).
+func (r *Registry) CopyIn(ctx context.Context, id, dir string, tar io.Reader, max int64) error {
+	p, files, err := r.jobFiles(ctx, id, dir)
+	if err != nil {
+		return err
+	}
+	if max <= 0 {
+		max = DefaultCopyMax
+	}
+	if err := files.PutFiles(ctx, p.ref, dir, tarcopy.Capped(tar, max)); err != nil {
+		return fmt.Errorf("copy to %s:%s: %w", p.spec.ID, dir, err)
+	}
+	return nil
+}
+
+// CopyOut returns path of the running job id as a tar stream, cut with
+// tarcopy.ErrTooLarge past max bytes (DefaultCopyMax when max is 0).
+func (r *Registry) CopyOut(ctx context.Context, id, p string, max int64) (io.ReadCloser, error) {
+	proc, files, err := r.jobFiles(ctx, id, p)
+	if err != nil {
+		return nil, err
+	}
+	if max <= 0 {
+		max = DefaultCopyMax
+	}
+	rc, err := files.GetFiles(ctx, proc.ref, p)
+	if err != nil {
+		return nil, fmt.Errorf("copy from %s:%s: %w", proc.spec.ID, p, err)
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{tarcopy.Capped(rc, max), rc}, nil
+}
+
+// jobFiles finds the running job id the caller may see, and its backend's
+// Files.
+func (r *Registry) jobFiles(ctx context.Context, id, p string) (*Process, Files, error) {
+	if !path.IsAbs(p) {
+		return nil, nil, fmt.Errorf("%w: path %q inside the job must be absolute", ErrInvalid, Clip(p))
+	}
+	proc, err := r.liveProc(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, ok := filesOf(r.backends[proc.backend])
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %s is a %s job, which %s", ErrInvalid, proc.spec.ID, proc.backend, ErrNoFiles)
+	}
+	return proc, files, nil
+}
+
+// Wrapper is implemented by a backend that wraps another to add to it
+// (marks, watchers): what it does not add, such as Files, is the wrapped
+// one's.
+type Wrapper interface {
+	Unwrap() Backend
+}
+
+// filesOf is b's Files, or that of the backend it wraps.
+func filesOf(b Backend) (Files, bool) {
+	for b != nil {
+		if f, ok := b.(Files); ok {
+			return f, true
+		}
+		w, ok := b.(Wrapper)
+		if !ok {
+			break
+		}
+		b = w.Unwrap()
+	}
+	return nil, false
+}
