@@ -260,6 +260,12 @@ func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
 		if e.Attempting || now.Before(e.NotBefore) {
 			continue
 		}
+		if !e.ClaimedAt.IsZero() {
+			if now.Sub(e.ClaimedAt) > slotGrace {
+				r.abandoned(ctx, e)
+			}
+			continue
+		}
 		_, q, err := entryInfo(e)
 		if err != nil {
 			if ok, _ := a.Ledger.Unhold(ctx, e.ID); ok {
@@ -285,7 +291,9 @@ func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
 		if waiting {
 			continue
 		}
-		if ok, err := a.Ledger.Unhold(ctx, e.ID); err != nil || !ok {
+		// Claimed, not removed: until it is started, queued or recorded,
+		// lookups still find it.
+		if ok, err := a.Ledger.ClaimHeld(ctx, e.ID, now); err != nil || !ok {
 			if err != nil {
 				return out, err
 			}
@@ -295,6 +303,7 @@ func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
 		if failed != "" {
 			req.StartedAt = q.QueuedAt
 			r.skip(octx, req, q.Backend, failed)
+			r.letGo(ctx, e.ID)
 			continue
 		}
 		req.StartedAt = time.Now()
@@ -302,11 +311,47 @@ func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
 		if err != nil {
 			r.log.Warn("held job did not start", "id", q.ID, "err", err)
 		}
+		if info == nil || info.Status != receipts.StatusQueued || info.QueuePosition > 0 {
+			// Started, queued, or recorded: no longer held. (Held again,
+			// for a retry's delay or a refusal, it stays.)
+			r.letGo(ctx, e.ID)
+		}
 		if info != nil && info.Status != receipts.StatusQueued {
 			out = append(out, Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)})
 		}
 	}
 	return out, nil
+}
+
+// letGo drops the held entry of id, a job a dispatcher moved on, unless
+// it now holds the job's request for a retry (keepForRetry replaced the
+// entry, and the claim with it).
+func (r *Registry) letGo(ctx context.Context, id string) {
+	a := r.opts.Admission
+	e, err := a.Ledger.HeldEntry(ctx, id)
+	if err != nil || e == nil || e.ClaimedAt.IsZero() {
+		return
+	}
+	if _, err := a.Ledger.Unhold(ctx, id); err != nil {
+		r.log.Warn("held job not let go", "id", id, "err", err)
+	}
+}
+
+// abandoned deals with a held entry whose dispatcher claimed it and went
+// away before moving it on: if the job started or ended all the same, the
+// entry goes; otherwise the job is recorded lost, as a queued job whose
+// dispatcher died is.
+func (r *Registry) abandoned(ctx context.Context, e *admission.Entry) {
+	f, err := r.lookupID(ctx, e.ID, receipts.Scope{Owners: []string{e.Owner}}, forRead)
+	switch {
+	case err == nil && (f.queued == nil || !f.queued.Held):
+		// Started, recorded, or in the queue proper.
+		_, _ = r.opts.Admission.Ledger.Unhold(ctx, e.ID)
+	case err == nil || errors.Is(err, ErrNotFound):
+		if ok, _ := r.opts.Admission.Ledger.Unhold(ctx, e.ID); ok {
+			r.neverStarted(ctx, e)
+		}
+	}
 }
 
 // admitted starts req, a job let go from the hold, under the limits: now,

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"slices"
@@ -41,9 +42,34 @@ func TestAfter(t *testing.T) {
 				if n := countStatus(list, receipts.StatusQueued); n != 2 {
 					t.Fatalf("list has %d queued, want the 2 held", n)
 				}
+				// Looked at all along, it is never missing: not while it
+				// waits, nor while it leaves the hold for its start.
+				stop := make(chan struct{})
+				missing := make(chan string, 1)
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if p, err := r.Poll(ctx, b.ID); err != nil || p.Status == receipts.StatusNotFound {
+							select {
+							case missing <- fmt.Sprint(p, err):
+							default:
+							}
+						}
+					}
+				}()
 				res, err := r.Wait(ctx, b.ID)
+				close(stop)
 				if err != nil || res.Status != receipts.StatusExited || res.Output != "b\n" {
 					t.Fatalf("wait b = %+v, %v", res, err)
+				}
+				select {
+				case m := <-missing:
+					t.Fatalf("the held job went missing: %s", m)
+				default:
 				}
 				if got := readFile(t, filepath.Join(dir, "order")); got != "a\nb\n" {
 					t.Fatalf("order of runs %q; b must start after a ended", got)

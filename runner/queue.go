@@ -377,7 +377,7 @@ func (r *Registry) listQueued(ctx context.Context, match func(Meta) bool, seen m
 func (r *Registry) waitQueued(ctx context.Context, e *admission.Entry) error {
 	a := r.opts.Admission
 	for pos := e.Position; ; {
-		if pos == 0 && (!e.Held || e.Attempting) {
+		if pos == 0 && (!e.Held || e.Moving()) {
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("wait %s: %w", e.ID, ctx.Err())
@@ -395,7 +395,7 @@ func (r *Registry) waitQueued(ctx context.Context, e *admission.Entry) error {
 		if err != nil {
 			return err
 		}
-		if cur == nil || cur.Position == 0 && (!cur.Held || cur.Attempting) {
+		if cur == nil || cur.Position == 0 && (!cur.Held || cur.Moving()) {
 			return nil
 		}
 		pos, e = cur.Position, cur
@@ -408,8 +408,8 @@ const startingPoll = 20 * time.Millisecond
 // cancelQueued ends a queued job before it started: its receipt says
 // killed, with no output, and its completion is queued as for any end.
 func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*Info, bool, error) {
-	if e.Attempting {
-		return nil, false, nil // it runs: the caller finds it where
+	if e.Moving() {
+		return nil, false, nil // it starts, or runs: the caller finds it there
 	}
 	cancel := r.opts.Admission.Ledger.Cancel
 	if e.Held {

@@ -134,6 +134,10 @@ type Entry struct {
 	Priority int `json:"priority,omitempty"`
 	// NotBefore keeps a held entry back until then (a retry's delay).
 	NotBefore time.Time `json:"not_before,omitzero"`
+	// ClaimedAt is when a dispatcher claimed a held entry (ClaimHeld) to
+	// move it on: it stays, so that lookups find the job, until that
+	// dispatcher has started, queued or recorded it.
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 	// Attempting marks the held request of a job whose attempt runs now:
 	// kept for its next attempt, should this one fail, and let go of when
 	// the job ends for good. Dispatchers leave it alone.
@@ -223,10 +227,20 @@ type Ledger interface {
 	// only when id is neither queued nor holding a slot.
 	HeldEntry(ctx context.Context, id string) (*Entry, error)
 	// Unhold removes id from the held entries and reports whether it was
-	// there: of several dispatchers, the one it returns true to moves the
-	// job on.
+	// there.
 	Unhold(ctx context.Context, id string) (bool, error)
+	// ClaimHeld marks the held entry id claimed at now, if it is there and
+	// no one claimed it: of several dispatchers, the one it returns true
+	// to moves the job on, and lets go of the entry (Unhold) once the job
+	// is started, queued or recorded. Holding the entry again clears the
+	// claim.
+	ClaimHeld(ctx context.Context, id string, now time.Time) (bool, error)
 }
+
+// Moving reports whether e, a held entry, is on its way: the request of a
+// running attempt, or claimed by a dispatcher. A lookup that finds it
+// looks again for the job, which is about to be elsewhere.
+func (e *Entry) Moving() bool { return e.Held && (e.Attempting || !e.ClaimedAt.IsZero()) }
 
 // queueOrder is the queue's order, smaller first: receipts.QueueKey, the
 // admission time less the priority's credit.

@@ -363,3 +363,18 @@ func (l *FileLedger) Unhold(ctx context.Context, id string) (bool, error) {
 	})
 	return was, err
 }
+
+// ClaimHeld implements Ledger.
+func (l *FileLedger) ClaimHeld(ctx context.Context, id string, now time.Time) (bool, error) {
+	var ok bool
+	err := l.update(ctx, func(st *fileState) (bool, error) {
+		e, held := st.Held[id]
+		if !held || !e.ClaimedAt.IsZero() {
+			return false, nil
+		}
+		e.ClaimedAt, ok = now, true
+		st.Held[id] = e
+		return true, nil
+	})
+	return ok, err
+}

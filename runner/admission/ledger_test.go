@@ -258,6 +258,26 @@ func TestLedger(t *testing.T) {
 				if e, _ := other.HeldEntry(ctx, "proc_000000000009"); e != nil {
 					t.Fatalf("held entry of nothing = %+v", e)
 				}
+				// One dispatcher claims it; the claim shows, and holding it
+				// again clears it.
+				if ok, err := l.ClaimHeld(ctx, "proc_000000000001", time.Now()); !ok || err != nil {
+					t.Fatalf("claim = %v, %v", ok, err)
+				}
+				if ok, _ := other.ClaimHeld(ctx, "proc_000000000001", time.Now()); ok {
+					t.Fatal("claimed twice")
+				}
+				if ok, _ := other.ClaimHeld(ctx, "proc_000000000077", time.Now()); ok {
+					t.Fatal("claimed what is not held")
+				}
+				if e, _ := other.Lookup(ctx, "proc_000000000001"); e == nil || e.ClaimedAt.IsZero() || !e.Moving() {
+					t.Fatalf("lookup of a claimed entry = %+v", e)
+				}
+				if err := other.Hold(ctx, entry("proc_000000000001"), lim); err != nil {
+					t.Fatal(err)
+				}
+				if e, _ := l.HeldEntry(ctx, "proc_000000000001"); e == nil || !e.ClaimedAt.IsZero() {
+					t.Fatalf("held again = %+v, want the claim cleared", e)
+				}
 				if ok, err := l.Unhold(ctx, "proc_000000000001"); !ok || err != nil {
 					t.Fatalf("unhold = %v, %v", ok, err)
 				}

@@ -26,6 +26,7 @@ import (
 //	P adm:e       hash  id → entry JSON (with the start request of a queued job)
 //	P adm:bucket  hash  the rate bucket: tokens, at (ms); expires when full
 //	P adm:held    hash  id → entry JSON of a held job (Hold)
+//	P adm:claim   hash  id → when a dispatcher claimed the held job (ms)
 //
 // The order is receipts.QueueKey: the admission time (ms) less the
 // priority's credit; the sequence keeps jobs of one order first come,
@@ -34,8 +35,8 @@ import (
 // Time is Redis's own (TIME), so replicas with skewed clocks share one
 // bucket fairly.
 type RedisLedger struct {
-	rdb                                 redis.UniversalClient
-	run, queue, seq, ents, bucket, held string
+	rdb                                        redis.UniversalClient
+	run, queue, seq, ents, bucket, held, claim string
 }
 
 // NewRedisLedger returns the ledger under prefix (the profile's receipt
@@ -43,11 +44,12 @@ type RedisLedger struct {
 func NewRedisLedger(rdb redis.UniversalClient, prefix string) *RedisLedger {
 	return &RedisLedger{rdb: rdb,
 		run: prefix + "adm:run", queue: prefix + "adm:q", seq: prefix + "adm:seq",
-		ents: prefix + "adm:e", bucket: prefix + "adm:bucket", held: prefix + "adm:held"}
+		ents: prefix + "adm:e", bucket: prefix + "adm:bucket", held: prefix + "adm:held",
+		claim: prefix + "adm:claim"}
 }
 
 func (l *RedisLedger) keys() []string {
-	return []string{l.run, l.queue, l.seq, l.ents, l.bucket, l.held}
+	return []string{l.run, l.queue, l.seq, l.ents, l.bucket, l.held, l.claim}
 }
 
 // nowMs is the server's clock in ms, inside a script.
@@ -97,7 +99,18 @@ var holdScript = redis.NewScript(`
 local qmax = tonumber(ARGV[3])
 if qmax > 0 and redis.call('HEXISTS', KEYS[6], ARGV[1]) == 0 and redis.call('HLEN', KEYS[6]) >= qmax then return 0 end
 redis.call('HSET', KEYS[6], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[7], ARGV[1])
 return 1
+`)
+
+var claimScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[6], ARGV[1]) == 0 then return 0 end
+return redis.call('HSETNX', KEYS[7], ARGV[1], ARGV[2])
+`)
+
+var unholdScript = redis.NewScript(`
+redis.call('HDEL', KEYS[7], ARGV[1])
+return redis.call('HDEL', KEYS[6], ARGV[1])
 `)
 
 var cancelScript = redis.NewScript(`
@@ -216,6 +229,7 @@ func (l *RedisLedger) Lookup(ctx context.Context, id string) (*Entry, error) {
 	rank := pipe.ZRank(ctx, l.queue, id)
 	raw := pipe.HGet(ctx, l.ents, id)
 	held := pipe.HGet(ctx, l.held, id)
+	claim := pipe.HGet(ctx, l.claim, id)
 	_, _ = pipe.Exec(ctx)
 	s, err := raw.Result()
 	if errors.Is(err, redis.Nil) {
@@ -228,7 +242,7 @@ func (l *RedisLedger) Lookup(ctx context.Context, id string) (*Entry, error) {
 		}
 		e := Entry{ID: id}
 		_ = json.Unmarshal([]byte(h), &e)
-		e.ID, e.Held = id, true
+		e.ID, e.Held, e.ClaimedAt = id, true, claimedAt(claim.Val())
 		return &e, nil
 	}
 	if err != nil {
@@ -291,18 +305,37 @@ func (l *RedisLedger) Hold(ctx context.Context, e Entry, lim Limits) error {
 
 // Held implements Ledger.
 func (l *RedisLedger) Held(ctx context.Context) ([]Entry, error) {
-	raws, err := l.rdb.HGetAll(ctx, l.held).Result()
-	if err != nil {
+	pipe := l.rdb.Pipeline()
+	all := pipe.HGetAll(ctx, l.held)
+	claims := pipe.HGetAll(ctx, l.claim)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("admission: %w", err)
 	}
-	held := make(map[string]Entry, len(raws))
-	for id, s := range raws {
+	held := make(map[string]Entry, len(all.Val()))
+	for id, s := range all.Val() {
 		e := Entry{ID: id}
 		_ = json.Unmarshal([]byte(s), &e) // a damaged entry still waits, and ends lost
-		e.ID = id
+		e.ID, e.ClaimedAt = id, claimedAt(claims.Val()[id])
 		held[id] = e
 	}
 	return sortedHeld(held), nil
+}
+
+// claimedAt reads a claim's time (ms); zero for none.
+func claimedAt(v string) time.Time {
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return time.UnixMilli(ms)
+	}
+	return time.Time{}
+}
+
+// ClaimHeld implements Ledger.
+func (l *RedisLedger) ClaimHeld(ctx context.Context, id string, now time.Time) (bool, error) {
+	n, err := claimScript.Run(ctx, l.rdb, l.keys(), id, now.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("admission: claim %s: %w", id, err)
+	}
+	return n == 1, nil
 }
 
 // HeldEntry implements Ledger.
@@ -317,12 +350,15 @@ func (l *RedisLedger) HeldEntry(ctx context.Context, id string) (*Entry, error) 
 	e := Entry{ID: id}
 	_ = json.Unmarshal([]byte(s), &e)
 	e.ID, e.Held = id, true
+	if c, err := l.rdb.HGet(ctx, l.claim, id).Result(); err == nil {
+		e.ClaimedAt = claimedAt(c)
+	}
 	return &e, nil
 }
 
 // Unhold implements Ledger.
 func (l *RedisLedger) Unhold(ctx context.Context, id string) (bool, error) {
-	n, err := l.rdb.HDel(ctx, l.held, id).Result()
+	n, err := unholdScript.Run(ctx, l.rdb, l.keys(), id).Int()
 	if err != nil {
 		return false, fmt.Errorf("admission: unhold %s: %w", id, err)
 	}
