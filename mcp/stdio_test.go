@@ -293,8 +293,22 @@ func TestCallBudget(t *testing.T) {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	go func() { _ = conn.Run(context.Background(), &StdioTransport{Reader: inR, Writer: outW}) }()
-	t.Cleanup(func() { inW.Close(); outW.Close() })
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_ = conn.Run(context.Background(), &StdioTransport{Reader: inR, Writer: outW})
+	}()
+	// The connection ends its MCP session in the store as it closes: it
+	// must be done before the test's directories go.
+	t.Cleanup(func() {
+		inW.Close()
+		outW.Close()
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			t.Error("the connection did not end")
+		}
+	})
 	c := &rawClient{t: t, in: inW, out: make(chan map[string]any, 64)}
 	go func() {
 		sc := bufio.NewScanner(outR)

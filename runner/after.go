@@ -21,8 +21,9 @@ import (
 // end) looks at the held jobs on each pass: those whose dependencies all
 // ended are admitted as a fresh start (they may queue), or, with after_ok
 // and a dependency that did not exit 0, end skipped without running. The
-// ledger's Unhold is the claim: of several dispatchers, one moves the job
-// on.
+// ledger's ClaimHeld picks, of several dispatchers, the one that moves the
+// job on; the entry stays, found by lookups, until the job is started,
+// queued or recorded.
 
 // dependency is what a job waits for, as a lookup found it.
 type dependency struct {
@@ -124,12 +125,12 @@ func (r *Registry) startAfter(ctx context.Context, req *StartRequest, backend st
 	if err != nil {
 		return nil, err
 	}
-	any, err := resolve(req.After, false)
+	plain, err := resolve(req.After, false)
 	if err != nil {
 		return nil, err
 	}
 	// Whole ids, each once; one named in both must succeed.
-	deps := slices.Concat(ok, any)
+	deps := slices.Concat(ok, plain)
 	req.After, req.AfterOK = nil, nil
 	seen := map[string]bool{}
 	for _, d := range deps {

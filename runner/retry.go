@@ -88,7 +88,7 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) boo
 	}
 	delay := q.RetryDelay(len(q.Attempts), rand.Float64())
 	// Still Attempting: no dispatcher starts the next attempt, under the
-	// same id, before this one's files are gone (settleRetry).
+	// same id, before this one's files are gone (SettleRetry).
 	e.Payload, e.NotBefore = payload, time.Now().Add(delay)
 	if err := a.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
 		r.log.Warn("retry not scheduled", "id", rec.ID, "err", err)

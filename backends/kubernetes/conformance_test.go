@@ -65,8 +65,10 @@ func TestConformance(t *testing.T) {
 		Cwd:   "/",
 		// The kubelet gives a deleted pod at least 2s before SIGKILL, and
 		// reports the end when its status sync comes round: 2.6s after the
-		// delete on an idle node, 6s under the whole test suite.
+		// delete on an idle node, 6s and once 10.7s under the whole test
+		// suite on two cores. Pod deletion's default grace is 30s, so a
+		// kill that ignored its grace still fails the check.
 		MinGrace:   2 * time.Second,
-		EndLatency: 5 * time.Second,
+		EndLatency: 8 * time.Second,
 	})
 }

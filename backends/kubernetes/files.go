@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/hermesrun/hermes/runner"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/remotecommand"
 )
@@ -37,14 +38,29 @@ func (b *Backend) GetFiles(ctx context.Context, ref, p string) (io.ReadCloser, e
 	return pr, nil
 }
 
-// exec runs argv in the job's container of pod with the given streams.
-func (b *Backend) exec(ctx context.Context, pod string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// exec runs argv in the job's container of the pod ref names (the
+// handle's namespace/name) with the given streams.
+func (b *Backend) exec(ctx context.Context, ref string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	pod, err := b.podOfRef(ref)
+	if err != nil {
+		return err
+	}
 	ex, err := b.executor(b.pods().Exec(pod, &corev1.PodExecOptions{Container: container, Command: argv,
 		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil}))
 	if err != nil {
 		return err
 	}
 	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+}
+
+// podOfRef is the pod name in ref, a handle's namespace/name; a pod of
+// another namespace is none of this backend's.
+func (b *Backend) podOfRef(ref string) (string, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns != b.namespace || name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("pod %q is not in namespace %q: %w", ref, b.namespace, runner.ErrNoProcess)
+	}
+	return name, nil
 }
 
 // tail is what a command printed on stderr, for its error.

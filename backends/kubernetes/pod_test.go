@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"syscall"
@@ -244,3 +245,28 @@ func FuzzLabelValue(f *testing.F) {
 }
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
+
+// A copy names its pod by the handle's ref, namespace/name: the
+// namespace is split off (a whole ref as the name asked the API server for
+// a pod "default" and failed), and a pod elsewhere is none of ours.
+func TestPodOfRef(t *testing.T) {
+	b := &Backend{namespace: "jobs"}
+	for _, tc := range []struct {
+		ref, want string
+		ok        bool
+	}{
+		{"jobs/hermes-proc-1", "hermes-proc-1", true},
+		{"default/hermes-proc-1", "", false},
+		{"hermes-proc-1", "", false},
+		{"jobs/", "", false},
+		{"jobs/a/b", "", false},
+	} {
+		got, err := b.podOfRef(tc.ref)
+		if tc.ok && (err != nil || got != tc.want) {
+			t.Errorf("podOfRef(%q) = %q, %v; want %q", tc.ref, got, err, tc.want)
+		}
+		if !tc.ok && !errors.Is(err, runner.ErrNoProcess) {
+			t.Errorf("podOfRef(%q) = %q, %v; want ErrNoProcess", tc.ref, got, err)
+		}
+	}
+}

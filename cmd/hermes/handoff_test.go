@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
+
+	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
 )
 
@@ -154,4 +157,34 @@ func runIn(t *testing.T, p *testProfile, extra []string, dir string, args ...str
 		t.Fatal(err)
 	}
 	return res
+}
+
+// TestHandOffKnowsRunsValueFlags: the hand-off skips the value of each of
+// run's flags that takes one (it must not read `--after proc_x -- cmd` as
+// a positional); its list is held to the CLI's own model, so a flag added
+// to RunCmd without it fails here.
+func TestHandOffKnowsRunsValueFlags(t *testing.T) {
+	k, err := kong.New(&CLI{}, kong.Name("hermes"), kong.Vars{"version": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := handoff.RunValueFlags()
+	for _, n := range k.Model.Children {
+		if n.Name != "run" {
+			continue
+		}
+		for _, f := range n.Flags {
+			if f.IsBool() || f.Name == "help" || f.Name == "cwd" {
+				continue // --cwd is never handed off (Eligible)
+			}
+			if !slices.Contains(known, "--"+f.Name) {
+				t.Errorf("run's --%s takes a value; the hand-off does not know", f.Name)
+			}
+			if f.Short != 0 && !slices.Contains(known, "-"+string(f.Short)) {
+				t.Errorf("run's -%c takes a value; the hand-off does not know", f.Short)
+			}
+		}
+		return
+	}
+	t.Fatal("no run command in the model")
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hermesrun/hermes/internal/testenv"
 )
@@ -32,5 +33,52 @@ func TestKubernetesCLI(t *testing.T) {
 	fg := p.hermes("run", "--", "echo one; echo two >&2; exit 4")
 	if fg.code != 4 || fg.stdout != "one\ntwo\n" {
 		t.Errorf("foreground run: %s", fg)
+	}
+}
+
+// TestKubernetesJobControl (issue 39): files in and out of a running pod
+// job, a pod past its memory limit ends oom, and what a pod cannot be
+// bounded by is refused.
+func TestKubernetesJobControl(t *testing.T) {
+	kubeconfig, image := testenv.Kubernetes(t)
+	p := newProfile(t)
+	cfg := fmt.Sprintf("terminal:\n  env: kubernetes\n  kubernetes:\n    kubeconfig: %s\n    image: %s\n    image_pull_policy: Never\n", kubeconfig, image)
+	if err := os.WriteFile(filepath.Join(p.home, "config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(src, []byte("to the pod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	job := jsonOf[cliStart](t, p.ok("--json", "run", "-b", "--cpus", "0.5", "--memory", "64m", "--", "sleep 300"))
+	t.Cleanup(func() { p.hermes("kill", job.SessionID) })
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		res := p.hermes("cp", src, job.SessionID+":/tmp")
+		if res.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cp into the pod: %s", res)
+		}
+		time.Sleep(time.Second) // until the pod runs
+	}
+	out := t.TempDir()
+	p.ok("cp", job.SessionID+":/tmp/in.txt", out)
+	if b, err := os.ReadFile(filepath.Join(out, "in.txt")); err != nil || string(b) != "to the pod\n" {
+		t.Fatalf("copied back: %q, %v", b, err)
+	}
+	if rec := jsonOf[jobControl](t, p.ok("--json", "inspect", job.SessionID)); rec.Memory != 64<<20 || rec.CPUs != 0.5 {
+		t.Fatalf("record = %+v", rec)
+	}
+	for _, flags := range [][]string{{"--pids", "10"}, {"--network", "none"}} {
+		args := append(append([]string{"run", "-b"}, flags...), "--", "true")
+		if res := p.hermes(args...); res.code != 2 || !strings.Contains(res.stderr, "cannot enforce") {
+			t.Fatalf("hermes %q: %s", args, res)
+		}
+	}
+	oom := jsonOf[cliStart](t, p.ok("--json", "run", "-b", "--memory", "32m", "--", "dd if=/dev/zero of=/dev/null bs=64M count=1"))
+	if res := p.hermes("--json", "wait", "--timeout", "90s", oom.SessionID); res.code != 137 || !strings.Contains(res.stdout, `"status":"oom"`) {
+		t.Fatalf("a pod past its memory: %s", res)
 	}
 }

@@ -232,6 +232,10 @@ func CommandName(args []string) string {
 	return args[0]
 }
 
+// RunValueFlags are the flags of run that the hand-off reads as taking the
+// next argument as their value; a test holds them to the CLI's own model.
+func RunValueFlags() []string { return append([]string(nil), runValueFlags...) }
+
 // runValueFlags are run's flags that take the next argument as their value.
 var runValueFlags = []string{"--backend", "--image", "--env", "-e", "--timeout", "--task", "--session-key",
 	"--after", "--after-ok", "--priority", "--retries", "--retry-delay",
