@@ -264,9 +264,9 @@ func (a *Agent) followUp(ctx context.Context, wait time.Duration) (answer string
 	ids := make([]string, 0, len(taken))
 	cs := taken[:0:0]
 	for _, c := range taken {
-		ids = append(ids, c.ID)
-		if !a.delivered[c.ID] {
-			a.delivered[c.ID] = true
+		ids = append(ids, c.Key())
+		if !a.delivered[c.Key()] {
+			a.delivered[c.Key()] = true
 			cs = append(cs, c)
 		}
 	}

@@ -492,3 +492,50 @@ func TestFollowUpDeduplicates(t *testing.T) {
 		t.Fatalf("acks %v; want one per take", n.acks)
 	}
 }
+
+// batchNotifier hands out one batch per take, then nothing.
+type batchNotifier struct {
+	repeatingNotifier
+	batches [][]runner.Completion
+}
+
+func (n *batchNotifier) LeaseCompletions(context.Context, time.Duration, time.Duration) ([]runner.Completion, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.batches) == 0 {
+		return nil, nil
+	}
+	b := n.batches[0]
+	n.batches = n.batches[1:]
+	return b, nil
+}
+
+// TestFollowUpWakeThenCompletion: a wake on output and the completion of
+// the same job are two notices, each its own follow-up, deduplicated and
+// acknowledged by its key, not by the process id they share.
+func TestFollowUpWakeThenCompletion(t *testing.T) {
+	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "noted"} })
+	const id = "proc_00000000abcd"
+	wake := runner.Completion{ID: id, Status: "running", Event: runner.EventOutput, EventID: id + ".out1",
+		Message: "[IMPORTANT: Background process " + id + " printed a line matching \"ready\" (line 1) and is still running.]"}
+	end := runner.Completion{ID: id, Status: "exited", Message: "[IMPORTANT: Background process " + id + " exited (exit code 0).]"}
+	n := &batchNotifier{batches: [][]runner.Completion{{wake}, {wake, end}, {end}}}
+	a, err := agent.New(agent.Options{Client: p.client(), Model: "test-model", Notifier: n, SessionID: "sess-wake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t, 10*time.Second)
+	for i, want := range []bool{true, true, false} {
+		_, delivered, err := a.FollowUp(ctx)
+		if err != nil || delivered != want {
+			t.Fatalf("follow-up %d: delivered %v, %v; want %v", i, delivered, err, want)
+		}
+	}
+	reqs := p.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls; want the wake's turn and the completion's", len(reqs))
+	}
+	if got := strings.Join(n.acks, ","); got != id+".out1,"+id+".out1,"+id+","+id {
+		t.Fatalf("acks %s", got)
+	}
+}

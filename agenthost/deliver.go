@@ -92,8 +92,8 @@ func (d *Deliverer) Take(ctx context.Context, wait time.Duration) (Batch, error)
 				return b, fmt.Errorf("take completions of %s: %w", s, err)
 			}
 			for _, c := range cs {
-				b.taken[s] = append(b.taken[s], c.ID)
-				if d.Delivered == nil || !d.Delivered.Has(c.ID) {
+				b.taken[s] = append(b.taken[s], c.Key())
+				if d.Delivered == nil || !d.Delivered.Has(c.Key()) {
 					b.Completions = append(b.Completions, c)
 				}
 			}
@@ -127,7 +127,7 @@ func (d *Deliverer) look() time.Duration {
 func (d *Deliverer) Commit(ctx context.Context, b Batch) error {
 	if d.Delivered != nil {
 		for _, c := range b.Completions {
-			d.Delivered.Add(c.ID)
+			d.Delivered.Add(c.Key())
 		}
 	}
 	var errs []error
@@ -256,9 +256,10 @@ const DeliveredRetention = 8 * 24 * time.Hour
 // NewDelivered remembers deliveries under dir.
 func NewDelivered(dir string) *Delivered { return &Delivered{dir: dir} }
 
-// Has reports whether the completion of id was delivered.
+// Has reports whether the completion of id (or the wake of that key)
+// was delivered.
 func (d *Delivered) Has(id string) bool {
-	if !receipts.IsID(id) {
+	if !receipts.IsNoticeKey(id) {
 		return false
 	}
 	_, err := os.Lstat(filepath.Join(d.dir, id))
@@ -268,7 +269,7 @@ func (d *Delivered) Has(id string) bool {
 // Add records the delivery of id's completion; a failure to record only
 // risks a repeat.
 func (d *Delivered) Add(id string) {
-	if !receipts.IsID(id) || os.MkdirAll(d.dir, 0o700) != nil {
+	if !receipts.IsNoticeKey(id) || os.MkdirAll(d.dir, 0o700) != nil {
 		return
 	}
 	if f, err := os.OpenFile(filepath.Join(d.dir, id), os.O_CREATE|os.O_WRONLY, 0o600); err == nil {

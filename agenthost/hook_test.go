@@ -3,6 +3,7 @@ package agenthost
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -214,4 +215,40 @@ func FuzzParseEvent(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStopDeliversWake: a headless host held by its notify job is woken
+// by the job's output match while the job runs (the notice says so), and
+// by its end at the next stop; the two share a process id and are
+// delivered and remembered apart.
+func TestStopDeliversWake(t *testing.T) {
+	reg := newRegistry(t)
+	ctx := context.Background()
+	gate := t.TempDir() + "/gate"
+	info, err := reg.Start(sessions.WithCurrent(ctx, "claude-w"), runner.StartRequest{
+		Command: "echo 'build FAILED: 2 errors'; while [ ! -e " + gate + " ]; do sleep 0.05; done",
+		Owner:   receipts.Owner{NotifyOnComplete: true, ParentSessionID: "claude-w"},
+		Control: receipts.Control{NotifyOn: []string{"FAILED"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hookFor(t, reg, Claude, false, "claude-w")
+	ans, err := h.Run(ctx, Event{SessionID: "w", HookEventName: EventStop})
+	if err != nil || !strings.Contains(ans.Stdout, "Background process "+info.ID) || !strings.Contains(ans.Stdout, "still running") ||
+		len(ans.Batch.Completions) != 1 || ans.Batch.Completions[0].Event != runner.EventOutput {
+		t.Fatalf("stop while the job runs = %+v, %v", ans, err)
+	}
+	if err := h.Deliverer.Commit(ctx, ans.Batch); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Deliverer.Delivered.Has(ans.Batch.Completions[0].Key()) || h.Deliverer.Delivered.Has(info.ID) {
+		t.Fatal("the wake's delivery is remembered by its key, apart from the job's completion")
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ans, err = h.Run(ctx, Event{SessionID: "w", HookEventName: EventStop, StopHookActive: true})
+	if err != nil || !strings.Contains(ans.Stdout, "exit code 0") || strings.Contains(ans.Stdout, "still running") {
+		t.Fatalf("stop after the end = %+v, %v", ans, err)
+	}
 }

@@ -136,6 +136,11 @@ type StartRequest struct {
 	Memory  Bytes   `json:"memory,omitempty"`
 	Pids    int64   `json:"pids,omitempty"`
 	Network string  `json:"network,omitempty"`
+	// NotifyOn are regular expressions (RE2) whose match in a line of the
+	// job's output wakes the owner session while the job runs; a pattern
+	// wakes again only after NotifyInterval (default 1m).
+	NotifyOn       []string `json:"notify_on,omitempty"`
+	NotifyInterval Duration `json:"notify_interval,omitempty"`
 }
 
 // Bytes is a size: a number of bytes, or a string with a unit ("512m").
@@ -186,6 +191,10 @@ func (r *StartRequest) Control() receipts.Control {
 	c := receipts.Control{After: r.After, AfterOK: r.AfterOK, Priority: int(r.Priority), Retries: r.Retries,
 		Resources: receipts.Resources{CPUs: r.CPUs, Memory: int64(r.Memory), Pids: r.Pids, Network: r.Network}}
 	c.SetRetryDelay(time.Duration(r.RetryDelay))
+	c.NotifyOn = r.NotifyOn
+	if r.NotifyInterval != 0 {
+		c.NotifyIntervalMS = max(time.Duration(r.NotifyInterval).Milliseconds(), 1)
+	}
 	return c
 }
 

@@ -290,6 +290,7 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 		After: req.After, AfterOK: req.AfterOK, Priority: api.Priority(req.Priority),
 		Retries: req.Retries, RetryDelay: api.Duration(time.Duration(req.RetryDelayMS) * time.Millisecond),
 		CPUs: req.CPUs, Memory: api.Bytes(req.Memory), Pids: req.Pids, Network: req.Network,
+		NotifyOn: req.NotifyOn, NotifyInterval: api.Duration(time.Duration(req.NotifyIntervalMS) * time.Millisecond),
 	}
 	if body.Cwd == "" {
 		body.DefaultCwd = c.opts.CallerCwd

@@ -158,7 +158,7 @@ func New(opts Options) (*Conn, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{opts: opts, log: log, ctx: ctx, cancel: cancel, session: opts.Session}
-	c.watch = newWatcher(opts.Service, opts.PollInterval, log, c.announce)
+	c.watch = newWatcher(opts.Service, opts.PollInterval, log, c.announce, c.wakeHost)
 	c.server = sdk.NewServer(&sdk.Implementation{Name: "hermes", Title: "hermes", Version: opts.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		// The SDK logs every connection, subscription and notification

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,5 +75,63 @@ func TestJobControlTools(t *testing.T) {
 		if !c.call(t, "terminal", args, &bad) || bad.Error == "" || strings.Contains(bad.Error, "\n") {
 			t.Errorf("terminal %v: error %q, want a one-line tool error", args, bad.Error)
 		}
+	}
+}
+
+// TestWakeTools (issue 39): the terminal tool's notify_on, as an MCP host
+// calls it; the wake comes through process_manage completions while the
+// job runs, once, and the completion after it.
+func TestWakeTools(t *testing.T) {
+	dir := t.TempDir()
+	st, err := receipts.NewFileStore(dir+"/receipts", receipts.Options{}.WithDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := sessions.NewFileStore(dir + "/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, KillGrace: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	_, c := connect(t, reg, "")
+	gate := filepath.Join(dir, "gate")
+	var job struct {
+		ID       string   `json:"session_id"`
+		NotifyOn []string `json:"notify_on"`
+	}
+	c.call(t, "terminal", map[string]any{"command": "echo 'tests: 3 passed, 1 FAILED'; while [ ! -e " + gate + " ]; do sleep 0.05; done",
+		"background": true, "notify": true, "notify_on": "FAILED|ERROR"}, &job)
+	if len(job.NotifyOn) != 1 || job.NotifyOn[0] != "FAILED|ERROR" {
+		t.Fatalf("start = %+v; a single pattern stays whole", job)
+	}
+	type item struct {
+		ID      string `json:"session_id"`
+		Event   string `json:"event"`
+		Line    string `json:"line"`
+		Status  string `json:"status"`
+		Message string `json:"message"`
+	}
+	var got []item
+	c.call(t, "process_manage", map[string]any{"action": "completions", "timeout": 20}, &got)
+	if len(got) != 1 || got[0].ID != job.ID || got[0].Event != "output" || got[0].Line != "tests: 3 passed, 1 FAILED" ||
+		got[0].Status != "running" || !strings.Contains(got[0].Message, "still running") {
+		t.Fatalf("completions = %+v", got)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	c.call(t, "process_manage", map[string]any{"action": "completions", "timeout": 20}, &got)
+	if len(got) != 1 || got[0].Event != "" || got[0].ID != job.ID {
+		t.Fatalf("then = %+v; want the completion alone", got)
+	}
+	var bad struct {
+		Error string `json:"error"`
+	}
+	if !c.call(t, "terminal", map[string]any{"command": "true", "background": true, "notify_on": []string{"(x"}}, &bad) || bad.Error == "" {
+		t.Errorf("a bad pattern: error %q, want a tool error", bad.Error)
 	}
 }

@@ -210,7 +210,7 @@ func (c *Conn) completions(ctx context.Context, args tools.Args) (string, bool, 
 	if len(taken) > 0 {
 		ids := make([]string, len(taken))
 		for i, t := range taken {
-			ids[i] = t.ID
+			ids[i] = t.Key()
 		}
 		if err := c.opts.Service.AckCompletions(context.WithoutCancel(ctx), ids); err != nil {
 			c.log.Warn("completions not acknowledged: they come back once their lease ends", "err", err)
@@ -237,8 +237,8 @@ func (c *Conn) undelivered(cs []runner.Completion) []runner.Completion {
 	}
 	out := []runner.Completion{}
 	for _, x := range cs {
-		if !c.delivered[x.ID] {
-			c.delivered[x.ID] = true
+		if !c.delivered[x.Key()] {
+			c.delivered[x.Key()] = true
 			out = append(out, x)
 		}
 	}

@@ -57,6 +57,6 @@ func (c *Conn) forget(cs []runner.Completion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, x := range cs {
-		delete(c.delivered, x.ID)
+		delete(c.delivered, x.Key())
 	}
 }

@@ -25,6 +25,9 @@ type watcher struct {
 	interval time.Duration
 	log      *slog.Logger
 	announce func(ctx context.Context, ss *sdk.ServerSession, job tracked)
+	// woken hands the wakes of a running job's session on (Conn.wakeHost):
+	// called on each look while a job with notify-on patterns runs.
+	woken func(ctx context.Context, job tracked)
 
 	wake chan struct{}
 
@@ -43,9 +46,9 @@ type tracked struct {
 }
 
 func newWatcher(svc runner.Service, interval time.Duration, log *slog.Logger,
-	announce func(context.Context, *sdk.ServerSession, tracked)) *watcher {
+	announce func(context.Context, *sdk.ServerSession, tracked), woken func(context.Context, tracked)) *watcher {
 	return &watcher{
-		svc: svc, interval: interval, log: log, announce: announce,
+		svc: svc, interval: interval, log: log, announce: announce, woken: woken,
 		wake: make(chan struct{}, 1), tracked: make(map[string]tracked),
 	}
 }
@@ -79,7 +82,7 @@ func (w *watcher) start(ctx context.Context, ss *sdk.ServerSession, scope func(c
 		Subscribe(func(runner.Event)) func()
 	}); ok {
 		unsubscribe = sub.Subscribe(func(ev runner.Event) {
-			if ev.Kind == runner.EventEnded || ev.Kind == runner.EventStarted {
+			if ev.Kind == runner.EventEnded || ev.Kind == runner.EventStarted || ev.Kind == runner.EventWake {
 				w.poke()
 			}
 		})
@@ -128,12 +131,18 @@ func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
 		return
 	}
 	running := make(map[string]bool, len(list))
+	var waking []tracked
 	w.mu.Lock()
 	for _, p := range list {
 		if !ended(p.Status) {
 			running[p.ID] = true
-			if _, ok := w.tracked[p.ID]; !ok {
-				w.tracked[p.ID] = tracked{id: p.ID, notify: p.NotifyOnComplete}
+			t, ok := w.tracked[p.ID]
+			if !ok {
+				t = tracked{id: p.ID, notify: p.NotifyOnComplete}
+				w.tracked[p.ID] = t
+			}
+			if len(p.NotifyOn) > 0 {
+				waking = append(waking, t)
 			}
 		}
 	}
@@ -144,6 +153,19 @@ func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
 		}
 	}
 	w.mu.Unlock()
+	// A running job may have left wakes (its output matched): they are
+	// taken like completions, once per session however many jobs.
+	woke := map[string]bool{}
+	for _, t := range waking {
+		if w.woken != nil && !woke[t.session] {
+			woke[t.session] = true
+			pctx := ctx
+			if t.session != "" {
+				pctx = sessions.WithCurrent(ctx, t.session)
+			}
+			w.woken(pctx, t)
+		}
+	}
 	for _, t := range gone {
 		id, pctx := t.id, ctx
 		if t.session != "" {

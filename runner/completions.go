@@ -12,6 +12,10 @@ import (
 // Completion is a finished process whose owner asked to be notified: the
 // item that `hermes session completions` prints and the follow-up turn of
 // an agent reports. Message is the follow-up text itself.
+//
+// A wake (Event EventOutput) takes the same way: a running process whose
+// output matched one of its notify-on patterns. Its status is running,
+// and it names the pattern and the line.
 type Completion struct {
 	ID         string `json:"session_id"`
 	Status     string `json:"status"`
@@ -22,6 +26,27 @@ type Completion struct {
 	Owner      string `json:"parent_session_id"`
 	TraceID    string `json:"trace_id"`
 	SpanID     string `json:"span_id"`
+	// Event is EventOutput for a wake, empty for a completion.
+	Event string `json:"event,omitempty"`
+	// EventID is a wake's key: what acknowledges it (Key).
+	EventID string `json:"event_id,omitempty"`
+	// Pattern, Line and LineNumber say what woke the owner.
+	Pattern    string `json:"pattern,omitempty"`
+	Line       string `json:"line,omitempty"`
+	LineNumber int64  `json:"line_number,omitempty"`
+}
+
+// EventOutput marks a Completion that is a wake on output.
+const EventOutput = "output"
+
+// Key is what AckCompletions takes for c, and what a taker that
+// deduplicates keys it by: the process id for a completion (one per job),
+// the wake's key for a wake (several per job).
+func (c Completion) Key() string {
+	if c.EventID != "" {
+		return c.EventID
+	}
+	return c.ID
 }
 
 // CompletionOf is the completion a finished notify record leaves, built
@@ -53,6 +78,18 @@ func completionMessage(c Completion) string {
 		c.ID, statusPhrase(c.Status), c.ExitCode, c.Command, out)
 }
 
+// wakeMessage is the follow-up text of a wake: like a completion's, it
+// starts "[IMPORTANT: Background process <id>", and it says the process
+// is still running, what matched and where.
+func wakeMessage(c Completion) string {
+	out := strings.TrimRight(c.OutputTail, "\n")
+	if out == "" {
+		out = c.Line
+	}
+	return fmt.Sprintf("[IMPORTANT: Background process %s printed a line matching %q (line %d) and is still running.\nCommand: %s\nLine: %s\nOutput (tail):\n%s]",
+		c.ID, c.Pattern, c.LineNumber, c.Command, c.Line, out)
+}
+
 // statusPhrase words a final status for the notice.
 func statusPhrase(status string) string {
 	switch status {
@@ -82,6 +119,11 @@ func (r *Registry) onEnded(ev Event) {
 	if ev.Kind != EventEnded || ev.Receipt == nil || !ev.Receipt.NotifyOnComplete {
 		return
 	}
+	r.signalReady()
+}
+
+// signalReady wakes the waiting Completions calls: a notice was stored.
+func (r *Registry) signalReady() {
 	r.readyMu.Lock()
 	defer r.readyMu.Unlock()
 	close(r.ready)
@@ -121,14 +163,22 @@ func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Durati
 	deadline := time.Now().Add(wait)
 	for {
 		ready := r.CompletionReady()
+		// Wakes first: a job's wake comes before its end.
+		wakes, err := r.opts.Store.LeaseWakes(ctx, scope, lease)
+		if err != nil {
+			return nil, fmt.Errorf("completions: %w", err)
+		}
 		recs, err := r.opts.Store.LeaseCompletions(ctx, scope, lease)
 		if err != nil {
 			return nil, fmt.Errorf("completions: %w", err)
 		}
-		if len(recs) > 0 || wait <= 0 {
-			out := make([]Completion, len(recs))
-			for i, rec := range recs {
-				out[i] = completionOf(rec)
+		if len(recs)+len(wakes) > 0 || wait <= 0 {
+			out := make([]Completion, 0, len(recs)+len(wakes))
+			for _, w := range wakes {
+				out = append(out, wakeOf(w))
+			}
+			for _, rec := range recs {
+				out = append(out, completionOf(rec))
 			}
 			return out, nil
 		}
@@ -151,8 +201,8 @@ func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Durati
 // AckCompletions implements Service.
 func (r *Registry) AckCompletions(ctx context.Context, ids []string) error {
 	for _, id := range ids {
-		if !receipts.IsID(id) {
-			return fmt.Errorf("%w: %q is not a process id", ErrInvalid, Clip(id))
+		if !receipts.IsNoticeKey(id) {
+			return fmt.Errorf("%w: %q is not a process id or a wake's event_id", ErrInvalid, Clip(id))
 		}
 	}
 	scope, err := r.Scope(ctx)

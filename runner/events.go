@@ -23,6 +23,9 @@ const (
 	// the job's EventEnded comes after its last attempt. Started is set
 	// as on EventEnded.
 	EventRetrying
+	// EventWake: the running process printed a line matching one of its
+	// notify-on patterns, and the wake is in the store for its owner.
+	EventWake
 )
 
 // Event is one change in the life of a process.

@@ -144,6 +144,9 @@ func (r *Registry) checkControl(req StartRequest) error {
 	if err := req.Control.Validate(); err != nil {
 		return err
 	}
+	if len(req.NotifyOn) > 0 && req.Tee != nil {
+		return errors.New("notify-on is for jobs in the background: it wakes the owner while the job runs")
+	}
 	if !req.Waits() && req.Retries == 0 {
 		return nil
 	}
@@ -259,9 +262,14 @@ func (r *Registry) track(p *Process, h Handle, caps Capabilities, tee io.Writer)
 func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 	ctx := context.Background()
 	pumped := make(chan struct{})
+	var wakes *wakeWatcher
 	if out := p.handle.Output(); out != nil && p.buf != nil {
 		w := io.Writer(p.buf)
 		writers := []io.Writer{p.buf}
+		// After the buffer, which then holds the line a wake quotes.
+		if wakes = r.newWakeWatcher(p); wakes != nil {
+			writers = append(writers, wakes)
+		}
 		if r.opts.SpillDir != "" {
 			spill := &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
 			// Closed (held output written on) before the end is recorded,
@@ -307,6 +315,11 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 	case <-pumped:
 	case <-time.After(grace):
 		r.log.Warn("output still open after the end; recording without the rest", "id", p.spec.ID)
+	}
+	if wakes != nil {
+		// Its wakes are stored before its end, so a taker never has the
+		// completion without them.
+		wakes.flush()
 	}
 	select {
 	case <-r.closed:

@@ -199,14 +199,16 @@ func TestJaegerLink(t *testing.T) {
 }
 
 // TestJobControlShown: the jobs list and a job's page say what a job
-// waits for, its priority and its attempts.
+// waits for, its priority, its attempts, its bounds and its wake
+// patterns (escaped).
 func TestJobControlShown(t *testing.T) {
 	now := time.Now()
 	rec := &receipts.Receipt{ID: "proc_00000000abcd", Command: "make flaky", Backend: "local", Status: receipts.StatusExited,
 		StartedAt: now.Add(-time.Second), FinishedAt: now,
 		Control: receipts.Control{AfterOK: []string{"proc_00000000aaaa"}, Priority: receipts.PriorityHigh, Retries: 3,
 			Attempts:  []receipts.Attempt{{Status: receipts.StatusExited, ExitCode: 2, StartedAt: now.Add(-3 * time.Second), FinishedAt: now.Add(-2 * time.Second)}},
-			Resources: receipts.Resources{CPUs: 1.5, Memory: 512 << 20, Network: "none"}}}
+			Resources: receipts.Resources{CPUs: 1.5, Memory: 512 << 20, Network: "none"},
+			NotifyOn:  []string{"listening on", "<b>FAILED"}}}
 	c, ck := loggedIn(t, withReceipt(t, rec))
 	get := func(path string) string {
 		req := httptest.NewRequest("GET", "http://console.test/ui"+path, nil)
@@ -222,7 +224,8 @@ func TestJobControlShown(t *testing.T) {
 		t.Errorf("jobs page does not show the priority:\n%s", body)
 	}
 	body := get("/jobs/" + rec.ID)
-	for _, want := range []string{`id="after"`, "proc_00000000aaaa</a> (to exit 0)", `id="priority">high`, "1 of up to 4 ended", "#1: exited (exit code 2)", "1.5 CPUs · memory 512MiB · network none"} {
+	for _, want := range []string{`id="after"`, "proc_00000000aaaa</a> (to exit 0)", `id="priority">high`, "1 of up to 4 ended", "#1: exited (exit code 2)", "1.5 CPUs · memory 512MiB · network none",
+		`id="notify-on"><code>listening on</code> · <code>&lt;b&gt;FAILED</code> (at most once a 1m`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("job page lacks %q:\n%s", want, body)
 		}

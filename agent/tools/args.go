@@ -171,6 +171,24 @@ func (a Args) Strings(name string) ([]string, error) {
 	return list, nil
 }
 
+// Patterns returns the argument name as a list of strings, a single
+// string being a list of one: unlike Strings it never splits at commas,
+// which belong to the regular expressions it carries.
+func (a Args) Patterns(name string) ([]string, error) {
+	if !a.present(name) {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(a[name], &list); err == nil {
+		return list, nil
+	}
+	var s string
+	if err := json.Unmarshal(a[name], &s); err != nil {
+		return nil, a.typeError(name, "a list of strings")
+	}
+	return []string{s}, nil
+}
+
 // Text returns the argument name as text whatever its JSON type: a
 // string's value, or a number as written. "" when absent.
 func (a Args) Text(name string) (string, error) {

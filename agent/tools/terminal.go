@@ -84,7 +84,9 @@ var terminalParams = json.RawMessage(`{
     "cpus": {"type": "number", "description": "CPUs the command may use (containers and pods)."},
     "memory": {"type": "string", "description": "Memory limit such as 512m or 2g; past it the command ends with status oom."},
     "pids": {"type": "integer", "description": "Most processes the command may have at once (containers)."},
-    "network": {"type": "string", "enum": ["none", "default"], "description": "none: no network for the command; default: the platform's."}
+    "network": {"type": "string", "enum": ["none", "default"], "description": "none: no network for the command; default: the platform's."},
+    "notify_on": {"type": "array", "items": {"type": "string"}, "description": "With background: regular expressions (RE2); when a line of the command's output matches one, you are woken while it keeps running (a notice marked as output, like a completion), e.g. \"listening on\" or \"FAILED\"."},
+    "notify_interval": {"type": "number", "description": "With notify_on: the fewest seconds between two wakes of one pattern (default 60)."}
   },
   "required": ["command"]
 }`)
@@ -191,6 +193,16 @@ func control(a Args) (receipts.Control, error) {
 		return c, err
 	}
 	c.SetRetryDelay(delay)
+	if c.NotifyOn, err = a.Patterns("notify_on"); err != nil {
+		return c, err
+	}
+	interval, _, err := a.Duration("notify_interval")
+	if err != nil {
+		return c, err
+	}
+	if interval != 0 {
+		c.NotifyIntervalMS = max(interval.Milliseconds(), 1)
+	}
 	if c.Resources, err = resources(a); err != nil {
 		return c, err
 	}

@@ -487,6 +487,13 @@ func (h *shimHandle) watch() {
 // that has ended while its receipt is written.
 const maxRecordPoll = 500 * time.Millisecond
 
+// proofRetries and proofRetryEvery bound how long a lost job's identity
+// is looked for again when it could not be proven at once.
+const (
+	proofRetries    = 25
+	proofRetryEvery = 20 * time.Millisecond
+)
+
 // Wait implements runner.Handle. The job's real exit is in the receipt the
 // shim wrote; Wait reports only whether the shim ended cleanly. When it did
 // not, the job's process group is killed so nothing outlives it unobserved.
@@ -508,7 +515,15 @@ func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
 		// Only a job proven to be the one recorded is killed: after the
 		// shim died its pid may have been recycled by now.
 		if st := h.jobState(); st != nil && st.PID != 0 {
-			if err := st.signalJob(syscall.SIGKILL); err != nil && !errors.Is(err, osproc.ErrNoProcess) {
+			err := st.signalJob(syscall.SIGKILL)
+			// A job caught in execve shows no environment for a moment,
+			// so its mark cannot be read: look again before giving up
+			// (TestSupervisorKilledJobsLost saw it under load).
+			for i := 0; errors.Is(err, osproc.ErrNotProven) && i < proofRetries; i++ {
+				time.Sleep(proofRetryEvery)
+				err = st.signalJob(syscall.SIGKILL)
+			}
+			if err != nil && !errors.Is(err, osproc.ErrNoProcess) {
 				h.d.logger().Warn("lost job not killed", "id", h.id, "pid", st.PID, "err", err)
 			}
 		}

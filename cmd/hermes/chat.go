@@ -516,6 +516,10 @@ func (p *chatPrinter) FollowUp(cs []runner.Completion) {
 		return
 	}
 	for _, c := range cs {
+		if c.Event == runner.EventOutput {
+			fmt.Fprintf(p.err, "[notify] %s printed line %d matching %q\n", c.ID, c.LineNumber, c.Pattern)
+			continue
+		}
 		fmt.Fprintf(p.err, "[notify] %s %s (exit code %d)\n", c.ID, c.Status, c.ExitCode)
 	}
 }

@@ -993,3 +993,27 @@ func TestDockerCp(t *testing.T) {
 	p.ok("kill", sr.SessionID)
 	waitContainersGone(t, 30*time.Second, labelID+"="+sr.SessionID)
 }
+
+// TestDockerWake (issue 39): --notify-on on a container job: whoever
+// supervises the container reads its log and wakes the session with the
+// matching line, before the completion.
+func TestDockerWake(t *testing.T) {
+	t.Parallel()
+	p, image := newDockerProfile(t)
+	as := []string{"HERMES_SESSION_ID=box-waker"}
+	res := p.run(as, "--json", "run", "-b", "--notify", "--backend", "docker", "--image", image,
+		"--notify-on", "^ready", "--", "echo boot; echo ready now; sleep 2; echo bye")
+	if res.code != 0 {
+		t.Fatalf("start: %s", res)
+	}
+	job := jsonOf[jobControl](t, res)
+	var got []wakeItem
+	deadline := time.Now().Add(40 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		got = append(got, jsonOf[[]wakeItem](t, p.run(as, "--json", "session", "completions", "--wait", "5s"))...)
+	}
+	if len(got) != 2 || got[0].Event != "output" || got[0].SessionID != job.SessionID || got[0].Line != "ready now" ||
+		got[0].LineNumber != 2 || got[1].Event != "" || got[1].Status != "exited" {
+		t.Fatalf("notices = %+v; want the wake, then the completion", got)
+	}
+}

@@ -161,3 +161,63 @@ func TestPriorityFromTheCLI(t *testing.T) {
 		t.Fatalf("order of runs %q", b)
 	}
 }
+
+// wakeItem is one item `hermes session completions` prints, wakes'
+// fields included.
+type wakeItem struct {
+	SessionID  string `json:"session_id"`
+	Status     string `json:"status"`
+	Event      string `json:"event"`
+	EventID    string `json:"event_id"`
+	Pattern    string `json:"pattern"`
+	Line       string `json:"line"`
+	LineNumber int64  `json:"line_number"`
+	Message    string `json:"message"`
+}
+
+// TestWakeCLI (issue 39): --notify-on on a local job (its shim reads the
+// output) wakes the session while the job runs, through `hermes session
+// completions`, and the completion follows at the end; a pattern with a
+// comma stays whole, and bad flags get a one-line error.
+func TestWakeCLI(t *testing.T) {
+	p := newProfile(t)
+	as := []string{"HERMES_SESSION_ID=cli-waker"}
+	gate := filepath.Join(t.TempDir(), "gate")
+	res := p.run(as, "--json", "run", "-b", "--notify", "--notify-on", "ready, port [0-9]+", "--notify-on", "FAIL",
+		"--", "echo boot; echo 'ready, port 9000'; while [ ! -e "+gate+" ]; do sleep 0.05; done; echo FAIL here")
+	if res.code != 0 {
+		t.Fatalf("start: %s", res)
+	}
+	job := jsonOf[jobControl](t, res)
+	got := jsonOf[[]wakeItem](t, p.run(as, "--json", "session", "completions", "--wait", "20s"))
+	if len(got) != 1 || got[0].SessionID != job.SessionID || got[0].Event != "output" || got[0].Pattern != "ready, port [0-9]+" ||
+		got[0].LineNumber != 2 || got[0].Status != "running" {
+		t.Fatalf("first completions = %+v", got)
+	}
+	if st, _ := p.poll(as, job.SessionID); st.Status != "running" {
+		t.Fatalf("after the wake the job is %s", st.Status)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var all []wakeItem
+	deadline := time.Now().Add(20 * time.Second)
+	for len(all) < 2 && time.Now().Before(deadline) {
+		all = append(all, jsonOf[[]wakeItem](t, p.run(as, "--json", "session", "completions", "--wait", "5s"))...)
+	}
+	if len(all) != 2 || all[0].Event != "output" || all[0].Line != "FAIL here" || all[1].Event != "" || all[1].Status != "exited" {
+		t.Fatalf("then = %+v; want the FAIL wake, then the completion", all)
+	}
+	if again := jsonOf[[]wakeItem](t, p.run(as, "--json", "session", "completions")); len(again) != 0 {
+		t.Fatalf("taken twice: %+v", again)
+	}
+	for _, args := range [][]string{
+		{"run", "-b", "--notify-on", "(bad", "--", "true"},
+		{"run", "--notify-on", "x", "--", "true"},
+		{"run", "-b", "--notify-interval", "5s", "--", "true"},
+	} {
+		if res := p.run(as, args...); res.code != 2 || strings.Count(strings.TrimSpace(res.stderr), "\n") > 0 {
+			t.Errorf("hermes %q: %s; want a one-line usage error", args, res)
+		}
+	}
+}

@@ -36,9 +36,9 @@ func TestKubernetesCLI(t *testing.T) {
 	}
 }
 
-// TestKubernetesJobControl (issue 39): files in and out of a running pod
-// job, a pod past its memory limit ends oom, and what a pod cannot be
-// bounded by is refused.
+// TestKubernetesJobControl (issue 39): a wake on a running pod's output,
+// files in and out of it, a pod past its memory limit ends oom, and what
+// a pod cannot be bounded by is refused.
 func TestKubernetesJobControl(t *testing.T) {
 	kubeconfig, image := testenv.Kubernetes(t)
 	p := newProfile(t)
@@ -50,8 +50,15 @@ func TestKubernetesJobControl(t *testing.T) {
 	if err := os.WriteFile(src, []byte("to the pod\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	job := jsonOf[cliStart](t, p.ok("--json", "run", "-b", "--cpus", "0.5", "--memory", "64m", "--", "sleep 300"))
+	// Every command of the test acts as one session, which the wake is for.
+	p.env = append(p.env, "HERMES_SESSION_ID=pod-waker")
+	job := jsonOf[cliStart](t, p.run(nil, "--json", "run", "-b", "--cpus", "0.5", "--memory", "64m", "--notify-on", "^up$", "--", "echo up; sleep 300"))
 	t.Cleanup(func() { p.hermes("kill", job.SessionID) })
+	// Woken by the pod's log while it runs.
+	if got := jsonOf[[]wakeItem](t, p.run(nil, "--json", "session", "completions", "--wait", "90s")); len(got) != 1 ||
+		got[0].Event != "output" || got[0].SessionID != job.SessionID || got[0].LineNumber != 1 || got[0].Status != "running" {
+		t.Fatalf("wake from the pod = %+v", got)
+	}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		res := p.hermes("cp", src, job.SessionID+":/tmp")

@@ -31,6 +31,8 @@ type RunCmd struct {
 	Priority   string        `placeholder:"high|normal|low|N" complete:"high,normal,low" help:"Place in the queue when limits make jobs wait: high (10), normal (0, the default), low (-10), or a number from -100 to 100. Each point counts as a minute of waiting, so nothing waits forever."`
 	Retries    int           `placeholder:"N" help:"With --background, run the command again, up to N times, when it fails (non-zero exit, timeout, or lost; never after a kill). One receipt lists every attempt; one completion comes at the end."`
 	RetryDelay time.Duration `placeholder:"DUR" help:"Wait before the first retry (default 1s); doubled for each one after, up to an hour, less up to a quarter at random."`
+	NotifyOn   []string      `name:"notify-on" placeholder:"RE" sep:"none" help:"With --background, wake the owning agent session, while the job runs, when a line of its output matches this regular expression (RE2, (?i) for any case; repeatable): a notice like a completion, marked as output. A pattern wakes again only after --notify-interval."`
+	NotifyInt  time.Duration `name:"notify-interval" placeholder:"DUR" help:"With --notify-on, the shortest time between two wakes of one pattern (default 1m, at least 1s)."`
 	CPUs       float64       `name:"cpus" placeholder:"N" help:"CPUs the job may use (1.5: one and a half); docker and kubernetes."`
 	Memory     string        `placeholder:"SIZE" help:"Memory limit (512m, 2g); past it the job ends as oom (docker, kubernetes). A local job gets it as an address-space rlimit."`
 	Pids       int64         `placeholder:"N" help:"Most processes and threads the job may have at once (docker)."`
@@ -129,11 +131,14 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	if c.Notify && !c.Background {
 		return req, badInput("--notify needs --background")
 	}
-	if c.Notify && g.Getenv("HERMES_SESSION_ID") == "" {
+	if len(c.NotifyOn) > 0 && !c.Background {
+		return req, badInput("--notify-on needs --background: it wakes the session while the job runs")
+	}
+	if (c.Notify || len(c.NotifyOn) > 0) && g.Getenv("HERMES_SESSION_ID") == "" {
 		// Started all the same (the receipt is kept), but said: a
 		// completion is taken by its owning session, and this job has
 		// none, so no agent will hear of its end.
-		fmt.Fprintln(g.Stderr, "hermes: warning: --notify without HERMES_SESSION_ID: no session owns this job, so no agent will be told when it ends (export HERMES_SESSION_ID=$(hermes session start) first)")
+		fmt.Fprintln(g.Stderr, "hermes: warning: --notify without HERMES_SESSION_ID: no session owns this job, so no agent will be told of it (export HERMES_SESSION_ID=$(hermes session start) first)")
 	}
 	req.Cwd, req.Env, req.Timeout = cwd, c.Env, c.Timeout
 	req.Backend, req.Image, req.NotifyOnComplete = c.Backend, c.Image, c.Notify
@@ -155,6 +160,10 @@ func (c *RunCmd) control() (receipts.Control, error) {
 	ctl.Priority, ctl.After, ctl.AfterOK = p, c.After, c.AfterOK
 	ctl.Retries = c.Retries
 	ctl.SetRetryDelay(c.RetryDelay)
+	ctl.NotifyOn = c.NotifyOn
+	if c.NotifyInt != 0 {
+		ctl.NotifyIntervalMS = max(c.NotifyInt.Milliseconds(), 1)
+	}
 	ctl.Resources = receipts.Resources{CPUs: c.CPUs, Pids: c.Pids, Network: c.Network}
 	if c.Memory != "" {
 		if ctl.Memory, err = receipts.ParseBytes(c.Memory); err != nil {

@@ -205,7 +205,7 @@ func (c *SessionCompletionsCmd) Run(ctx context.Context, g *Globals) error {
 		// Printed: taken for good.
 		ids := make([]string, len(cs))
 		for i, c := range cs {
-			ids[i] = c.ID
+			ids[i] = c.Key()
 		}
 		return svc.AckCompletions(ctx, ids)
 	})
@@ -213,7 +213,7 @@ func (c *SessionCompletionsCmd) Run(ctx context.Context, g *Globals) error {
 
 // SessionAckCmd is hermes session ack.
 type SessionAckCmd struct {
-	IDs []string `arg:"" name:"id" help:"Process ids of completions taken with hermes session completions --lease."`
+	IDs []string `arg:"" name:"id" help:"Process ids of completions taken with hermes session completions --lease (for a wake on output, its event_id)."`
 }
 
 // Run implements the command.

@@ -239,7 +239,7 @@ func RunValueFlags() []string { return append([]string(nil), runValueFlags...) }
 // runValueFlags are run's flags that take the next argument as their value.
 var runValueFlags = []string{"--backend", "--image", "--env", "-e", "--timeout", "--task", "--session-key",
 	"--after", "--after-ok", "--priority", "--retries", "--retry-delay",
-	"--cpus", "--memory", "--pids", "--network"}
+	"--cpus", "--memory", "--pids", "--network", "--notify-on", "--notify-interval"}
 
 // background reports whether run's flags (those before `--`) ask for
 // --background, skipping the values of flags that take one.

@@ -37,6 +37,12 @@ type Control struct {
 	// Attempts are the ends of the attempts before the last, in order;
 	// the receipt's own fields are the last attempt's.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// NotifyOn are regular expressions (RE2) whose first match in the
+	// job's output, line by line, wakes its owner while it runs (a Wake).
+	NotifyOn []string `json:"notify_on,omitempty"`
+	// NotifyIntervalMS is the shortest time between two wakes of one
+	// pattern; 0 is DefaultNotifyInterval.
+	NotifyIntervalMS int64 `json:"notify_interval_ms,omitempty"`
 	// Resources bound the job where it runs; zero fields are the
 	// backend's (and the tenant's) defaults.
 	Resources
@@ -218,6 +224,9 @@ func (c *Control) Validate() error {
 	if err := c.Resources.Validate(); err != nil {
 		return err
 	}
+	if _, err := c.CompileNotifyOn(); err != nil {
+		return err
+	}
 	for _, id := range append(slices.Clip(c.After), c.AfterOK...) {
 		if !IsPrefix(id) {
 			return fmt.Errorf("after: %q is not a process id (proc_ and at least 4 hex digits)", clip(id))
@@ -263,7 +272,8 @@ func (c *Control) Waits() bool { return len(c.After) > 0 || len(c.AfterOK) > 0 }
 // IsZero reports whether c asks for nothing and records nothing.
 func (c *Control) IsZero() bool {
 	return len(c.After) == 0 && len(c.AfterOK) == 0 && c.Priority == 0 && c.Retries == 0 &&
-		c.RetryDelayMS == 0 && len(c.Attempts) == 0 && c.Resources.IsZero()
+		c.RetryDelayMS == 0 && len(c.Attempts) == 0 && c.Resources.IsZero() &&
+		len(c.NotifyOn) == 0 && c.NotifyIntervalMS == 0
 }
 
 // appendFields appends c's fields as they follow the others of a record

@@ -531,6 +531,7 @@ func (s *FileStore) Delete(ctx context.Context, id string) error {
 	if err := s.DropCompletion(ctx, id, r.ParentSessionID); err != nil {
 		return err
 	}
+	s.dropWakes(id, r.ParentSessionID)
 	if err := os.Remove(s.Path(id)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return ErrNotFound

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/atomicfile"
 )
 
 // The file store keeps a pending completion as an empty marker file,
@@ -80,50 +83,107 @@ func (s *FileStore) TakeCompletions(ctx context.Context, scope Scope) ([]*Receip
 // LeaseCompletions implements Store.
 func (s *FileStore) LeaseCompletions(_ context.Context, scope Scope, lease time.Duration) ([]*Receipt, error) {
 	var out []*Receipt
+	err := s.leaseMarkers(scope, lease, IsID, func(owner, id string, _ []byte) {
+		r, err := s.load(id)
+		if err != nil || r.ParentSessionID != owner {
+			return // expired with its receipt
+		}
+		out = append(out, r)
+	})
+	slices.SortFunc(out, func(a, b *Receipt) int {
+		return cmp.Or(a.FinishedAt.Compare(b.FinishedAt), strings.Compare(a.ID, b.ID))
+	})
+	return out, err
+}
+
+// leaseMarkers takes (lease 0) or leases the pending markers of the
+// owners in scope whose name passes want, and calls got with each it won
+// and what the marker holds.
+func (s *FileStore) leaseMarkers(scope Scope, lease time.Duration, want func(string) bool, got func(owner, key string, content []byte)) error {
 	now := time.Now()
 	for _, owner := range scope.Owners {
 		dir := s.ownerDir(owner)
 		names, err := readNames(dir)
 		if err != nil {
-			return out, err
+			return err
 		}
 		pending := names[:0:0]
 		for _, name := range names {
-			id, expiry, leased := parseMarker(name)
+			key, expiry, leased := parseMarker(name)
 			switch {
-			case !IsID(id):
+			case !want(key):
 			case !leased:
-				pending = append(pending, id)
+				pending = append(pending, key)
 			case now.After(expiry):
 				// The taker never acknowledged: it is pending again, for
 				// whoever renames it back first.
-				if os.Rename(filepath.Join(dir, name), filepath.Join(dir, id)) == nil {
-					pending = append(pending, id)
+				if os.Rename(filepath.Join(dir, name), filepath.Join(dir, key)) == nil {
+					pending = append(pending, key)
 				}
 			}
 		}
-		for _, id := range pending {
-			from := filepath.Join(dir, id)
+		for _, key := range pending {
+			from := filepath.Join(dir, key)
+			var content []byte
 			var err error
 			if lease > 0 {
-				err = os.Rename(from, filepath.Join(dir, id+leaseInfix+strconv.FormatInt(now.Add(lease).UnixNano(), 10)))
-			} else {
+				to := filepath.Join(dir, key+leaseInfix+strconv.FormatInt(now.Add(lease).UnixNano(), 10))
+				if err = os.Rename(from, to); err == nil {
+					content, err = os.ReadFile(to)
+				}
+			} else if content, err = os.ReadFile(from); err == nil {
+				// Read before it is claimed, since a removed marker cannot
+				// be read; what a marker holds never changes.
 				err = os.Remove(from)
 			}
 			if err != nil {
 				continue // another taker won it
 			}
-			r, err := s.load(id)
-			if err != nil || r.ParentSessionID != owner {
-				continue // expired with its receipt
-			}
-			out = append(out, r)
+			got(owner, key, content)
 		}
 	}
-	slices.SortFunc(out, func(a, b *Receipt) int {
-		return cmp.Or(a.FinishedAt.Compare(b.FinishedAt), strings.Compare(a.ID, b.ID))
+	return nil
+}
+
+// AddWake implements Store: the wake is a marker of its own beside the
+// owner's completions, <process id>.out<n>, holding the wake's JSON.
+func (s *FileStore) AddWake(_ context.Context, w *Wake) error {
+	if !IsWakeKey(w.Key) || !strings.HasPrefix(w.Key, w.ID+wakeInfix) {
+		return fmt.Errorf("%w: wake %q of %q", ErrInvalidID, w.Key, w.ID)
+	}
+	b, err := json.Marshal(SanitizeWake(w))
+	if err != nil {
+		return fmt.Errorf("wake %s: %w", w.Key, err)
+	}
+	dir := s.ownerDir(w.Owner)
+	for range 2 { // a sweep may remove the directory between the two calls
+		if err = os.MkdirAll(dir, 0o700); err != nil {
+			break
+		}
+		if err = atomicfile.Create(filepath.Join(dir, w.Key), b, 0o600); err == nil || errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	return fmt.Errorf("wake %s: %w", w.Key, err)
+}
+
+// LeaseWakes implements Store.
+func (s *FileStore) LeaseWakes(_ context.Context, scope Scope, lease time.Duration) ([]*Wake, error) {
+	var out []*Wake
+	err := s.leaseMarkers(scope, lease, IsWakeKey, func(owner, key string, b []byte) {
+		var w Wake
+		if json.Unmarshal(b, &w) != nil || w.Key != key || w.Owner != owner {
+			return
+		}
+		out = append(out, &w)
 	})
-	return out, nil
+	slices.SortFunc(out, func(a, b *Wake) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Key, b.Key))
+	})
+	return out, err
 }
 
 // parseMarker splits a marker's name into the process id and, for a
@@ -143,7 +203,7 @@ func parseMarker(name string) (id string, expiry time.Time, leased bool) {
 // AckCompletions implements Store.
 func (s *FileStore) AckCompletions(ctx context.Context, scope Scope, ids []string) error {
 	for _, id := range ids {
-		if !IsID(id) {
+		if !IsNoticeKey(id) {
 			return fmt.Errorf("%w: %q", ErrInvalidID, id)
 		}
 	}
@@ -157,9 +217,10 @@ func (s *FileStore) AckCompletions(ctx context.Context, scope Scope, ids []strin
 	return nil
 }
 
-// DropCompletion implements Store: the marker, pending or leased.
+// DropCompletion implements Store: the marker, pending or leased. It
+// drops a wake too, by its key.
 func (s *FileStore) DropCompletion(_ context.Context, id, owner string) error {
-	if !IsID(id) {
+	if !IsNoticeKey(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
 	dir := s.ownerDir(owner)
@@ -172,6 +233,15 @@ func (s *FileStore) DropCompletion(_ context.Context, id, owner string) error {
 		_ = os.Remove(l)
 	}
 	return nil
+}
+
+// dropWakes removes every wake of process id owned by owner, pending or
+// leased: they quote its output, which Delete takes away.
+func (s *FileStore) dropWakes(id, owner string) {
+	wakes, _ := filepath.Glob(filepath.Join(s.ownerDir(owner), id+wakeInfix+"*"))
+	for _, w := range wakes {
+		_ = os.Remove(w)
+	}
 }
 
 // readNames lists a directory's names; a missing directory is empty.
@@ -211,8 +281,17 @@ func (s *FileStore) sweepCompletions(now time.Time) {
 		}
 		kept := 0
 		for _, name := range names {
-			if id, _, _ := parseMarker(name); IsID(id) {
-				if _, err := os.Lstat(s.Path(id)); err == nil {
+			key, _, _ := parseMarker(name)
+			switch {
+			case IsID(key):
+				if _, err := os.Lstat(s.Path(key)); err == nil {
+					kept++
+					continue
+				}
+			case IsWakeKey(key):
+				// A wake's job may still run, with no receipt yet: it
+				// expires by its own age.
+				if info, err := os.Lstat(filepath.Join(dir, name)); err == nil && now.Sub(info.ModTime()) <= s.opts.Retention {
 					kept++
 					continue
 				}

@@ -290,14 +290,22 @@ type Store interface {
 	// TakeCompletions too.
 	LeaseCompletions(ctx context.Context, scope Scope, lease time.Duration) ([]*Receipt, error)
 	// AckCompletions removes the completions of ids owned by the owners
-	// in scope, leased or pending: their taker delivered them.
+	// in scope, leased or pending: their taker delivered them. An id may
+	// also be a wake's key (IsNoticeKey).
 	AckCompletions(ctx context.Context, scope Scope, ids []string) error
+	// AddWake records w, the wake of a running job (SanitizeWake applied),
+	// pending for its owner until taken or until Retention has passed;
+	// adding a key twice records it once.
+	AddWake(ctx context.Context, w *Wake) error
+	// LeaseWakes is LeaseCompletions for the wakes of the owners in scope,
+	// by the time they were made; AckCompletions acknowledges them by key.
+	LeaseWakes(ctx context.Context, scope Scope, lease time.Duration) ([]*Wake, error)
 	// DropCompletion takes the completion of process id, owned by owner,
 	// if it is still pending, without returning it: its owner read the
 	// final output.
 	DropCompletion(ctx context.Context, id, owner string) error
 	// Delete removes the receipt of process id now, with its pending
-	// completion and its output logs (the remedy for a secret that slipped
+	// completion, its wakes and its output logs (the remedy for a secret that slipped
 	// past redaction); ErrNotFound when there is none. Scope is the
 	// caller's business: Delete acts for whoever may read the receipt.
 	Delete(ctx context.Context, id string) error

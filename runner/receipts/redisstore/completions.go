@@ -3,6 +3,7 @@ package redisstore
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -32,16 +33,10 @@ func (s *Store) LeaseCompletions(ctx context.Context, scope receipts.Scope, leas
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	args := make([]any, 0, 2+len(owners))
-	args = append(args, s.prefix, max(lease.Milliseconds(), 0))
-	for _, o := range owners {
-		args = append(args, o)
-	}
-	bodies, err := takeScript.Run(ctx, s.rdb, nil, args...).StringSlice()
+	bodies, err := s.take(ctx, owners, lease, "c:", "cl:", "r:")
 	if err != nil {
-		return nil, fmt.Errorf("take completions: redis: %w", err)
+		return nil, fmt.Errorf("take completions: %w", err)
 	}
-	s.afterRedisOK()
 	out := make([]*receipts.Receipt, 0, len(bodies))
 	for _, b := range bodies {
 		if r := s.decode("", b); r != nil {
@@ -54,22 +49,94 @@ func (s *Store) LeaseCompletions(ctx context.Context, scope receipts.Scope, leas
 	return out, nil
 }
 
-// AckCompletions implements receipts.Store.
+// take runs takeScript over the sets of one kind of notice.
+func (s *Store) take(ctx context.Context, owners []string, lease time.Duration, pending, leased, bodies string) ([]string, error) {
+	args := make([]any, 0, 5+len(owners))
+	args = append(args, s.prefix, max(lease.Milliseconds(), 0), pending, leased, bodies)
+	for _, o := range owners {
+		args = append(args, o)
+	}
+	out, err := takeScript.Run(ctx, s.rdb, nil, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	s.afterRedisOK()
+	return out, nil
+}
+
+// Wakes (receipts.Wake) are notices of their own: the body in
+// "P wb:<key>" (PX = retention), the key pending in "P wc:O" scored by
+// when it was made, and leased in "P wcl:O", taken by the same script as
+// completions.
+
+// AddWake implements receipts.Store.
+func (s *Store) AddWake(ctx context.Context, w *receipts.Wake) error {
+	if !receipts.IsWakeKey(w.Key) || !strings.HasPrefix(w.Key, w.ID+".out") {
+		return fmt.Errorf("%w: wake %q of %q", receipts.ErrInvalidID, w.Key, w.ID)
+	}
+	b, err := json.Marshal(receipts.SanitizeWake(w))
+	if err != nil {
+		return fmt.Errorf("wake %s: %w", w.Key, err)
+	}
+	if err := addWakeScript.Run(ctx, s.rdb, nil, s.prefix, w.Owner, w.Key, b, s.opts.Retention.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("wake %s: redis: %w", w.Key, err)
+	}
+	s.afterRedisOK()
+	return nil
+}
+
+// LeaseWakes implements receipts.Store.
+func (s *Store) LeaseWakes(ctx context.Context, scope receipts.Scope, lease time.Duration) ([]*receipts.Wake, error) {
+	owners := dedupe(scope.Owners)
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	bodies, err := s.take(ctx, owners, lease, "wc:", "wcl:", "wb:")
+	if err != nil {
+		return nil, fmt.Errorf("take wakes: %w", err)
+	}
+	out := make([]*receipts.Wake, 0, len(bodies))
+	for _, b := range bodies {
+		var w receipts.Wake
+		if err := json.Unmarshal([]byte(b), &w); err != nil {
+			s.log.Warn("unreadable wake", "err", err)
+			continue
+		}
+		out = append(out, &w)
+	}
+	slices.SortFunc(out, func(a, b *receipts.Wake) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.Key, b.Key))
+	})
+	return out, nil
+}
+
+// AckCompletions implements receipts.Store: completions by process id,
+// wakes by key.
 func (s *Store) AckCompletions(ctx context.Context, scope receipts.Scope, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	members := make([]any, len(ids))
-	for i, id := range ids {
-		if !receipts.IsID(id) {
+	var done, wakes []any
+	for _, id := range ids {
+		switch {
+		case receipts.IsID(id):
+			done = append(done, id)
+		case receipts.IsWakeKey(id):
+			wakes = append(wakes, id)
+		default:
 			return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 		}
-		members[i] = id
 	}
 	pipe := s.rdb.Pipeline()
 	for _, o := range dedupe(scope.Owners) {
-		pipe.ZRem(ctx, s.prefix+"c:"+o, members...)
-		pipe.ZRem(ctx, s.prefix+"cl:"+o, members...)
+		if len(done) > 0 {
+			pipe.ZRem(ctx, s.prefix+"c:"+o, done...)
+			pipe.ZRem(ctx, s.prefix+"cl:"+o, done...)
+		}
+		if len(wakes) > 0 {
+			pipe.ZRem(ctx, s.prefix+"wc:"+o, wakes...)
+			pipe.ZRem(ctx, s.prefix+"wcl:"+o, wakes...)
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("acknowledge completions: redis: %w", err)
@@ -78,9 +145,10 @@ func (s *Store) AckCompletions(ctx context.Context, scope receipts.Scope, ids []
 	return nil
 }
 
-// DropCompletion implements receipts.Store: pending or leased.
+// DropCompletion implements receipts.Store: pending or leased; a wake
+// by its key.
 func (s *Store) DropCompletion(ctx context.Context, id, owner string) error {
-	if !receipts.IsID(id) {
+	if !receipts.IsNoticeKey(id) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
 	return s.AckCompletions(ctx, receipts.Scope{Owners: []string{owner}}, []string{id})

@@ -218,12 +218,24 @@ drop(p, gone)
 return #gone
 `)
 
-// deleteScript removes one receipt with its index entries and pending
-// completion. Returns 1 if it was there. ARGV: prefix, id.
+// deleteScript removes one receipt with its index entries, pending
+// completion and wakes. Returns 1 if it was there. ARGV: prefix, id.
 var deleteScript = redis.NewScript(luaHelpers + `
 local p, id = ARGV[1], ARGV[2]
 local was = redis.call('EXISTS', p .. 'r:' .. id)
+local owner = redis.call('HGET', p .. 'owners', id)
 drop(p, {id})
+if owner then
+  local mine = id .. '.out'
+  for _, set in ipairs({p .. 'wc:' .. owner, p .. 'wcl:' .. owner}) do
+    for _, key in ipairs(redis.call('ZRANGE', set, 0, -1)) do
+      if string.sub(key, 1, #mine) == mine then
+        redis.call('ZREM', set, key)
+        redis.call('DEL', p .. 'wb:' .. key)
+      end
+    end
+  end
+end
 return was
 `)
 
@@ -246,20 +258,22 @@ drop(p, gone)
 return {#ids, #gone}
 `)
 
-// takeScript removes and returns the pending completions of the given
-// owners: the bodies of their receipts, skipping those that expired. It
-// is one atomic step, so concurrent takers never share a completion. With
-// a lease, each taken completion moves to "P cl:O", scored by when its
-// lease ends; leases that have ended move back to "P c:O" first, so an
-// unacknowledged completion is taken again.
+// takeScript removes and returns the pending notices of the given
+// owners, completions or wakes: the bodies they name (a completion's
+// receipt, a wake's own), skipping those that expired. It is one atomic
+// step, so concurrent takers never share one. With a lease, each taken
+// notice moves to the leased set ("P cl:O", "P wcl:O"), scored by when its
+// lease ends; leases that have ended move back to the pending set first,
+// so an unacknowledged notice is taken again.
 //
-// ARGV: prefix, lease ms (0: take for good), owner... Returns the receipt
-// bodies.
+// ARGV: prefix, lease ms (0: take for good), the pending set's infix, the
+// leased set's, the bodies', owner... Returns the bodies.
 var takeScript = redis.NewScript(luaHelpers + `
 local p, lease, out = ARGV[1], tonumber(ARGV[2]), {}
+local pending, leasedIn, bodies = ARGV[3], ARGV[4], ARGV[5]
 local now = now_ms()
-for i = 3, #ARGV do
-  local key, leased = p .. 'c:' .. ARGV[i], p .. 'cl:' .. ARGV[i]
+for i = 6, #ARGV do
+  local key, leased = p .. pending .. ARGV[i], p .. leasedIn .. ARGV[i]
   local back = redis.call('ZRANGEBYSCORE', leased, '-inf', now)
   if #back > 0 then
     redis.call('ZREMRANGEBYSCORE', leased, '-inf', now)
@@ -277,7 +291,7 @@ for i = 3, #ARGV do
     redis.call('DEL', key)
     local list = {}
     for _, id in ipairs(ids) do
-      local body = redis.call('GET', p .. 'r:' .. id)
+      local body = redis.call('GET', p .. bodies .. id)
       if body then
         out[#out + 1] = body
         list[#list + 1] = now + lease
@@ -291,4 +305,20 @@ for i = 3, #ARGV do
   end
 end
 return out
+`)
+
+// addWakeScript records a wake: its body, if absent, and its key in the
+// owner's pending wakes, whose TTL it pushes out to the body's. Returns 1
+// when the wake is new.
+//
+// ARGV: prefix, owner, key, body, ttl ms.
+var addWakeScript = redis.NewScript(luaHelpers + `
+local p, owner, key, body, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if not redis.call('SET', p .. 'wb:' .. key, body, 'PX', ttl, 'NX') then
+  return 0
+end
+local set = p .. 'wc:' .. owner
+redis.call('ZADD', set, now_ms(), key)
+redis.call('PEXPIRE', set, math.max(redis.call('PTTL', set), ttl))
+return 1
 `)

@@ -18,6 +18,8 @@
 //	P owners     hash    id → owner, to find a receipt's indices once its key is gone
 //	P c:O        zset    owner O's pending completions, score = finished_at (completions.go)
 //	P cl:O       zset    owner O's leased completions, score = when the lease ends (completions.go)
+//	P wb:<key>   string  a wake of a running job (receipts.Wake) as JSON; PX = retention
+//	P wc:O       zset    owner O's pending wakes, score = when made; P wcl:O the leased ones
 //
 // A write is one Lua script: it sets the receipt with its TTL, adds it to
 // the indices and trims the profile to MaxRetained by dropping the receipts

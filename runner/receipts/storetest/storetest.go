@@ -90,6 +90,8 @@ func Run(t *testing.T, h Harness) {
 		{"CompletionRace", testCompletionRace},
 		{"CompletionExpires", testCompletionExpires},
 		{"CompletionTrimmed", testCompletionTrimmed},
+		{"Wakes", testWakes},
+		{"WakeRace", testWakeRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, open, h) })
