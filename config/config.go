@@ -96,15 +96,32 @@ type Kubernetes struct {
 	Kubeconfig      string `yaml:"kubeconfig"`
 	ImagePullPolicy string `yaml:"image_pull_policy" enum:"Always,IfNotPresent,Never"`
 	// RunAsUser: 0 means nobody (65534), -1 keeps the image's user.
-	RunAsUser          int64             `yaml:"run_as_user"`
-	RuntimeClassName   string            `yaml:"runtime_class_name"`
-	NodeSelector       map[string]string `yaml:"node_selector"`
-	ServiceAccountName string            `yaml:"service_account_name"`
-	CPURequest         string            `yaml:"cpu_request"`
-	MemoryRequest      string            `yaml:"memory_request"`
-	CPULimit           string            `yaml:"cpu_limit"`
-	MemoryLimit        string            `yaml:"memory_limit"`
-	Keep               bool              `yaml:"keep"`
+	RunAsUser        int64             `yaml:"run_as_user"`
+	RuntimeClassName string            `yaml:"runtime_class_name"`
+	NodeSelector     map[string]string `yaml:"node_selector"`
+	// Tolerations let job pods onto tainted nodes (a pool kept for jobs,
+	// the simulated nodes of KWOK).
+	Tolerations []Toleration `yaml:"tolerations"`
+	// APIQPS and APIBurst bound the requests to the API server (default
+	// 100 a second, burst twice that; a negative api_qps: no bound here).
+	APIQPS             float64 `yaml:"api_qps"`
+	APIBurst           int     `yaml:"api_burst"`
+	ServiceAccountName string  `yaml:"service_account_name"`
+	CPURequest         string  `yaml:"cpu_request"`
+	MemoryRequest      string  `yaml:"memory_request"`
+	CPULimit           string  `yaml:"cpu_limit"`
+	MemoryLimit        string  `yaml:"memory_limit"`
+	Keep               bool    `yaml:"keep"`
+}
+
+// Toleration is a job pod's toleration of a node taint, as Kubernetes
+// spells it: operator Equal (the default) or Exists, effect NoSchedule,
+// PreferNoSchedule, NoExecute or empty (all).
+type Toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator" enum:"Equal,Exists"`
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect" enum:"NoSchedule,PreferNoSchedule,NoExecute"`
 }
 
 // Docker holds container limits and policy for the docker backend.

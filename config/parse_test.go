@@ -156,3 +156,19 @@ func TestBadValuesWarn(t *testing.T) {
 	}
 	wantWarnings(t, p, want)
 }
+
+// TestTolerations: job pods' tolerations are read as a list of records,
+// each key and value checked like any other.
+func TestTolerations(t *testing.T) {
+	yml := "terminal:\n  kubernetes:\n    tolerations:\n      - key: kwok.x-k8s.io/node\n        operator: Exists\n        effect: NoSchedule\n" +
+		"      - key: pool\n        value: jobs\n        efect: NoExecute\n        operator: exists\n"
+	p := loadConfig(t, yml)
+	wantWarnings(t, p, []string{
+		"config.yaml: unknown key terminal.kubernetes.tolerations[1].efect (line 9); did you mean terminal.kubernetes.tolerations[1].effect?",
+		`config.yaml: terminal.kubernetes.tolerations[1].operator: "exists" is not one of Equal, Exists (line 10); did you mean Exists?`,
+	})
+	got := p.Config.Terminal.Kubernetes.Tolerations
+	if len(got) != 2 || got[0] != (config.Toleration{Key: "kwok.x-k8s.io/node", Operator: "Exists", Effect: "NoSchedule"}) || got[1].Value != "jobs" {
+		t.Fatalf("tolerations = %+v", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -30,6 +31,12 @@ func unknownKeys(b []byte) []string {
 func walkKnown(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice {
+		for i, item := range n.Content { // a list of records: tolerations
+			walkKnown(item, t.Elem(), path+"["+strconv.Itoa(i)+"]", out)
+		}
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		return

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hermesrun/hermes/backends/kubernetes"
+	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 )
 
@@ -26,7 +27,8 @@ func (e *Profile) Kubernetes() (*kubernetes.Backend, error) {
 	b, err := kubernetes.New(kubernetes.Options{
 		Profile: e.identity(), Namespace: c.Namespace, Kubeconfig: c.Kubeconfig, DefaultImage: image,
 		ImagePullPolicy: corev1.PullPolicy(c.ImagePullPolicy), RunAsUser: c.RunAsUser,
-		RuntimeClassName: c.RuntimeClassName, NodeSelector: c.NodeSelector, ServiceAccountName: c.ServiceAccountName,
+		RuntimeClassName: c.RuntimeClassName, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
+		ServiceAccountName: c.ServiceAccountName, APIQPS: c.APIQPS, APIBurst: c.APIBurst,
 		CPURequest: c.CPURequest, MemoryRequest: c.MemoryRequest, CPULimit: c.CPULimit, MemoryLimit: c.MemoryLimit,
 		Keep: c.Keep, Logger: e.Logger,
 	})
@@ -35,6 +37,16 @@ func (e *Profile) Kubernetes() (*kubernetes.Backend, error) {
 	}
 	e.kubernetes = b
 	return b, nil
+}
+
+// tolerations are the configured tolerations as the pod spec takes them.
+func tolerations(ts []config.Toleration) []corev1.Toleration {
+	out := make([]corev1.Toleration, len(ts))
+	for i, t := range ts {
+		out[i] = corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+			Effect: corev1.TaintEffect(t.Effect)}
+	}
+	return out
 }
 
 // kubernetesImage is the image of kubernetes jobs that name none.

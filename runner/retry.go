@@ -58,33 +58,56 @@ func (r *Registry) heldEntry(req StartRequest, backend string) (admission.Entry,
 	return admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt, Priority: req.Priority}, nil
 }
 
+// retryOutcome is what scheduleRetry made of the end of an attempt.
+type retryOutcome int
+
+const (
+	// noRetry: the job ends with this attempt; its receipt is written.
+	noRetry retryOutcome = iota
+	// retryScheduled: the attempt is recorded and the next one is due
+	// after its delay; no receipt.
+	retryScheduled
+	// attemptRecorded: another observer of this attempt (the starter and
+	// the supervisor, two replicas) recorded its end first, and goes on
+	// with the job: this end is not a second one.
+	attemptRecorded
+)
+
 // scheduleRetry decides, for rec, the end of an attempt, whether the job
 // goes on: it does when the attempt failed, retries are left, and the
 // ledger holds the job's request. Then the attempt is added to that
-// request's record, which becomes due after the retry's delay, and true
-// is returned: no receipt is written.
-func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) bool {
+// request's record, which becomes due after the retry's delay: no receipt
+// is written.
+func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) retryOutcome {
 	a := r.opts.Admission
-	if a == nil || a.Ledger == nil || rec.Retries <= len(rec.Attempts) || !retryable(rec.Status) ||
-		(rec.Status == receipts.StatusExited && rec.ExitCode == 0) {
-		return false
+	if a == nil || a.Ledger == nil || rec.Retries <= len(rec.Attempts) {
+		return noRetry
 	}
 	e, err := a.Ledger.HeldEntry(ctx, rec.ID)
-	if err != nil || e == nil || !e.Held || !e.Attempting {
+	if err != nil || e == nil || !e.Held {
 		if err != nil {
 			r.log.Warn("retry not scheduled: ledger", "id", rec.ID, "err", err)
 		}
-		return false
+		return noRetry
 	}
 	_, q, err := entryInfo(e)
 	if err != nil {
-		return false
+		return noRetry
+	}
+	if len(q.Attempts) > len(rec.Attempts) {
+		// The ledger has this attempt's end already: a late observer
+		// (one that saw the container vanish once the first had
+		// released it, and took it for lost) must not add it twice.
+		return attemptRecorded
+	}
+	if !e.Attempting || !retryable(rec.Status) || (rec.Status == receipts.StatusExited && rec.ExitCode == 0) {
+		return noRetry
 	}
 	q.Attempts = append(q.Attempts, receipts.Attempt{Status: rec.Status, ExitCode: rec.ExitCode,
 		StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, Error: rec.Error})
 	payload, err := json.Marshal(q)
 	if err != nil {
-		return false
+		return noRetry
 	}
 	delay := q.RetryDelay(len(q.Attempts), rand.Float64())
 	// Still Attempting: no dispatcher starts the next attempt, under the
@@ -92,14 +115,14 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) boo
 	e.Payload, e.NotBefore = payload, time.Now().Add(delay)
 	if err := a.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
 		r.log.Warn("retry not scheduled", "id", rec.ID, "err", err)
-		return false
+		return noRetry
 	}
 	r.log.Info("attempt failed; retrying", "id", rec.ID, "attempt", len(q.Attempts), "status", rec.Status,
 		"exit_code", rec.ExitCode, "delay", delay)
 	if r.opts.OnRetry != nil {
 		r.opts.OnRetry(rec.ID, e.NotBefore)
 	}
-	return true
+	return retryScheduled
 }
 
 // retryPending reports whether the ledger holds p's job for a next

@@ -359,9 +359,16 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 	// listings and the completion an agent sends to its model.
 	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
 	recorded, removed := false, false
-	if (!p.supervised || waitErr != nil) && r.scheduleRetry(ctx, rec) {
-		r.endAttempt(ctx, p, true)
-		return
+	if !p.supervised || waitErr != nil {
+		switch r.scheduleRetry(ctx, rec) {
+		case retryScheduled:
+			r.endAttempt(ctx, p, true)
+			return
+		case attemptRecorded:
+			// Whoever recorded it lets the next attempt start.
+			r.endAttempt(ctx, p, false)
+			return
+		}
 	}
 	if p.supervised && waitErr == nil {
 		// The shim wrote the receipt before it exited; read it back.

@@ -88,6 +88,13 @@ type Options struct {
 	RuntimeClassName string
 	// NodeSelector constrains where job pods run.
 	NodeSelector map[string]string
+	// Tolerations let job pods onto tainted nodes.
+	Tolerations []corev1.Toleration
+	// APIQPS and APIBurst bound the backend's requests to the API server
+	// (a token bucket): default DefaultAPIQPS and twice that; a negative
+	// APIQPS leaves the bounding to the server.
+	APIQPS   float64
+	APIBurst int
 	// ServiceAccountName runs job pods under this account; its token is
 	// still not mounted.
 	ServiceAccountName string
@@ -161,12 +168,29 @@ func New(opts Options) (*Backend, error) {
 	// Log follows and watches are long-lived; the client's own timeout
 	// would cut them. Calls are bounded by their contexts instead.
 	cfg.Timeout = 0
+	// client-go's default of 5 requests a second (burst 10) is a
+	// command-line tool's: a runner starting jobs for many agents spent
+	// 4 minutes starting 200 pods behind it on simulated nodes
+	// (TestSimulatedCluster), the API server idle. The server's own
+	// priority and fairness is the real bound; this one only keeps a
+	// runner from flooding it.
+	cfg.QPS, cfg.Burst = float32(opts.APIQPS), opts.APIBurst
+	if cfg.QPS == 0 {
+		cfg.QPS = DefaultAPIQPS
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = max(int(2*cfg.QPS), 1)
+	}
 	pc, err := newPodClient(cfg, ns)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes backend: client: %w", err)
 	}
 	return &Backend{opts: opts, cfg: cfg, pc: pc, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}, nil
 }
+
+// DefaultAPIQPS is the backend's default bound on requests to the API
+// server per second.
+const DefaultAPIQPS = 100
 
 // restConfig finds credentials: in-cluster first, then a kubeconfig file.
 // It also returns the namespace they imply.

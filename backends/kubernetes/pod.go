@@ -133,6 +133,7 @@ func (b *Backend) podFor(spec runner.Spec, image string) (*corev1.Pod, error) {
 			EnableServiceLinks:           &no,
 			ShareProcessNamespace:        &yes,
 			NodeSelector:                 b.opts.NodeSelector,
+			Tolerations:                  b.opts.Tolerations,
 			ServiceAccountName:           b.opts.ServiceAccountName,
 			SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 		},

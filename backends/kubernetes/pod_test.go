@@ -46,7 +46,8 @@ current-context: c
 }
 
 func TestPodIsRestricted(t *testing.T) {
-	b := offline(t, Options{RuntimeClassName: "gvisor", NodeSelector: map[string]string{"pool": "jobs"}})
+	b := offline(t, Options{RuntimeClassName: "gvisor", NodeSelector: map[string]string{"pool": "jobs"},
+		Tolerations: []corev1.Toleration{{Key: "pool", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}})
 	if b.Namespace() != "jobs" {
 		t.Errorf("namespace = %q; want the kubeconfig context's", b.Namespace())
 	}
@@ -82,7 +83,8 @@ func TestPodIsRestricted(t *testing.T) {
 		t.Errorf("resources %+v", c.Resources)
 	case *p.Spec.ActiveDeadlineSeconds != 90+deadlineSlack:
 		t.Errorf("activeDeadlineSeconds %d", *p.Spec.ActiveDeadlineSeconds)
-	case *p.Spec.RuntimeClassName != "gvisor" || p.Spec.NodeSelector["pool"] != "jobs":
+	case *p.Spec.RuntimeClassName != "gvisor" || p.Spec.NodeSelector["pool"] != "jobs" ||
+		len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Key != "pool":
 		t.Error("runtimeClassName or nodeSelector lost")
 	case !c.Stdin || !c.StdinOnce:
 		t.Error("stdin not open once")
@@ -267,6 +269,27 @@ func TestPodOfRef(t *testing.T) {
 		}
 		if !tc.ok && !errors.Is(err, runner.ErrNoProcess) {
 			t.Errorf("podOfRef(%q) = %q, %v; want ErrNoProcess", tc.ref, got, err)
+		}
+	}
+}
+
+// TestAPIRateBound: the backend's own bound on requests is a server's,
+// not client-go's 5 a second, and it can be set or left to the server.
+func TestAPIRateBound(t *testing.T) {
+	for _, tc := range []struct {
+		qps       float64
+		burst     int
+		wantQPS   float32
+		wantBurst int
+	}{
+		{0, 0, DefaultAPIQPS, 2 * DefaultAPIQPS},
+		{20, 0, 20, 40},
+		{20, 25, 20, 25},
+		{-1, 0, -1, 1},
+	} {
+		b := offline(t, Options{APIQPS: tc.qps, APIBurst: tc.burst})
+		if b.cfg.QPS != tc.wantQPS || b.cfg.Burst != tc.wantBurst {
+			t.Errorf("api_qps %g, api_burst %d: QPS %g, burst %d; want %g, %d", tc.qps, tc.burst, b.cfg.QPS, b.cfg.Burst, tc.wantQPS, tc.wantBurst)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -46,4 +48,45 @@ func Kubernetes(t testing.TB) (kubeconfig, image string) {
 		unavailable(t, "kubernetes", "the API server of %s does not answer: %v", kubeconfig, err)
 	}
 	return kubeconfig, envOr(EnvKubeImage, DefaultKubeImage)
+}
+
+// KWOKNodeLabel selects the simulated nodes scripts/ci/start-kwok.sh adds
+// (type=kwok), and KWOKTaint is their taint, which a job pod tolerates to
+// land there.
+const (
+	KWOKNodeLabel = "type=kwok"
+	KWOKTaint     = "kwok.x-k8s.io/node"
+)
+
+// KWOK returns the kubeconfig of the test cluster and how many simulated
+// nodes (KWOK, scripts/ci/start-kwok.sh) it has Ready, or ends the test
+// (skip by hand, fail under CI) when it has none.
+func KWOK(t testing.TB) (kubeconfig string, nodes int) {
+	t.Helper()
+	kubeconfig, _ = Kubernetes(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		unavailable(t, "kwok", "kubeconfig %s: %v", kubeconfig, err)
+	}
+	cs, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		unavailable(t, "kwok", "client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: KWOKNodeLabel})
+	if err != nil {
+		unavailable(t, "kwok", "list nodes: %v", err)
+	}
+	for _, n := range list.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				nodes++
+			}
+		}
+	}
+	if nodes == 0 {
+		unavailable(t, "kwok", "no simulated node is Ready (start them with scripts/ci/start-kwok.sh)")
+	}
+	return kubeconfig, nodes
 }

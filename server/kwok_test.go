@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/server"
+)
+
+// simJobs is how many pod jobs the smoke run of the simulated cluster
+// starts; bench/kwok.sh is the full run.
+const simJobs = 200
+
+// TestSimulatedCluster (issue 41): pod jobs on KWOK's simulated nodes
+// through two runner replicas on one Redis, one replica stopped while its
+// jobs run and a third started in its place: every job ends once with the
+// status its simulated pod gave (no log stream: nothing runs), and every
+// notify job leaves exactly one completion.
+func TestSimulatedCluster(t *testing.T) {
+	kubeconfig, nodes := testenv.KWOK(t)
+	url := testenv.Redis(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	cfg := serverConfig{
+		config: fmt.Sprintf(`store:
+  redis_url: %s
+  prefix: "hermes:{kwok-%s}:"
+terminal:
+  env: kubernetes
+  kubernetes:
+    kubeconfig: %s
+    image: hermes.local/simulated:1
+    node_selector: {type: kwok}
+    tolerations: [{key: %s, operator: Exists, effect: NoSchedule}]
+limits:
+  concurrent_jobs: %d
+`, url, hex.EncodeToString(b), kubeconfig, testenv.KWOKTaint, 2*simJobs),
+		opts: func(o *server.Options) { o.Backends = []string{"kubernetes"} },
+	}
+	a, bb := startServer(t, cfg), startServer(t, cfg)
+	const who = "sim-agent"
+	t.Logf("%d jobs on %d simulated nodes", simJobs, nodes)
+	want := map[string]int{} // id -> exit code
+	began := time.Now()
+	for i := range simJobs {
+		ts, exit := a, 0
+		if i%2 == 1 {
+			ts = bb
+		}
+		if i%10 == 9 {
+			exit = 3
+		}
+		id := ts.startJob(t, "", who, map[string]any{
+			"command": "simulated", "notify": true,
+			"env": []string{"HERMES_SIM_DURATION=4s", fmt.Sprintf("HERMES_SIM_EXIT=%d", exit)},
+		})
+		want[id] = exit
+	}
+	t.Logf("started %d in %s", simJobs, time.Since(began).Round(time.Millisecond))
+	// Half the jobs' replica goes away while they run; one that starts in
+	// its place adopts them.
+	a.stop()
+	c := startServer(t, cfg)
+
+	got := map[string]completionItem{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(got) < simJobs && time.Now().Before(deadline) {
+		for _, ts := range []*testServer{bb, c} {
+			status, cs := ts.takeCompletions(t, "", who, who, "2s")
+			if status != http.StatusOK {
+				t.Fatalf("take completions: %d", status)
+			}
+			for _, x := range cs {
+				if _, dup := got[x.SessionID]; dup {
+					t.Errorf("completion of %s taken twice", x.SessionID)
+				}
+				got[x.SessionID] = x
+			}
+		}
+	}
+	if len(got) != simJobs {
+		t.Fatalf("%d completions of %d jobs after 3 minutes", len(got), simJobs)
+	}
+	for id, exit := range want {
+		x, ok := got[id]
+		if !ok || x.Status != "exited" || x.ExitCode != exit {
+			t.Errorf("%s: completion %+v, want exited %d", id, x, exit)
+		}
+	}
+	if status, cs := c.takeCompletions(t, "", who, who, "2s"); status != http.StatusOK || len(cs) != 0 {
+		t.Errorf("after all were taken: %d %+v", status, cs)
+	}
+	t.Logf("all %d ended and taken %s after the first start", simJobs, time.Since(began).Round(time.Millisecond))
+}
