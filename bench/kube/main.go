@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,18 +46,40 @@ func main() {
 		namespace  = flag.String("namespace", "default", "namespace of the pods")
 		image      = flag.String("image", "hermes.local/busybox:1", "image of the pods (present on the nodes)")
 		rate       = flag.Int("rate", 0, "instead: start this many jobs at once through -runners and report pods per second")
-		runners    = flag.String("runners", "", "with -rate: comma-separated runner URLs, used round robin")
+		runners    = flag.String("runners", "", "with -rate or -sim: comma-separated runner URLs, used round robin")
+		sim        = flag.Int("sim", 0, "instead: this many jobs at once on KWOK's simulated nodes, beside a bare client-go loop (sim.go)")
+		simConc    = flag.Int("concurrency", 64, "with -sim: starts in flight at once, for both")
+		simDur     = flag.Duration("sim-duration", 30*time.Second, "with -sim: how long each simulated pod runs")
+		simRounds  = flag.Int("rounds", 3, "with -sim: paired rounds")
+		runnerPIDs = flag.String("runner-pids", "", "with -sim: comma-separated pids of the runners, for their RSS")
+		redisURL   = flag.String("redis", "", "with -sim: the runners' Redis, for its memory per receipt")
 	)
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		fail(err)
 	}
+	if *sim > 0 {
+		// The bare loop gets the runner's bound on requests
+		// (terminal.kubernetes.api_qps), not client-go's 5 a second.
+		cfg.QPS, cfg.Burst = 100, 200
+	}
 	cs, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		fail(err)
 	}
 	b := &bench{cs: cs, ns: *namespace, image: *image, hermes: *hermes, kubectl: *kubectl, kubeconfig: *kubeconfig}
+	if *sim > 0 {
+		var pids []int
+		for _, p := range strings.Split(*runnerPIDs, ",") {
+			if n, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		b.simulate(simOpts{n: *sim, concurrency: *simConc, rounds: *simRounds, duration: *simDur,
+			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL})
+		return
+	}
 	if *rate > 0 {
 		b.rate(*rate, strings.Split(*runners, ","))
 		return

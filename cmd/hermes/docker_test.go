@@ -99,7 +99,9 @@ func removeContainers(t *testing.T, labels ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, c := range containersWith(t, labels...) {
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		// A conflict is a removal already in progress: the runner
+		// releasing the job's container as the test ends.
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 			t.Errorf("cleanup: remove %s: %v", c.ID, err)
 		}
 	}

@@ -58,11 +58,22 @@ const (
 	KWOKTaint     = "kwok.x-k8s.io/node"
 )
 
+// EnvKWOK asks for the simulation tests (TestSimulatedCluster). They load
+// the whole machine (hundreds of pods, two runners, KWOK), so they run
+// only when asked: CI asks in a phase of their own (.ci/run "kwok
+// smoke"), after the suite, so that they never share the machine with its
+// timed tests.
+const EnvKWOK = "HERMES_TEST_KWOK"
+
 // KWOK returns the kubeconfig of the test cluster and how many simulated
-// nodes (KWOK, scripts/ci/start-kwok.sh) it has Ready, or ends the test
-// (skip by hand, fail under CI) when it has none.
+// nodes (KWOK, scripts/ci/start-kwok.sh) it has Ready. Without EnvKWOK=1
+// the test is skipped, saying where it runs; with it, a cluster without
+// simulated nodes ends the test (skip by hand, fail under CI).
 func KWOK(t testing.TB) (kubeconfig string, nodes int) {
 	t.Helper()
+	if os.Getenv(EnvKWOK) != "1" {
+		t.Skipf("testenv: the simulation runs alone, with %s=1 (CI: the kwok smoke phase of .ci/run)", EnvKWOK)
+	}
 	kubeconfig, _ = Kubernetes(t)
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {

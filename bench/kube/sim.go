@@ -1,0 +1,385 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// The simulation (-sim N): N pod jobs at once on KWOK's simulated nodes
+// (scripts/ci/start-kwok.sh), each running -sim-duration, through the
+// runners at -runners, beside a bare client-go loop at the same
+// concurrency that creates the same pods and follows them all with one
+// watch. Rounds alternate which goes first. For each it reports:
+//
+//   - start throughput: N over the time from the first create (or POST)
+//     to the last pod running (for hermes, to the last start answered:
+//     a start answers once its pod runs);
+//   - create-to-end: from a pod's create (a job's POST) until its end is
+//     seen (bare: the watch shows Succeeded; hermes: its completion is
+//     taken, so the receipt is written);
+//   - API server requests per job: the API server's apiserver_request_total
+//     summed before and after, over N (KWOK's own status writes are in both);
+//   - with -runner-pids, the runners' RSS per live job, and with -redis,
+//     Redis memory per receipt.
+
+type simOpts struct {
+	n, concurrency, rounds int
+	duration               time.Duration
+	runners                []string
+	runnerPIDs             []int
+	redisURL               string
+}
+
+type simResult struct {
+	throughput float64 // jobs per second
+	endP50     time.Duration
+	endP99     time.Duration
+	requests   float64 // API server requests per job
+	rssPerJob  float64 // bytes
+	redisPer   float64 // bytes per receipt
+}
+
+func (b *bench) simulate(o simOpts) {
+	type run struct{ bare, hermes simResult }
+	var runs []run
+	for i := range o.rounds {
+		var r run
+		first := []string{"bare", "hermes"}
+		if i%2 == 1 {
+			first = []string{"hermes", "bare"}
+		}
+		for _, who := range first {
+			time.Sleep(3 * time.Second) // let the last round's deletes settle
+			var err error
+			if who == "bare" {
+				r.bare, err = b.simBare(o, i)
+			} else {
+				r.hermes, err = b.simHermes(o, i)
+			}
+			if err != nil {
+				fail(fmt.Errorf("round %d, %s: %w", i+1, who, err))
+			}
+		}
+		runs = append(runs, r)
+		fmt.Printf("round %d: bare %.1f jobs/s, end p50 %.0f ms p99 %.0f ms, %.1f req/job | hermes %.1f jobs/s, end p50 %.0f ms p99 %.0f ms, %.1f req/job, RSS %.1f KiB/job, Redis %.0f B/receipt (load %s)\n",
+			i+1, r.bare.throughput, ms(r.bare.endP50), ms(r.bare.endP99), r.bare.requests,
+			r.hermes.throughput, ms(r.hermes.endP50), ms(r.hermes.endP99), r.hermes.requests, r.hermes.rssPerJob/1024, r.hermes.redisPer, load())
+	}
+	ratio := func(f func(run) float64) string {
+		var rs []float64
+		for _, r := range runs {
+			rs = append(rs, f(r))
+		}
+		q1, q2, q3 := quartiles(rs)
+		return fmt.Sprintf("%.2f (IQR %.2f-%.2f)", q2, q1, q3)
+	}
+	fmt.Printf("%d jobs of %s at concurrency %d, %d rounds, load %s\n", o.n, o.duration, o.concurrency, o.rounds, load())
+	fmt.Printf("  start throughput hermes/bare: %s\n", ratio(func(r run) float64 { return r.hermes.throughput / r.bare.throughput }))
+	fmt.Printf("  create-to-end p50 hermes/bare: %s\n", ratio(func(r run) float64 { return float64(r.hermes.endP50) / float64(r.bare.endP50) }))
+	fmt.Printf("  API requests per job hermes/bare: %s\n", ratio(func(r run) float64 { return r.hermes.requests / r.bare.requests }))
+}
+
+// simPod is the pod the bare loop creates: what a hermes job pod asks of
+// the simulated nodes, no more.
+func (b *bench) simPod(name, round string, d time.Duration) *corev1.Pod {
+	no := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"bench-sim": round}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, AutomountServiceAccountToken: &no,
+			NodeSelector: map[string]string{"type": "kwok"},
+			Tolerations:  []corev1.Toleration{{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+			Containers: []corev1.Container{{Name: "job", Image: b.image, Command: []string{"/bin/sh", "-c", "simulated"},
+				Env: []corev1.EnvVar{{Name: "HERMES_SIM_DURATION", Value: d.String()}}}},
+		},
+	}
+}
+
+func (b *bench) simBare(o simOpts, round int) (simResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	label := fmt.Sprintf("%d-%d", os.Getpid(), round)
+	before, err := b.apiRequests(ctx)
+	if err != nil {
+		return simResult{}, err
+	}
+	w, err := b.cs.CoreV1().Pods(b.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label})
+	if err != nil {
+		return simResult{}, err
+	}
+	defer func() { w.Stop() }()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	start := time.Now()
+	errs := make(chan error, 1)
+	go func() {
+		errs <- parallel(o.n, o.concurrency, func(i int) error {
+			name := fmt.Sprintf("bench-sim-%s-%d", label, i)
+			t := time.Now()
+			mu.Lock()
+			created[name] = t
+			mu.Unlock()
+			_, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{})
+			return err
+		})
+	}()
+	running, ended := map[string]bool{}, map[string]time.Duration{}
+	var lastRunning time.Time
+	see := func(p *corev1.Pod) {
+		if p.Status.Phase != corev1.PodPending && !running[p.Name] {
+			running[p.Name], lastRunning = true, time.Now()
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			if _, seen := ended[p.Name]; !seen {
+				mu.Lock()
+				ended[p.Name] = time.Since(created[p.Name])
+				mu.Unlock()
+			}
+		}
+	}
+	for len(ended) < o.n {
+		select {
+		case err := <-errs:
+			if err != nil {
+				return simResult{}, err
+			}
+			errs = nil
+		case ev, ok := <-w.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				// The server ended the watch (its timeout, a burst it
+				// would not buffer): list what is there, and watch on
+				// from that list.
+				w.Stop()
+				list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label})
+				if err != nil {
+					return simResult{}, err
+				}
+				for i := range list.Items {
+					see(&list.Items[i])
+				}
+				if w, err = b.cs.CoreV1().Pods(b.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label,
+					ResourceVersion: list.ResourceVersion}); err != nil {
+					return simResult{}, err
+				}
+				continue
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
+				see(p)
+			}
+		case <-ctx.Done():
+			return simResult{}, ctx.Err()
+		}
+	}
+	after, err := b.apiRequests(ctx)
+	if err != nil {
+		return simResult{}, err
+	}
+	zero := int64(0)
+	_ = b.cs.CoreV1().Pods(b.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: "bench-sim=" + label})
+	res := simResult{throughput: float64(o.n) / lastRunning.Sub(start).Seconds(), requests: float64(after-before) / float64(o.n)}
+	res.endP50, res.endP99 = percentiles(ended)
+	return res, nil
+}
+
+func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	session := fmt.Sprintf("bench-sim-%d-%d", os.Getpid(), round)
+	before, err := b.apiRequests(ctx)
+	if err != nil {
+		return simResult{}, err
+	}
+	rssBefore := rss(o.runnerPIDs)
+	redisBefore := redisMemory(ctx, o.redisURL)
+	var mu sync.Mutex
+	posted := map[string]time.Time{}
+	start := time.Now()
+	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
+	err = parallel(o.n, o.concurrency, func(i int) error {
+		t := time.Now()
+		var rec struct {
+			ID string `json:"session_id"`
+		}
+		if err := call(ctx, "POST", o.runners[i%len(o.runners)]+"/v1/processes", session, body, http.StatusCreated, &rec); err != nil {
+			return err
+		}
+		mu.Lock()
+		posted[rec.ID] = t
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return simResult{}, err
+	}
+	started := time.Since(start)
+	rssLive := rss(o.runnerPIDs)
+	ended := map[string]time.Duration{}
+	for len(ended) < o.n && ctx.Err() == nil {
+		var cs []struct {
+			ID string `json:"session_id"`
+		}
+		if err := call(ctx, "GET", o.runners[0]+"/v1/sessions/"+session+"/completions?wait=5s", session, "", http.StatusOK, &cs); err != nil {
+			return simResult{}, err
+		}
+		for _, c := range cs {
+			if t, ok := posted[c.ID]; ok {
+				ended[c.ID] = time.Since(t)
+			}
+		}
+	}
+	if len(ended) < o.n {
+		return simResult{}, fmt.Errorf("%d of %d completions", len(ended), o.n)
+	}
+	after, err := b.apiRequests(ctx)
+	if err != nil {
+		return simResult{}, err
+	}
+	res := simResult{throughput: float64(o.n) / started.Seconds(), requests: float64(after-before) / float64(o.n)}
+	res.endP50, res.endP99 = percentiles(ended)
+	if len(o.runnerPIDs) > 0 {
+		res.rssPerJob = float64(rssLive-rssBefore) / float64(o.n)
+	}
+	if o.redisURL != "" {
+		res.redisPer = float64(redisMemory(ctx, o.redisURL)-redisBefore) / float64(o.n)
+	}
+	return res, nil
+}
+
+// apiRequests is the API server's count of requests served so far.
+func (b *bench) apiRequests(ctx context.Context) (int64, error) {
+	raw, err := b.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("API server metrics: %w", err)
+	}
+	var total float64
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			total += v
+		}
+	}
+	return int64(total), nil
+}
+
+// parallel runs f(0..n-1), at most c at once, and returns the first error.
+func parallel(n, c int, f func(int) error) error {
+	sem := make(chan struct{}, c)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(i); err != nil {
+				once.Do(func() { first = err })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// call does one request to a runner as session and decodes the answer.
+func call(ctx context.Context, method, url, session, body string, want int, out any) error {
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Hermes-Session", session)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if tok := os.Getenv("HERMES_RUNNER_TOKEN"); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 500))
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func percentiles(m map[string]time.Duration) (p50, p99 time.Duration) {
+	var s []time.Duration
+	for _, d := range m {
+		s = append(s, d)
+	}
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0, 0
+	}
+	return s[len(s)/2], s[(len(s)*99)/100]
+}
+
+// rss sums the resident memory of pids, in bytes.
+func rss(pids []int) int64 {
+	var total int64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				total += kb << 10
+			}
+		}
+	}
+	return total
+}
+
+// redisMemory is Redis's used_memory, 0 without a URL.
+func redisMemory(ctx context.Context, url string) int64 {
+	if url == "" {
+		return 0
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return 0
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/kwok.sh [N] [NODES]: N pod jobs at once (default 2000) on NODES
+# simulated nodes (default 50, KWOK: scripts/ci/start-kwok.sh) through two
+# runner replicas on one Redis, beside a bare client-go create-and-watch
+# loop at the same concurrency, as paired rounds (bench/kube/sim.go): start
+# throughput, create-to-end, API server requests per job, the runners' RSS
+# per live job and Redis memory per receipt. Needs the test cluster
+# (scripts/ci/start-k8s.sh) and Redis (scripts/ci/start-redis.sh).
+set -euo pipefail
+export CGO_ENABLED=0
+cd "$(dirname "$0")/.."
+n="${1:-2000}"
+nodes="${2:-50}"
+state="${HERMES_CI_STATE_DIR:-/tmp/hermes-ci}"
+redis="${HERMES_TEST_REDIS_URL:-redis://127.0.0.1:6390/0}"
+export KUBECONFIG="${KUBECONFIG:-$state/k8s/admin.kubeconfig}"
+HERMES_KWOK_NODES="$nodes" bash scripts/ci/start-kwok.sh >/dev/null
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+go build -o "$tmp/hermes" ./cmd/hermes
+go build -o "$tmp/kube" ./bench/kube
+serve() { # serve NAME PORT
+	mkdir -p "$tmp/$1"
+	cat >"$tmp/$1/config.yaml" <<YAML
+store:
+  redis_url: $redis
+  prefix: "hermes:{bench-kwok-$$}:"
+terminal:
+  env: kubernetes
+  kubernetes:
+    kubeconfig: $KUBECONFIG
+    image: hermes.local/simulated:1
+    node_selector: {type: kwok}
+    tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
+YAML
+	HERMES_HOME="$tmp/$1" "$tmp/hermes" serve --listen "127.0.0.1:$2" --backends kubernetes 2>"$tmp/$1.log" &
+	pids+=($!)
+	for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$2/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
+	echo "runner $1 did not start" >&2
+	exit 1
+}
+serve a 17081
+serve b 17082
+"$tmp/kube" -sim "$n" -concurrency "${CONCURRENCY:-64}" -rounds "${ROUNDS:-3}" -sim-duration "${DURATION:-30s}" \
+	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" -redis "$redis"
