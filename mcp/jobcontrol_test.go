@@ -82,22 +82,8 @@ func TestJobControlTools(t *testing.T) {
 // calls it; the wake comes through process_manage completions while the
 // job runs, once, and the completion after it.
 func TestWakeTools(t *testing.T) {
-	dir := t.TempDir()
-	st, err := receipts.NewFileStore(dir+"/receipts", receipts.Options{}.WithDefaults())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss, err := sessions.NewFileStore(dir + "/sessions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, KillGrace: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
-	_, c := connect(t, reg, "")
-	gate := filepath.Join(dir, "gate")
+	_, c := connect(t, newRegistry(t), "")
+	gate := filepath.Join(t.TempDir(), "gate")
 	var job struct {
 		ID       string   `json:"session_id"`
 		NotifyOn []string `json:"notify_on"`

@@ -152,41 +152,41 @@ func (a Args) Duration(name string) (time.Duration, bool, error) {
 // accepts a JSON array of strings, or one string of comma-separated
 // values (models write both).
 func (a Args) Strings(name string) ([]string, error) {
-	if !a.present(name) {
-		return nil, nil
+	list, single, err := a.stringList(name)
+	if err != nil || !single {
+		return list, err
 	}
-	var list []string
-	if err := json.Unmarshal(a[name], &list); err == nil {
-		return list, nil
-	}
-	var s string
-	if err := json.Unmarshal(a[name], &s); err != nil {
-		return nil, a.typeError(name, "a list of strings")
-	}
-	for _, v := range strings.Split(s, ",") {
+	var out []string
+	for _, v := range strings.Split(list[0], ",") {
 		if v = strings.TrimSpace(v); v != "" {
-			list = append(list, v)
+			out = append(out, v)
 		}
 	}
-	return list, nil
+	return out, nil
 }
 
 // Patterns returns the argument name as a list of strings, a single
 // string being a list of one: unlike Strings it never splits at commas,
 // which belong to the regular expressions it carries.
 func (a Args) Patterns(name string) ([]string, error) {
+	list, _, err := a.stringList(name)
+	return list, err
+}
+
+// stringList decodes the argument name as a JSON array of strings, or as
+// one string (single, a list of one); nil when absent.
+func (a Args) stringList(name string) (list []string, single bool, err error) {
 	if !a.present(name) {
-		return nil, nil
+		return nil, false, nil
 	}
-	var list []string
 	if err := json.Unmarshal(a[name], &list); err == nil {
-		return list, nil
+		return list, false, nil
 	}
 	var s string
 	if err := json.Unmarshal(a[name], &s); err != nil {
-		return nil, a.typeError(name, "a list of strings")
+		return nil, false, a.typeError(name, "a list of strings")
 	}
-	return []string{s}, nil
+	return []string{s}, true, nil
 }
 
 // Text returns the argument name as text whatever its JSON type: a
