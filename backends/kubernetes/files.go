@@ -50,7 +50,7 @@ func (b *Backend) exec(ctx context.Context, ref string, argv []string, stdin io.
 	if err != nil {
 		return err
 	}
-	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	return ex.StreamWithContext(b.quietly(ctx), remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 }
 
 // podOfRef is the pod name in ref, a handle's namespace/name; a pod of

@@ -351,7 +351,7 @@ func (h *Handle) openStdin() error {
 	pr, pw := io.Pipe()
 	h.stdinW = pw
 	go func() {
-		err := exec.StreamWithContext(h.ctx, remotecommand.StreamOptions{Stdin: pr})
+		err := exec.StreamWithContext(h.b.quietly(h.ctx), remotecommand.StreamOptions{Stdin: pr})
 		if err == nil {
 			err = errors.New("attach session ended")
 		}
