@@ -30,7 +30,7 @@ func (e *Profile) Kubernetes() (*kubernetes.Backend, error) {
 		RuntimeClassName: c.RuntimeClassName, NodeSelector: c.NodeSelector, Tolerations: tolerations(c.Tolerations),
 		ServiceAccountName: c.ServiceAccountName, APIQPS: c.APIQPS, APIBurst: c.APIBurst,
 		CPURequest: c.CPURequest, MemoryRequest: c.MemoryRequest, CPULimit: c.CPULimit, MemoryLimit: c.MemoryLimit,
-		Keep: c.Keep, Logger: e.Logger,
+		Keep: c.Keep, Logger: e.Logger, SharedWatch: e.longLived,
 	})
 	if err != nil {
 		return nil, err

@@ -47,17 +47,27 @@ func testProfile(t *testing.T) string {
 
 // TestConformance runs the backend contract suite against job pods on a
 // real cluster; each New is a fresh client of the same profile, as a
-// restarted runner replica would open.
+// restarted runner replica would open. It runs with each way of watching
+// pods: one informer per waited pod (a CLI, a job's watcher) and one
+// shared by every wait (a long-lived runner).
 func TestConformance(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(map[bool]string{false: "per-pod watch", true: "shared watch"}[shared], func(t *testing.T) {
+			conformance(t, func(o *Options) { o.SharedWatch = shared })
+		})
+	}
+}
+
+func conformance(t *testing.T, o func(*Options)) {
 	profile := testProfile(t)
-	_, image := newTestBackend(t, profile, nil)
+	_, image := newTestBackend(t, profile, o)
 	st, err := receipts.NewFileStore(filepath.Join(t.TempDir(), "receipts"), receipts.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, backendtest.Harness{
 		New: func(t *testing.T) runner.Backend {
-			b, _ := newTestBackend(t, profile, nil)
+			b, _ := newTestBackend(t, profile, o)
 			return b
 		},
 		Store: st,

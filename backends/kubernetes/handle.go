@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
@@ -119,81 +118,6 @@ func pendingWhy(p *corev1.Pod) string {
 
 // errGone is what watch returns when the pod no longer exists.
 var errGone = errors.New("pod gone")
-
-// watch calls check with the pod's state, first as it is and then at each
-// change, until check says done (or fails), the pod is deleted (errGone,
-// after check has seen its last state) or ctx ends.
-func (h *Handle) watch(ctx context.Context, check func(*corev1.Pod) (bool, error)) error {
-	for {
-		p, err := h.b.pods().Get(ctx, h.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return errGone
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return h.b.apiErr("get pod "+h.name, err)
-		}
-		if done, err := check(p); done || err != nil {
-			return err
-		}
-		w, err := h.b.watchPod(ctx, h.name, p.ResourceVersion)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			h.b.log.Debug("watch pod", "pod", h.name, "err", err)
-			if !sleep(ctx, time.Second) {
-				return ctx.Err()
-			}
-			continue
-		}
-		done, err := h.events(ctx, w, check)
-		w.Stop()
-		if done || err != nil {
-			return err
-		}
-		// The watch ended (timeout, a compacted resource version): read
-		// the pod again and watch on.
-	}
-}
-
-// events feeds one watch's events to check.
-func (h *Handle) events(ctx context.Context, w watch.Interface, check func(*corev1.Pod) (bool, error)) (bool, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return true, ctx.Err()
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return false, nil
-			}
-			p, isPod := ev.Object.(*corev1.Pod)
-			if !isPod {
-				continue // a watch error status: read the pod again
-			}
-			done, err := check(p)
-			if done || err != nil {
-				return true, err
-			}
-			if ev.Type == watch.Deleted {
-				return true, errGone
-			}
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
 
 // Wait blocks until the job's container has ended and reports how. A pod
 // deleted before its end was seen is lost, unless hermes killed it.

@@ -28,8 +28,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -95,6 +93,10 @@ type Options struct {
 	// APIQPS leaves the bounding to the server.
 	APIQPS   float64
 	APIBurst int
+	// SharedWatch makes the backend follow all of its profile's pods with
+	// one watch, for a long-lived runner waiting on many; otherwise each
+	// wait watches its one pod.
+	SharedWatch bool
 	// ServiceAccountName runs job pods under this account; its token is
 	// still not mounted.
 	ServiceAccountName string
@@ -143,6 +145,7 @@ type Backend struct {
 	namespace string
 	resources corev1.ResourceRequirements
 	log       *slog.Logger
+	watcher   *podWatch
 }
 
 var _ runner.Backend = (*Backend)(nil)
@@ -185,7 +188,9 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes backend: client: %w", err)
 	}
-	return &Backend{opts: opts, cfg: cfg, pc: pc, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}, nil
+	b := &Backend{opts: opts, cfg: cfg, pc: pc, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}
+	b.watcher = &podWatch{b: b, shared: opts.SharedWatch}
+	return b, nil
 }
 
 // DefaultAPIQPS is the backend's default bound on requests to the API
@@ -407,12 +412,4 @@ func (b *Backend) getPod(ctx context.Context, id string) (*corev1.Pod, error) {
 // listing, the annotation (the whole profile, not a hash) decides.
 func (b *Backend) ours(p *corev1.Pod) bool {
 	return p.Labels[labelProfile] == b.profileLabel() && p.Annotations[annotationProfile] == b.opts.Profile
-}
-
-// watchPod watches the one pod name from resourceVersion rv on.
-func (b *Backend) watchPod(ctx context.Context, name, rv string) (watch.Interface, error) {
-	return b.pods().Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-		ResourceVersion: rv,
-	})
 }

@@ -42,6 +42,7 @@ type follower struct {
 	w         io.Writer
 	delivered int64
 	tail      []byte
+	opened    bool // a follow stream opened once: a kubelet serves this pod's log
 }
 
 func (f *follower) Write(p []byte) (int, error) {
@@ -113,14 +114,38 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			h.b.log.Debug("log stream broke; reopening", "pod", h.name, "err", err)
 		}
-		if !sleep(ctx, backoff) {
+		if !h.sleepUnlessEnded(ctx, backoff) {
 			return ctx.Err()
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		// A stream that served once and broke is reopened soon; a node
+		// that never served one (a simulated node has no kubelet, a
+		// partitioned one none that answers) is asked rarely, since the
+		// pod's end, seen on the shared watch, cuts the wait short.
+		limit := maxReopenWait
+		if !f.opened {
+			limit = maxUnservedWait
+		}
+		backoff = min(2*backoff, limit)
 		// Loop: the container may have ended (a final read delivers the
 		// rest) or the stream broke while it runs (reopen where it
 		// stopped).
 	}
+}
+
+// maxReopenWait and maxUnservedWait bound the wait between attempts to
+// follow a log: one that broke after it served, and one never served.
+const (
+	maxReopenWait   = 2 * time.Second
+	maxUnservedWait = 30 * time.Second
+)
+
+// sleepUnlessEnded waits d, less if the pod ends (or goes) first; false
+// if ctx ended.
+func (h *Handle) sleepUnlessEnded(ctx context.Context, d time.Duration) bool {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_ = h.watch(wctx, func(p *corev1.Pod) (bool, error) { return podEnd(p) != nil, nil })
+	return ctx.Err() == nil
 }
 
 // streamFrom follows the log from its start, discarding the first skip
@@ -143,6 +168,7 @@ func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) (ended
 	if err != nil {
 		return endSeen.Load(), err
 	}
+	f.opened = true
 	defer rc.Close()
 	if skip > 0 {
 		if _, err := io.CopyN(io.Discard, rc, skip); err != nil {
