@@ -30,3 +30,18 @@ func TestQuietlyLowersClientGoErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestIsRemovedLog: the kubelet's answer for a removed container is told
+// apart from output, even output that quotes it on a line of its own.
+func TestIsRemovedLog(t *testing.T) {
+	for body, want := range map[string]bool{
+		"unable to retrieve container logs for containerd://0bf3": true,
+		"started\nunable to retrieve container logs for x":        false,
+		"unable to retrieve container logs for x\n":               false,
+		"": false,
+	} {
+		if got := isRemovedLog([]byte(body)); got != want {
+			t.Errorf("isRemovedLog(%q) = %v", body, got)
+		}
+	}
+}

@@ -94,7 +94,9 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 		skip := int64(0)
 		if f.delivered > 0 || ended {
 			var cur bytes.Buffer
-			if err := h.readLog(ctx, &cur); err != nil {
+			if err := h.readLog(ctx, &cur); errors.Is(err, errLogRemoved) {
+				return nil // what was streamed is all there is
+			} else if err != nil {
 				return err
 			}
 			skip = f.offsetIn(cur.Bytes())
@@ -197,8 +199,27 @@ func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
 		return h.b.apiErr("log "+h.name, err)
 	}
 	defer rc.Close()
-	_, err = io.Copy(w, rc)
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, rc); err != nil {
+		return err
+	}
+	if isRemovedLog(buf.Bytes()) {
+		// The container was removed (a deleted pod): the kubelet answers
+		// with its own message in place of the log. It is not output.
+		return fmt.Errorf("kubernetes log %s: %s: %w", h.id, buf.Bytes(), errLogRemoved)
+	}
+	_, err = w.Write(buf.Bytes())
 	return err
+}
+
+// errLogRemoved is readLog's error when the container, and its log, are
+// gone.
+var errLogRemoved = errors.New("container log removed")
+
+// isRemovedLog reports whether a log body is the kubelet's message for a
+// container it no longer has, rather than anything the job printed.
+func isRemovedLog(b []byte) bool {
+	return bytes.HasPrefix(b, []byte("unable to retrieve container logs for ")) && !bytes.Contains(b, []byte("\n"))
 }
 
 // started reports whether the job container has run at all.
