@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -199,16 +200,24 @@ func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
 		return h.b.apiErr("log "+h.name, err)
 	}
 	defer rc.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, rc); err != nil {
-		return err
+	br := bufio.NewReader(rc)
+	if head, _ := br.Peek(len(removedLogPrefix)); string(head) == removedLogPrefix {
+		// Only a log that starts like the kubelet's message is read
+		// ahead, one line, to tell the two apart.
+		line, rerr := br.ReadBytes('\n')
+		if rerr == io.EOF && isRemovedLog(line) {
+			// The container was removed (a deleted pod): the kubelet
+			// answers with its own message in place of the log.
+			return fmt.Errorf("kubernetes log %s: %s: %w", h.id, line, errLogRemoved)
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+		if rerr != nil && rerr != io.EOF {
+			return rerr
+		}
 	}
-	if isRemovedLog(buf.Bytes()) {
-		// The container was removed (a deleted pod): the kubelet answers
-		// with its own message in place of the log. It is not output.
-		return fmt.Errorf("kubernetes log %s: %s: %w", h.id, buf.Bytes(), errLogRemoved)
-	}
-	_, err = w.Write(buf.Bytes())
+	_, err = io.Copy(w, br)
 	return err
 }
 
@@ -219,8 +228,11 @@ var errLogRemoved = errors.New("container log removed")
 // isRemovedLog reports whether a log body is the kubelet's message for a
 // container it no longer has, rather than anything the job printed.
 func isRemovedLog(b []byte) bool {
-	return bytes.HasPrefix(b, []byte("unable to retrieve container logs for ")) && !bytes.Contains(b, []byte("\n"))
+	return bytes.HasPrefix(b, []byte(removedLogPrefix)) && !bytes.Contains(b, []byte("\n"))
 }
+
+// removedLogPrefix starts the kubelet's answer for a removed container.
+const removedLogPrefix = "unable to retrieve container logs for "
 
 // started reports whether the job container has run at all.
 func started(p *corev1.Pod) bool {

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,10 +54,8 @@ const idleStop = 5 * time.Second
 
 // podSub is one waiter on one pod.
 type podSub struct {
-	name    string
-	changed chan struct{} // one pending wake-up at most
-	mu      sync.Mutex
-	deleted *corev1.Pod // the pod's last state, once it is deleted
+	changed chan struct{}              // one pending wake-up at most
+	deleted atomic.Pointer[corev1.Pod] // the pod's last state, once it is deleted
 }
 
 func (s *podSub) wake() {
@@ -73,7 +72,7 @@ func (w *podWatch) subscribe(name string) (*podSub, cache.SharedIndexInformer, f
 	if w.shared {
 		scope = ""
 	}
-	s := &podSub{name: name, changed: make(chan struct{}, 1)}
+	s := &podSub{changed: make(chan struct{}, 1)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	pi := w.scopes[scope]
@@ -168,9 +167,7 @@ func (w *podWatch) notify(pi *podInformer, obj any, deleted bool) {
 	defer w.mu.Unlock()
 	for s := range pi.byName[p.Name] {
 		if deleted {
-			s.mu.Lock()
-			s.deleted = p
-			s.mu.Unlock()
+			s.deleted.Store(p)
 		}
 		s.wake()
 	}
@@ -178,29 +175,26 @@ func (w *podWatch) notify(pi *podInformer, obj any, deleted bool) {
 
 // watch calls check with the pod's state, first as it is and then at each
 // change, until check says done (or fails), the pod is deleted (errGone,
-// after check has seen its last state) or ctx ends. States come from the
-// backend's shared informer; a pod newer than the informer's view is read
-// once from the API server.
+// after check has seen its last state) or ctx ends. States come from an
+// informer's cache (podWatch); a pod newer than the informer's view is
+// read once from the API server.
 func (h *Handle) watch(ctx context.Context, check func(*corev1.Pod) (bool, error)) error {
 	sub, inf, done := h.b.watcher.subscribe(h.name)
 	defer done()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
-	key := h.b.namespace + "/" + h.name
 	seenRV := ""
 	for {
-		sub.mu.Lock()
-		last := sub.deleted
-		sub.mu.Unlock()
-		if last != nil {
+		if last := sub.deleted.Load(); last != nil {
 			if _, err := check(last); err != nil {
 				return err
 			}
 			return errGone
 		}
 		var p *corev1.Pod
-		if obj, ok, _ := inf.GetStore().GetByKey(key); ok {
+		// An informer's key is namespace/name, as Ref.
+		if obj, ok, _ := inf.GetStore().GetByKey(h.Ref()); ok {
 			p = obj.(*corev1.Pod)
 		} else if seenRV == "" {
 			// Created after the informer's list and not yet seen on its
