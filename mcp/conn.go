@@ -15,8 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -225,10 +228,18 @@ func (c *Conn) Run(ctx context.Context, t sdk.Transport) error {
 		<-done
 		err = nil
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err != nil && !errors.Is(err, context.Canceled) && !peerGone(err) {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	return nil
+}
+
+// peerGone reports whether err only says the client went away: a
+// notification written as the host closed its end fails with a closed pipe,
+// and the session's end is then the host's choice, not a fault of ours.
+func peerGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
 
 // Close stops the connection's background work and ends the session it

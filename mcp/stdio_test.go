@@ -5,10 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -433,5 +437,25 @@ func TestTasks(t *testing.T) {
 	}
 	if m := next("tasks/get", `"taskId":"hermes-job-proc_000000000000",`+modernMeta(true)); errorCode(m) != -32602 {
 		t.Fatalf("unknown task = %v", m)
+	}
+}
+
+// A host that closes its end while a notification is on the way ends the
+// session normally; any other transport error is still reported.
+func TestPeerGone(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		gone bool
+	}{
+		{io.EOF, true},
+		{fmt.Errorf("write: %w", io.ErrClosedPipe), true},
+		{&os.PathError{Op: "write", Path: "/dev/stdout", Err: syscall.EPIPE}, true},
+		{net.ErrClosed, true},
+		{errors.New("invalid message"), false},
+		{syscall.EIO, false},
+	} {
+		if got := peerGone(tc.err); got != tc.gone {
+			t.Errorf("peerGone(%v) = %v, want %v", tc.err, got, tc.gone)
+		}
 	}
 }
