@@ -1,0 +1,26 @@
+package main
+
+import (
+	"context"
+
+	"github.com/hermesrun/hermes/profile"
+	"github.com/hermesrun/hermes/runner/receipts"
+)
+
+// SuperviseCmd is the entry point of a profile's many-job supervisor,
+// which a runner (hermes serve) starts on demand.
+type SuperviseCmd struct {
+	Socket string `help:"Unix socket to listen on (default: the runner's, run/supervisor.sock)."`
+}
+
+// Run implements the command. Like the shim, the supervisor handles
+// SIGTERM/SIGINT itself: it ends its jobs, records them, and exits.
+func (c *SuperviseCmd) Run(g *Globals) error {
+	ctx := context.Background()
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Supervisor: true})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	return e.RunSupervisor(ctx, c.Socket, handedOff(receipts.NewListCache()))
+}
