@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -176,7 +178,7 @@ func newRegistry(t *testing.T) (*runner.Registry, sessions.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, KillGrace: 500e6})
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}, KillGrace: 500e6})
 	if err != nil {
 		t.Fatal(err)
 	}

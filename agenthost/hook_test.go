@@ -1,6 +1,8 @@
 package agenthost
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"os"
@@ -27,7 +29,7 @@ func newRegistry(t *testing.T) *runner.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, KillGrace: 200 * time.Millisecond})
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}, KillGrace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +28,7 @@ func TestJobControlTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, KillGrace: 500 * time.Millisecond,
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}, KillGrace: 500 * time.Millisecond,
 		Admission: &runner.Admission{Ledger: admission.NewFileLedger(filepath.Join(dir, "queue")), AutoDispatch: true}})
 	if err != nil {
 		t.Fatal(err)

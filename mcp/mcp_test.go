@@ -3,6 +3,8 @@ package mcp
 //lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -32,7 +34,7 @@ func newRegistry(t *testing.T) *runner.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, KillGrace: 500 * time.Millisecond})
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}, KillGrace: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -69,14 +71,14 @@ func (e *Profile) Docker() (*docker.Backend, error) {
 // else is or is not watching. Receipts are written if-absent, so the
 // watcher and any other observer write one.
 type watched struct {
-	runner.Backend
+	backend.Backend
 	e *Profile
 }
 
-// Unwrap implements runner.Wrapper.
-func (w watched) Unwrap() runner.Backend { return w.Backend }
+// Unwrap implements backend.Wrapper.
+func (w watched) Unwrap() backend.Backend { return w.Backend }
 
-func (w watched) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (w watched) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	h, err := w.Backend.Start(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -102,14 +104,14 @@ func (e *Profile) spawnWatcher(id, backend string) error {
 	return nil
 }
 
-// RunWatch supervises the container or pod job id of backend until it
-// ends and its receipt is written (`hermes watch`). It ignores session
-// scope: a supervisor acts for the job's owner.
-func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
-	var b runner.Backend
+// RunWatch supervises the container or pod job id of the backend named
+// until it ends and its receipt is written (`hermes watch`). It ignores
+// session scope: a supervisor acts for the job's owner.
+func (e *Profile) RunWatch(ctx context.Context, id, name string) error {
+	var b backend.Backend
 	var err error
 	unmark := func() {}
-	if backend == "kubernetes" {
+	if name == "kubernetes" {
 		b, err = e.Kubernetes()
 	} else {
 		var d *docker.Backend
@@ -127,7 +129,7 @@ func (e *Profile) RunWatch(ctx context.Context, id, backend string) error {
 	if err != nil {
 		return err
 	}
-	backends := []runner.Backend{b}
+	backends := []backend.Backend{b}
 	opts := runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
 		Profile: e.Home, Logger: e.Logger, Tracing: e.Tracing, OnRetry: e.retries.add,

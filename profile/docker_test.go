@@ -6,6 +6,8 @@ package profile_test
 // a clear failed start without disturbing local jobs.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"net"
@@ -97,12 +99,12 @@ func startContainer(t *testing.T, e *profile.Profile, image, command string, tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := runner.NewID()
+	id := backend.NewID()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err = b.Start(ctx, runner.Spec{
+	_, err = b.Start(ctx, backend.Spec{
 		ID: id, Command: command, Image: image, Timeout: timeout,
-		Meta: runner.Meta{Profile: e.Home, StartedAt: time.Now().UTC()},
+		Meta: backend.Meta{Profile: e.Home, StartedAt: time.Now().UTC()},
 	})
 	if err != nil {
 		t.Fatalf("start %q: %v", command, err)
@@ -241,7 +243,7 @@ func TestRunWatchNotFound(t *testing.T) {
 	t.Parallel()
 	home, image := dockerProfile(t)
 	e := openProfile(t, home, nil)
-	if err := watch(t, e, runner.NewID()); !errors.Is(err, runner.ErrNotFound) {
+	if err := watch(t, e, backend.NewID()); !errors.Is(err, runner.ErrNotFound) {
 		t.Fatalf("RunWatch of an unknown id: %v", err)
 	}
 	if err := watch(t, e, "nope"); err == nil {

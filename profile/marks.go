@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -29,15 +31,15 @@ const markGrace = time.Minute
 // containers before marks existed): List asks the engine, marks what it
 // finds, and from then on the marks decide.
 type marked struct {
-	runner.Backend
+	backend.Backend
 	dir string
 	now func() time.Time
 }
 
-// Unwrap implements runner.Wrapper.
-func (m marked) Unwrap() runner.Backend { return m.Backend }
+// Unwrap implements backend.Wrapper.
+func (m marked) Unwrap() backend.Backend { return m.Backend }
 
-func newMarked(b runner.Backend, dir string) marked {
+func newMarked(b backend.Backend, dir string) marked {
 	return marked{Backend: b, dir: dir, now: time.Now}
 }
 
@@ -106,7 +108,7 @@ func (m marked) claim(ctx context.Context, id string) error {
 }
 
 // Start marks the job, then starts it; a failed start takes the mark back.
-func (m marked) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (m marked) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	if err := m.claim(ctx, spec.ID); err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func (m marked) Start(ctx context.Context, spec runner.Spec) (runner.Handle, err
 
 // List asks the engine only when some job is marked (or the marks are not
 // trusted yet), and forgets marks whose job the engine no longer has.
-func (m marked) List(ctx context.Context) ([]runner.Live, error) {
+func (m marked) List(ctx context.Context) ([]backend.Live, error) {
 	marks, trusted, err := m.marks()
 	if err != nil {
 		return nil, fmt.Errorf("%s: read marks: %w", m.Name(), err)
@@ -179,19 +181,19 @@ func (m marked) has(id string) bool {
 }
 
 // Peek asks the engine only about a marked job.
-func (m marked) Peek(ctx context.Context, id string) (runner.Live, error) {
+func (m marked) Peek(ctx context.Context, id string) (backend.Live, error) {
 	m.trust(ctx)
 	if !m.has(id) {
-		return runner.Live{}, runner.ErrNoProcess
+		return backend.Live{}, backend.ErrNoProcess
 	}
 	return m.Backend.Peek(ctx, id)
 }
 
 // Attach asks the engine only about a marked job.
-func (m marked) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
+func (m marked) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
 	m.trust(ctx)
 	if !m.has(id) {
-		return nil, runner.Live{}, runner.ErrNoProcess
+		return nil, backend.Live{}, backend.ErrNoProcess
 	}
 	h, l, err := m.Backend.Attach(ctx, id)
 	if err != nil {
@@ -203,11 +205,11 @@ func (m marked) Attach(ctx context.Context, id string) (runner.Handle, runner.Li
 // markedHandle removes the job's mark once its receipt is stored and the
 // engine has let go of it.
 type markedHandle struct {
-	runner.Handle
+	backend.Handle
 	unmark func()
 }
 
-// SnapshotLines implements runner.LineSnapshotter for the wrapped handle.
+// SnapshotLines implements backend.LineSnapshotter for the wrapped handle.
 func (h markedHandle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
 	return runner.SnapshotLines(ctx, h.Handle)
 }

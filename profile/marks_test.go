@@ -1,29 +1,29 @@
 package profile
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // engine is a Recover backend that counts how often it is asked.
 type engine struct {
-	runner.Backend // unused methods panic: the wrapper must not reach them
-	live           map[string]bool
-	calls          int
-	failStart      bool
-	failList       bool
-	released       []string
+	backend.Backend // unused methods panic: the wrapper must not reach them
+	live            map[string]bool
+	calls           int
+	failStart       bool
+	failList        bool
+	released        []string
 }
 
 func (e *engine) Name() string { return "docker" }
 
-func (e *engine) Start(_ context.Context, s runner.Spec) (runner.Handle, error) {
+func (e *engine) Start(_ context.Context, s backend.Spec) (backend.Handle, error) {
 	e.calls++
 	if e.failStart {
 		return nil, errors.New("engine refused")
@@ -32,36 +32,36 @@ func (e *engine) Start(_ context.Context, s runner.Spec) (runner.Handle, error) 
 	return &engineHandle{e: e, id: s.ID}, nil
 }
 
-func (e *engine) List(context.Context) ([]runner.Live, error) {
+func (e *engine) List(context.Context) ([]backend.Live, error) {
 	e.calls++
 	if e.failList {
 		return nil, errors.New("engine down")
 	}
-	var out []runner.Live
+	var out []backend.Live
 	for id := range e.live {
-		out = append(out, runner.Live{ID: id, Backend: "docker"})
+		out = append(out, backend.Live{ID: id, Backend: "docker"})
 	}
 	return out, nil
 }
 
-func (e *engine) Peek(_ context.Context, id string) (runner.Live, error) {
+func (e *engine) Peek(_ context.Context, id string) (backend.Live, error) {
 	e.calls++
 	if !e.live[id] {
-		return runner.Live{}, runner.ErrNoProcess
+		return backend.Live{}, backend.ErrNoProcess
 	}
-	return runner.Live{ID: id, Backend: "docker"}, nil
+	return backend.Live{ID: id, Backend: "docker"}, nil
 }
 
-func (e *engine) Attach(_ context.Context, id string) (runner.Handle, runner.Live, error) {
+func (e *engine) Attach(_ context.Context, id string) (backend.Handle, backend.Live, error) {
 	e.calls++
 	if !e.live[id] {
-		return nil, runner.Live{}, runner.ErrNoProcess
+		return nil, backend.Live{}, backend.ErrNoProcess
 	}
-	return &engineHandle{e: e, id: id}, runner.Live{ID: id}, nil
+	return &engineHandle{e: e, id: id}, backend.Live{ID: id}, nil
 }
 
 type engineHandle struct {
-	runner.Handle
+	backend.Handle
 	e  *engine
 	id string
 }
@@ -96,10 +96,10 @@ func TestMarkedAsksTheEngineOnlyForMarkedJobs(t *testing.T) {
 		t.Fatalf("Peek marked = %v after %d calls", err, e.calls)
 	}
 	for _, id := range []string{idB, "../etc/passwd", ""} {
-		if _, err := m.Peek(ctx, id); !errors.Is(err, runner.ErrNoProcess) {
+		if _, err := m.Peek(ctx, id); !errors.Is(err, backend.ErrNoProcess) {
 			t.Fatalf("Peek(%q) = %v, want ErrNoProcess", id, err)
 		}
-		if _, _, err := m.Attach(ctx, id); !errors.Is(err, runner.ErrNoProcess) {
+		if _, _, err := m.Attach(ctx, id); !errors.Is(err, backend.ErrNoProcess) {
 			t.Fatalf("Attach(%q) = %v, want ErrNoProcess", id, err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestMarkedStart(t *testing.T) {
 	e := &engine{live: map[string]bool{}}
 	m := newMarked(e, dir)
 
-	h, err := m.Start(ctx, runner.Spec{ID: idA})
+	h, err := m.Start(ctx, backend.Spec{ID: idA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,13 +144,13 @@ func TestMarkedStart(t *testing.T) {
 	}
 
 	e.failStart = true
-	if _, err := m.Start(ctx, runner.Spec{ID: idB}); err == nil {
+	if _, err := m.Start(ctx, backend.Spec{ID: idB}); err == nil {
 		t.Fatal("a refused start succeeded")
 	}
 	if _, err := os.Stat(filepath.Join(dir, idB)); !os.IsNotExist(err) {
 		t.Fatalf("a failed start left its mark: %v", err)
 	}
-	if _, err := m.Start(ctx, runner.Spec{ID: "not an id"}); err == nil {
+	if _, err := m.Start(ctx, backend.Spec{ID: "not an id"}); err == nil {
 		t.Fatal("a start with a bad id was marked")
 	}
 }
@@ -191,14 +191,14 @@ func TestMarkedFirstLookupTrusts(t *testing.T) {
 	ctx := context.Background()
 	e := &engine{live: map[string]bool{idA: true}}
 	m := newMarked(e, filepath.Join(t.TempDir(), "marks", "docker"))
-	if _, err := m.Peek(ctx, idB); !errors.Is(err, runner.ErrNoProcess) || e.calls != 1 {
+	if _, err := m.Peek(ctx, idB); !errors.Is(err, backend.ErrNoProcess) || e.calls != 1 {
 		t.Fatalf("first Peek = %v after %d calls; want ErrNoProcess after one listing", err, e.calls)
 	}
 	if _, err := m.Peek(ctx, idA); err != nil || e.calls != 2 {
 		t.Fatalf("Peek of the container from before marks = %v after %d calls", err, e.calls)
 	}
 	for range 3 {
-		if _, err := m.Peek(ctx, idB); !errors.Is(err, runner.ErrNoProcess) {
+		if _, err := m.Peek(ctx, idB); !errors.Is(err, backend.ErrNoProcess) {
 			t.Fatal(err)
 		}
 	}

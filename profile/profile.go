@@ -5,6 +5,8 @@
 package profile
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -269,7 +271,7 @@ const (
 // DOCKER_HOST).
 func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, error) {
 	ok := func(name string) bool { return len(allowed) == 0 || slices.Contains(allowed, name) }
-	var backends []runner.Backend
+	var backends []backend.Backend
 	absent := map[string]string{}
 	if ok(local.Name) {
 		// Local jobs always run behind a shim, foreground ones too: the

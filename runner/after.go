@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -235,12 +236,12 @@ func (r *Registry) hold(ctx context.Context, req StartRequest, backend string, n
 
 // skip records the end of req, which never ran: one of the jobs it waited
 // for with after_ok did not exit 0.
-func (r *Registry) skip(ctx context.Context, req StartRequest, backend, failed string) *Process {
-	req.Backend = backend
+func (r *Registry) skip(ctx context.Context, req StartRequest, backendName, failed string) *Process {
+	req.Backend = backendName
 	if req.StartedAt.IsZero() {
 		req.StartedAt = time.Now()
 	}
-	return r.recordNeverRun(ctx, req, Exit{Code: -1}, nil, func(p *Process) {
+	return r.recordNeverRun(ctx, req, backend.Exit{Code: -1}, nil, func(p *Process) {
 		p.skipped, p.errMsg = true, "skipped: "+failed+", and this job ran only after it exited 0 (after_ok)"
 	})
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"io"
 	"log/slog"
@@ -48,7 +50,7 @@ func BenchmarkCapture(b *testing.B) {
 			dir := b.TempDir()
 			b.SetBytes(int64(len(chunk)) * perOp)
 			for b.Loop() {
-				buf := outbuf.New(50_000 + RedactMargin)
+				buf := outbuf.New(50_000 + backend.RedactMargin)
 				spill := &lazySpill{path: filepath.Join(dir, "job.log"), maxBytes: outbuf.DefaultSpillBytes, id: "job", log: slog.New(slog.DiscardHandler)}
 				w := io.MultiWriter(buf, spill, &tolerantWriter{w: null})
 				if _, err := pump(w, &chunkReader{chunk: chunk, left: perOp}); err != nil {

@@ -5,6 +5,8 @@ package runner_test
 // retried or reported, never turned into a status.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"io"
@@ -98,7 +100,7 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 // supervisedBackend stands for a shim: the job ends, the "supervisor"
 // writes its receipt, and the handle only observes.
 type supervisedBackend struct {
-	runner.NoRecovery
+	backend.NoRecovery
 	store receipts.Store
 	// removeAfter removes the receipt once written, as hermes rm in
 	// another process would, before the end is observed.
@@ -106,11 +108,11 @@ type supervisedBackend struct {
 }
 
 func (supervisedBackend) Name() string { return "local" }
-func (supervisedBackend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Supervised: true}
+func (supervisedBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Supervised: true}
 }
 
-func (b supervisedBackend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (b supervisedBackend) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	h := &supervisedHandle{done: make(chan struct{})}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
@@ -130,12 +132,12 @@ type supervisedHandle struct{ done chan struct{} }
 func (*supervisedHandle) PID() int          { return 4242 }
 func (*supervisedHandle) Ref() string       { return "4242" }
 func (*supervisedHandle) Output() io.Reader { return nil }
-func (h *supervisedHandle) Wait(ctx context.Context) (runner.Exit, error) {
+func (h *supervisedHandle) Wait(ctx context.Context) (backend.Exit, error) {
 	select {
 	case <-h.done:
-		return runner.Exit{FinishedAt: time.Now()}, nil
+		return backend.Exit{FinishedAt: time.Now()}, nil
 	case <-ctx.Done():
-		return runner.Exit{}, ctx.Err()
+		return backend.Exit{}, ctx.Err()
 	}
 }
 func (*supervisedHandle) Signal(context.Context, syscall.Signal) error { return nil }
@@ -155,7 +157,7 @@ func TestSupervisedEndReadDuringOutage(t *testing.T) {
 	fs := &flakyStore{Store: h.store}
 	r := h.registry(t, func(o *runner.Options) {
 		o.Store = fs
-		o.Backends = []runner.Backend{supervisedBackend{store: h.store}}
+		o.Backends = []backend.Backend{supervisedBackend{store: h.store}}
 	})
 	fs.setDown(true)
 	info, err := r.Start(context.Background(), runner.StartRequest{Command: "exit 2"})
@@ -183,7 +185,7 @@ func TestSupervisedEndReadDuringOutage(t *testing.T) {
 func TestSupervisedEndAfterRemove(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, func(o *runner.Options) {
-		o.Backends = []runner.Backend{supervisedBackend{store: h.store, removeAfter: true}}
+		o.Backends = []backend.Backend{supervisedBackend{store: h.store, removeAfter: true}}
 	})
 	ended := make(chan runner.Event, 1)
 	t.Cleanup(r.Subscribe(func(ev runner.Event) {
@@ -218,7 +220,7 @@ func TestKillUnconfirmed(t *testing.T) {
 	h := newHome(t)
 	stuck := stuckBackend{done: make(chan struct{})}
 	r := h.registry(t, func(o *runner.Options) {
-		o.Backends = []runner.Backend{stuck}
+		o.Backends = []backend.Backend{stuck}
 		o.KillGrace = 50 * time.Millisecond
 	})
 	t.Cleanup(func() { close(stuck.done) })
@@ -235,15 +237,15 @@ func TestKillUnconfirmed(t *testing.T) {
 
 // stuckBackend's processes ignore every signal (a stopped supervisor).
 type stuckBackend struct {
-	runner.NoRecovery
+	backend.NoRecovery
 	done chan struct{}
 }
 
 func (stuckBackend) Name() string { return "local" }
-func (stuckBackend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Supervised: true}
+func (stuckBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Supervised: true}
 }
-func (b stuckBackend) Start(context.Context, runner.Spec) (runner.Handle, error) {
+func (b stuckBackend) Start(context.Context, backend.Spec) (backend.Handle, error) {
 	return &supervisedHandle{done: b.done}, nil
 }
 

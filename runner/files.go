@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -9,19 +11,6 @@ import (
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
 )
-
-// Files is implemented by backends whose jobs have a filesystem of their
-// own (a container, a pod): files go in and out of a running job as tar
-// streams. ref is the job's handle's Ref (its container or pod). Paths
-// are resolved inside the job's root, so no link leads out of it.
-type Files interface {
-	// PutFiles unpacks the tar stream into dir, an existing directory of
-	// the job.
-	PutFiles(ctx context.Context, ref, dir string, tar io.Reader) error
-	// GetFiles packs p, a file or directory of the job, as a tar stream
-	// whose root holds p's base name.
-	GetFiles(ctx context.Context, ref, p string) (io.ReadCloser, error)
-}
 
 // DefaultCopyMax bounds one copy in or out of a job.
 const DefaultCopyMax = 1 << 30
@@ -68,7 +57,7 @@ func (r *Registry) CopyOut(ctx context.Context, id, p string, max int64) (io.Rea
 
 // jobFiles finds the running job id the caller may see, and its backend's
 // Files.
-func (r *Registry) jobFiles(ctx context.Context, id, p string) (*Process, Files, error) {
+func (r *Registry) jobFiles(ctx context.Context, id, p string) (*Process, backend.Files, error) {
 	if !path.IsAbs(p) {
 		return nil, nil, fmt.Errorf("%w: path %q inside the job must be absolute", ErrInvalid, Clip(p))
 	}
@@ -83,20 +72,13 @@ func (r *Registry) jobFiles(ctx context.Context, id, p string) (*Process, Files,
 	return proc, files, nil
 }
 
-// Wrapper is implemented by a backend that wraps another to add to it
-// (marks, watchers): what it does not add, such as Files, is the wrapped
-// one's.
-type Wrapper interface {
-	Unwrap() Backend
-}
-
 // filesOf is b's Files, or that of the backend it wraps.
-func filesOf(b Backend) (Files, bool) {
+func filesOf(b backend.Backend) (backend.Files, bool) {
 	for b != nil {
-		if f, ok := b.(Files); ok {
+		if f, ok := b.(backend.Files); ok {
 			return f, true
 		}
-		w, ok := b.(Wrapper)
+		w, ok := b.(backend.Wrapper)
 		if !ok {
 			break
 		}

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"path/filepath"
@@ -19,7 +21,7 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := New(Options{Store: st, Backends: []Backend{shellBackend{}}, ForgetAfter: 100 * time.Millisecond})
+	reg, err := New(Options{Store: st, Backends: []backend.Backend{shellBackend{}}, ForgetAfter: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 	if err != nil || res.Status != receipts.StatusExited || res.Output != "bye\n" {
 		t.Errorf("receipt after forgetting = %+v, %v", res, err)
 	}
-	if err := reg.Write(ctx, info.ID, []byte("x")); !errors.Is(err, ErrFinished) {
+	if err := reg.Write(ctx, info.ID, []byte("x")); !errors.Is(err, backend.ErrFinished) {
 		t.Errorf("write to a finished process: %v, want ErrFinished", err)
 	}
 }

@@ -3,9 +3,10 @@ package runner
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/hermesrun/hermes/runner/receipts"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // encodeStd is v as encoding/json writes it: for the CLI's --json

@@ -1,8 +1,9 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"errors"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -14,9 +15,9 @@ import (
 // Process is one process known to a Registry: started by it, or adopted
 // from a backend that found it running elsewhere.
 type Process struct {
-	spec    Spec
+	spec    backend.Spec
 	backend string
-	handle  Handle
+	handle  backend.Handle
 	// supervised is set when another process (a shim) supervises this
 	// one: its backend declares Capabilities.Supervised.
 	supervised bool
@@ -46,7 +47,7 @@ type Process struct {
 	receipt  *receipts.Receipt
 }
 
-func newProcess(spec Spec, backend string) *Process {
+func newProcess(spec backend.Spec, backend string) *Process {
 	return &Process{spec: spec, backend: backend, done: make(chan struct{}), recorded: make(chan struct{})}
 }
 
@@ -92,7 +93,7 @@ func (p *Process) finalReceipt() *receipts.Receipt {
 
 // receiptFor builds the receipt of p's end. The status is honest: a signal
 // death, a kill or a timeout is never "exited".
-func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
+func (p *Process) receiptFor(exit backend.Exit, waitErr error) *receipts.Receipt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rec := p.record()
@@ -101,7 +102,7 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		rec.Error = exit.Reason
 	}
 	if exit.Signal != 0 {
-		rec.Signal = SignalName(exit.Signal)
+		rec.Signal = backend.SignalName(exit.Signal)
 	}
 	if p.buf != nil {
 		rec.Output, rec.OutputTruncated, rec.OutputFirstLine = p.buf.Window()
@@ -116,7 +117,7 @@ func (p *Process) receiptFor(exit Exit, waitErr error) *receipts.Receipt {
 		if rec.Error == "" {
 			rec.Error = waitErr.Error()
 		}
-		if !errors.Is(waitErr, ErrLost) {
+		if !errors.Is(waitErr, backend.ErrLost) {
 			rec.Error = "lost: " + rec.Error
 		}
 	case p.timedOut || exit.TimedOut:
@@ -186,7 +187,7 @@ func (p *Process) record() *receipts.Receipt {
 }
 
 // recordOf is the record of a running process started from spec.
-func recordOf(spec Spec, backend string) *receipts.Receipt {
+func recordOf(spec backend.Spec, backend string) *receipts.Receipt {
 	return &receipts.Receipt{
 		ID: spec.ID, Command: spec.Command, Backend: backend, Status: receipts.StatusRunning,
 		StartedAt: spec.Meta.StartedAt, Owner: spec.Meta.Owner, Cwd: spec.Cwd, Trace: spec.Meta.Trace,
@@ -279,8 +280,8 @@ func infoFromReceipt(rec *receipts.Receipt) *Info { return infoOf(rec, true) }
 
 // infoOfLive is the view of a process running elsewhere, through a handle
 // on it.
-func infoOfLive(l Live, h Handle) *Info {
-	rec := recordOf(l.spec(), l.Backend)
+func infoOfLive(l backend.Live, h backend.Handle) *Info {
+	rec := recordOf(l.Spec(), l.Backend)
 	rec.PID = h.PID()
 	if l.Backend != "local" {
 		rec.ContainerID = h.Ref()
@@ -290,22 +291,6 @@ func infoOfLive(l Live, h Handle) *Info {
 
 // infoFromLive is the view of a process running elsewhere; its pid and
 // container are known only once attached.
-func infoFromLive(l Live) *Info {
-	return infoOf(recordOf(l.spec(), l.Backend), false)
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
-	syscall.SIGABRT: "SIGABRT", syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV",
-	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
-	syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2", syscall.SIGBUS: "SIGBUS",
-	syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGXCPU: "SIGXCPU",
-}
-
-// SignalName is the conventional name of sig, e.g. SIGKILL.
-func SignalName(sig syscall.Signal) string {
-	if n, ok := signalNames[sig]; ok {
-		return n
-	}
-	return "SIG" + strconv.Itoa(int(sig))
+func infoFromLive(l backend.Live) *Info {
+	return infoOf(recordOf(l.Spec(), l.Backend), false)
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +63,7 @@ type ListOptions struct {
 	// Elsewhere are processes that other runner replicas run and this
 	// one cannot reach (their claims): listed as running when the
 	// caller's scope and filter allow.
-	Elsewhere []Live
+	Elsewhere []backend.Live
 }
 
 // List returns the processes visible to the caller: live ones (this
@@ -72,7 +74,7 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 		return nil, err
 	}
 	f := receipts.Filter{TaskID: o.TaskID, SessionKey: o.SessionKey}
-	match := func(m Meta) bool {
+	match := func(m backend.Meta) bool {
 		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
 	}
 	var out []*Info
@@ -126,7 +128,7 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 
 // listLive is the listing of a process running elsewhere: as it runs, or,
 // when its end or loss was never recorded, as recorded now.
-func (r *Registry) listLive(ctx context.Context, l Live) []*Info {
+func (r *Registry) listLive(ctx context.Context, l backend.Live) []*Info {
 	if !l.Lost {
 		return []*Info{infoFromLive(l)}
 	}
@@ -247,15 +249,15 @@ func (w window) clip(n int) window {
 // begins with among all the process printed, for handles that can tell
 // (LineSnapshotter), else 0. Wrappers of a Handle implement
 // LineSnapshotter with it, so that embedding does not hide the numbers.
-func SnapshotLines(ctx context.Context, h Handle) (string, bool, int64, error) {
-	if ls, ok := h.(LineSnapshotter); ok {
+func SnapshotLines(ctx context.Context, h backend.Handle) (string, bool, int64, error) {
+	if ls, ok := h.(backend.LineSnapshotter); ok {
 		return ls.SnapshotLines(ctx)
 	}
 	out, trunc, err := h.Snapshot(ctx)
 	return out, trunc, 0, err
 }
 
-func snapshotLines(ctx context.Context, h Handle) (window, bool, error) {
+func snapshotLines(ctx context.Context, h backend.Handle) (window, bool, error) {
 	out, trunc, first, err := SnapshotLines(ctx, h)
 	return window{text: out, first: int(first)}, trunc, err
 }
@@ -386,7 +388,7 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	if err := r.terminate(ctx, p, grace); errors.Is(err, ErrUnproven) {
+	if err := r.terminate(ctx, p, grace); errors.Is(err, backend.ErrUnproven) {
 		return p.info(), fmt.Errorf("kill %s: %w", p.spec.ID, err)
 	}
 	select {
@@ -440,7 +442,7 @@ func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
 		return nil, fmt.Errorf("%s %w", f.queued.ID, ErrQueued)
 	}
 	if f.proc == nil || f.proc.isDone() {
-		return nil, fmt.Errorf("%s: %w", id, ErrFinished)
+		return nil, fmt.Errorf("%s: %w", id, backend.ErrFinished)
 	}
 	return f.proc, nil
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -257,7 +259,7 @@ func (r *Registry) neverStarted(ctx context.Context, e *admission.Entry) {
 	if _, q, err := entryInfo(e); err == nil {
 		req := q.request()
 		req.StartedAt = q.QueuedAt
-		r.recordNeverRun(ctx, req, Exit{Code: -1}, ErrLost, func(p *Process) {
+		r.recordNeverRun(ctx, req, backend.Exit{Code: -1}, backend.ErrLost, func(p *Process) {
 			p.errMsg = "it left the queue, but whoever was starting it exited first"
 		})
 		return
@@ -277,7 +279,7 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 		// Whether it asked for notify is lost with its request; an owner
 		// is told all the same, since nothing else will tell it.
 		Owner: receipts.Owner{ParentSessionID: e.Owner, NotifyOnComplete: e.Owner != ""}, StartedAt: at}
-	r.recordNeverRun(ctx, req, Exit{Code: -1}, ErrLost, func(p *Process) {
+	r.recordNeverRun(ctx, req, backend.Exit{Code: -1}, backend.ErrLost, func(p *Process) {
 		p.errMsg = "it was queued, but its entry in the queue's ledger was damaged before it could start"
 	})
 }
@@ -286,7 +288,7 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 // the queue, lost on its way out of it, or queued for a backend this
 // registry lacks): a process that mark says how ended, known here so
 // that reads find it, with its receipt and completion like any other.
-func (r *Registry) recordNeverRun(ctx context.Context, req StartRequest, exit Exit, waitErr error, mark func(*Process)) *Process {
+func (r *Registry) recordNeverRun(ctx context.Context, req StartRequest, exit backend.Exit, waitErr error, mark func(*Process)) *Process {
 	p := newProcess(r.specOf(req), req.Backend)
 	mark(p)
 	r.mu.Lock()
@@ -344,7 +346,7 @@ func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts
 }
 
 // listQueued is the listing of the queued jobs visible in scope.
-func (r *Registry) listQueued(ctx context.Context, match func(Meta) bool, seen map[string]bool) ([]*Info, error) {
+func (r *Registry) listQueued(ctx context.Context, match func(backend.Meta) bool, seen map[string]bool) ([]*Info, error) {
 	a := r.opts.Admission
 	if a == nil {
 		return nil, nil
@@ -364,7 +366,7 @@ func (r *Registry) listQueued(ctx context.Context, match func(Meta) bool, seen m
 			continue // listed, or running (its request kept for a retry)
 		}
 		info, qr, err := entryInfo(&q[i])
-		if err != nil || !match(Meta{Owner: qr.Owner}) {
+		if err != nil || !match(backend.Meta{Owner: qr.Owner}) {
 			continue
 		}
 		out = append(out, info)
@@ -425,7 +427,7 @@ func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*Info,
 	}
 	req := q.request()
 	req.StartedAt = q.QueuedAt
-	p := r.recordNeverRun(ctx, req, Exit{Code: 128 + 15}, nil, func(p *Process) {
+	p := r.recordNeverRun(ctx, req, backend.Exit{Code: 128 + 15}, nil, func(p *Process) {
 		p.killed, p.errMsg = true, "killed while queued: it never started"
 	})
 	return p.info(), true, nil

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"io"
@@ -19,7 +21,7 @@ import (
 // elsewhereBackend reports one process that runs outside the registry (as
 // a shim's job or a container would), and counts what is asked of it.
 type elsewhereBackend struct {
-	live     Live
+	live     backend.Live
 	waits    atomic.Int32
 	attaches atomic.Int32
 	ended    chan struct{}
@@ -29,22 +31,24 @@ type elsewhereBackend struct {
 }
 
 func (b *elsewhereBackend) Name() string { return "local" }
-func (b *elsewhereBackend) Capabilities() Capabilities {
-	return Capabilities{Supervised: true, Recover: true}
+func (b *elsewhereBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Supervised: true, Recover: true}
 }
-func (b *elsewhereBackend) Start(context.Context, Spec) (Handle, error) {
+func (b *elsewhereBackend) Start(context.Context, backend.Spec) (backend.Handle, error) {
 	return nil, errors.New("starts nothing")
 }
-func (b *elsewhereBackend) List(context.Context) ([]Live, error) { return []Live{b.live}, nil }
-func (b *elsewhereBackend) Peek(_ context.Context, id string) (Live, error) {
+func (b *elsewhereBackend) List(context.Context) ([]backend.Live, error) {
+	return []backend.Live{b.live}, nil
+}
+func (b *elsewhereBackend) Peek(_ context.Context, id string) (backend.Live, error) {
 	if id != b.live.ID {
-		return Live{}, ErrNoProcess
+		return backend.Live{}, backend.ErrNoProcess
 	}
 	return b.live, nil
 }
-func (b *elsewhereBackend) Attach(_ context.Context, id string) (Handle, Live, error) {
+func (b *elsewhereBackend) Attach(_ context.Context, id string) (backend.Handle, backend.Live, error) {
 	if id != b.live.ID {
-		return nil, Live{}, ErrNoProcess
+		return nil, backend.Live{}, backend.ErrNoProcess
 	}
 	b.attaches.Add(1)
 	return &elsewhereHandle{b: b}, b.live, nil
@@ -58,13 +62,13 @@ func (h *elsewhereHandle) Output() io.Reader { return nil }
 func (h *elsewhereHandle) Snapshot(context.Context) (string, bool, error) {
 	return "so far\n", false, nil
 }
-func (h *elsewhereHandle) Wait(ctx context.Context) (Exit, error) {
+func (h *elsewhereHandle) Wait(ctx context.Context) (backend.Exit, error) {
 	h.b.waits.Add(1)
 	select {
 	case <-h.b.ended:
-		return Exit{FinishedAt: time.Now()}, nil
+		return backend.Exit{FinishedAt: time.Now()}, nil
 	case <-ctx.Done():
-		return Exit{}, ctx.Err()
+		return backend.Exit{}, ctx.Err()
 	}
 }
 func (h *elsewhereHandle) Signal(context.Context, syscall.Signal) error { return nil }
@@ -93,11 +97,11 @@ func TestReadsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "proc_00000000e15e"
-	b := &elsewhereBackend{ended: make(chan struct{}), store: st, live: Live{
+	b := &elsewhereBackend{ended: make(chan struct{}), store: st, live: backend.Live{
 		ID: id, Command: "sleep 60", Backend: "local", Cwd: "/",
-		Meta: Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()},
+		Meta: backend.Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()},
 	}}
-	reg, err := New(Options{Store: st, Backends: []Backend{b}})
+	reg, err := New(Options{Store: st, Backends: []backend.Backend{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,30 +137,30 @@ func TestReadsChangeNothing(t *testing.T) {
 // listedBackend lists a fixed set of processes running outside the
 // registry; those marked Lost ended unobserved (Wait says so at once).
 type listedBackend struct {
-	lives    []Live
+	lives    []backend.Live
 	attached sync.Map // id → true
 }
 
 func (b *listedBackend) Name() string { return "local" }
-func (b *listedBackend) Capabilities() Capabilities {
-	return Capabilities{Recover: true}
+func (b *listedBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Recover: true}
 }
-func (b *listedBackend) Start(context.Context, Spec) (Handle, error) {
+func (b *listedBackend) Start(context.Context, backend.Spec) (backend.Handle, error) {
 	return nil, errors.New("starts nothing")
 }
-func (b *listedBackend) List(context.Context) ([]Live, error) { return b.lives, nil }
-func (b *listedBackend) Peek(_ context.Context, id string) (Live, error) {
+func (b *listedBackend) List(context.Context) ([]backend.Live, error) { return b.lives, nil }
+func (b *listedBackend) Peek(_ context.Context, id string) (backend.Live, error) {
 	for _, l := range b.lives {
 		if l.ID == id {
 			return l, nil
 		}
 	}
-	return Live{}, ErrNoProcess
+	return backend.Live{}, backend.ErrNoProcess
 }
-func (b *listedBackend) Attach(ctx context.Context, id string) (Handle, Live, error) {
+func (b *listedBackend) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
 	l, err := b.Peek(ctx, id)
 	if err != nil {
-		return nil, Live{}, err
+		return nil, backend.Live{}, err
 	}
 	b.attached.Store(id, true)
 	return &listedHandle{lost: l.Lost}, l, nil
@@ -167,12 +171,12 @@ type listedHandle struct {
 	lost bool
 }
 
-func (h *listedHandle) Wait(ctx context.Context) (Exit, error) {
+func (h *listedHandle) Wait(ctx context.Context) (backend.Exit, error) {
 	if h.lost {
-		return Exit{}, ErrLost
+		return backend.Exit{}, backend.ErrLost
 	}
 	<-ctx.Done()
-	return Exit{}, ctx.Err()
+	return backend.Exit{}, ctx.Err()
 }
 
 // TestRecoverEnded: a long-lived owner's sweep records the ends nobody
@@ -183,13 +187,13 @@ func TestRecoverEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
+	meta := backend.Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
 	const running, ended = "proc_000000000001", "proc_000000000002"
-	b := &listedBackend{lives: []Live{
+	b := &listedBackend{lives: []backend.Live{
 		{ID: running, Command: "sleep 60", Backend: "local", Cwd: "/", Meta: meta},
 		{ID: ended, Command: "true", Backend: "local", Cwd: "/", Meta: meta, Lost: true},
 	}}
-	reg, err := New(Options{Store: st, Backends: []Backend{b}})
+	reg, err := New(Options{Store: st, Backends: []backend.Backend{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +222,8 @@ func TestRecoverEnded(t *testing.T) {
 // the time it is attached: a local job whose state file went with its end.
 type endingBackend struct{ listedBackend }
 
-func (b *endingBackend) Attach(context.Context, string) (Handle, Live, error) {
-	return nil, Live{}, ErrNoProcess
+func (b *endingBackend) Attach(context.Context, string) (backend.Handle, backend.Live, error) {
+	return nil, backend.Live{}, backend.ErrNoProcess
 }
 
 // unreachableBackend is a Recover backend whose engine does not answer.
@@ -227,15 +231,19 @@ type unreachableBackend struct{}
 
 var errEngine = errors.New("engine not reachable")
 
-func (unreachableBackend) Name() string               { return "docker" }
-func (unreachableBackend) Capabilities() Capabilities { return Capabilities{Recover: true} }
-func (unreachableBackend) Start(context.Context, Spec) (Handle, error) {
+func (unreachableBackend) Name() string { return "docker" }
+func (unreachableBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Recover: true}
+}
+func (unreachableBackend) Start(context.Context, backend.Spec) (backend.Handle, error) {
 	return nil, errEngine
 }
-func (unreachableBackend) List(context.Context) ([]Live, error)       { return nil, errEngine }
-func (unreachableBackend) Peek(context.Context, string) (Live, error) { return Live{}, errEngine }
-func (unreachableBackend) Attach(context.Context, string) (Handle, Live, error) {
-	return nil, Live{}, errEngine
+func (unreachableBackend) List(context.Context) ([]backend.Live, error) { return nil, errEngine }
+func (unreachableBackend) Peek(context.Context, string) (backend.Live, error) {
+	return backend.Live{}, errEngine
+}
+func (unreachableBackend) Attach(context.Context, string) (backend.Handle, backend.Live, error) {
+	return nil, backend.Live{}, errEngine
 }
 
 // TestEndedWhileFound: a process found running by one backend that has
@@ -247,14 +255,14 @@ func TestEndedWhileFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
+	meta := backend.Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
 	const id = "proc_0000000e7de0"
 	if err := st.Create(context.Background(), &receipts.Receipt{ID: id, Command: "true", Backend: "local",
 		Status: receipts.StatusExited, Owner: meta.Owner, StartedAt: meta.StartedAt, FinishedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
-	b := &endingBackend{listedBackend{lives: []Live{{ID: id, Command: "true", Backend: "local", Cwd: "/", Meta: meta}}}}
-	reg, err := New(Options{Store: st, Backends: []Backend{b, unreachableBackend{}}})
+	b := &endingBackend{listedBackend{lives: []backend.Live{{ID: id, Command: "true", Backend: "local", Cwd: "/", Meta: meta}}}}
+	reg, err := New(Options{Store: st, Backends: []backend.Backend{b, unreachableBackend{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

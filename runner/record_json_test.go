@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -26,7 +28,7 @@ func TestRecordJSONUnchanged(t *testing.T) {
 	bare := &receipts.Receipt{ID: "proc_ba5eba5eba5e", Command: "true", Backend: "local", Status: receipts.StatusExited, StartedAt: start, FinishedAt: start}
 
 	info := infoFromReceipt(rec)
-	running := &Process{spec: Spec{ID: "proc_0000000000aa", Command: "sleep 1", Cwd: "/w", Image: "img"}, backend: "docker", pid: 7, ref: "cid"}
+	running := &Process{spec: backend.Spec{ID: "proc_0000000000aa", Command: "sleep 1", Cwd: "/w", Image: "img"}, backend: "docker", pid: 7, ref: "cid"}
 	running.spec.Meta.StartedAt = start
 	running.spec.Meta.TaskID, running.spec.Meta.ParentSessionID, running.spec.Meta.TraceID = "t2", "sess-2", "abc"
 	views := map[string]any{
@@ -35,7 +37,7 @@ func TestRecordJSONUnchanged(t *testing.T) {
 		"info":          info,
 		"running_info":  running.info(),
 		"start_receipt": info.StartReceipt(),
-		"live_info":     infoFromLive(Live{ID: "proc_0000000000bb", Command: "x", Backend: "local", Cwd: "/", Meta: running.spec.Meta}),
+		"live_info":     infoFromLive(backend.Live{ID: "proc_0000000000bb", Command: "x", Backend: "local", Cwd: "/", Meta: running.spec.Meta}),
 	}
 	got := map[string]string{}
 	for k, v := range views {

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"io"
 	"sync"
@@ -126,7 +128,7 @@ func (r *redactingWriter) run(done chan struct{}) {
 	)
 	for {
 		r.mu.Lock()
-		for len(r.pending) >= redactFlushAt && !r.closed && r.flush(len(r.pending)-RedactMargin, false) {
+		for len(r.pending) >= redactFlushAt && !r.closed && r.flush(len(r.pending)-backend.RedactMargin, false) {
 		}
 		if r.closed {
 			r.flushAll() // unlocks
@@ -192,7 +194,7 @@ func (r *redactingWriter) flush(limit int, force bool) bool {
 	}
 	cut := lastNewline(r.pending[:limit]) + 1
 	if cut == 0 {
-		if !force && limit < redactFlushAt-RedactMargin {
+		if !force && limit < redactFlushAt-backend.RedactMargin {
 			return false
 		}
 		// Do not split a multi-byte rune: its lead byte is at most

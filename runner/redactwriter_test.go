@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"strings"
 	"sync"
@@ -130,7 +132,7 @@ func TestRedactingWriterKeepsEveryByte(t *testing.T) {
 			writeChunks(t, w, tc.stream, tc.chunk)
 			// Parts go on while the job runs, not all at Close.
 			deadline := time.Now().Add(10 * time.Second)
-			for len(out.String()) < len(tc.stream)-redactFlushAt-RedactMargin {
+			for len(out.String()) < len(tc.stream)-redactFlushAt-backend.RedactMargin {
 				if time.Now().After(deadline) {
 					t.Fatalf("%d of %d bytes written on before Close", len(out.String()), len(tc.stream))
 				}

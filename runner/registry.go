@@ -10,9 +10,9 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,10 +42,6 @@ const (
 	DefaultForgetAfter = 30 * time.Minute
 	DefaultTailChars   = 2000
 	completionTailLen  = 4000
-	// RedactMargin is how many characters beyond the output bound are
-	// kept in memory so that a secret straddling the bound is still
-	// recognised (by its prefix) before the cut.
-	RedactMargin = 8192
 )
 
 // ErrNotFound is returned when no process visible to the caller matches.
@@ -70,7 +66,7 @@ type Options struct {
 	Sessions sessions.Store
 	// Backends by name; the first is the default unless DefaultBackend
 	// names another.
-	Backends []Backend
+	Backends []backend.Backend
 	// DefaultBackend is the backend of requests that name none, when it
 	// is among Backends (terminal.env in config.yaml).
 	DefaultBackend string
@@ -130,7 +126,7 @@ type Options struct {
 // events of events.go).
 type Registry struct {
 	opts     Options
-	backends map[string]Backend
+	backends map[string]backend.Backend
 	log      *slog.Logger
 
 	mu    sync.Mutex
@@ -182,7 +178,7 @@ func New(opts Options) (*Registry, error) {
 	}
 	r := &Registry{
 		opts:     opts,
-		backends: make(map[string]Backend, len(opts.Backends)),
+		backends: make(map[string]backend.Backend, len(opts.Backends)),
 		log:      opts.Logger,
 		procs:    make(map[string]*Process),
 		closed:   make(chan struct{}),
@@ -198,13 +194,6 @@ func New(opts Options) (*Registry, error) {
 		}
 	}
 	return r, nil
-}
-
-// NewID returns a fresh process id: proc_ and 12 lowercase hex digits.
-func NewID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
-	return "proc_" + hex.EncodeToString(b[:])
 }
 
 // Close stops the registry's background retries. Processes keep running.

@@ -4,6 +4,8 @@ package runner_test
 // file stores: real bash children, real receipt files.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"errors"
@@ -50,7 +52,7 @@ func newHome(t *testing.T) *home {
 func (h *home) registry(t *testing.T, mod func(*runner.Options)) *runner.Registry {
 	t.Helper()
 	opts := runner.Options{
-		Store: h.store, Sessions: h.sessions, Backends: []runner.Backend{local.New()},
+		Store: h.store, Sessions: h.sessions, Backends: []backend.Backend{local.New()},
 		Profile: h.dir, SpillDir: filepath.Join(h.dir, "logs", "processes"),
 		KillGrace: 500 * time.Millisecond,
 	}
@@ -254,7 +256,7 @@ func TestRegistryLookupErrors(t *testing.T) {
 	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", ID: "proc_1"}); !errors.Is(err, receipts.ErrInvalidID) {
 		t.Errorf("Start with a bad id = %v", err)
 	}
-	if _, err := runner.New(runner.Options{Backends: []runner.Backend{local.New()}}); err == nil {
+	if _, err := runner.New(runner.Options{Backends: []backend.Backend{local.New()}}); err == nil {
 		t.Error("New without a store succeeded")
 	}
 }
@@ -319,7 +321,7 @@ func TestRegistryTimeout(t *testing.T) {
 func TestRegistryFailedToStart(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, func(o *runner.Options) {
-		o.Backends = []runner.Backend{&local.Backend{Shell: "/nonexistent/hermes-bash"}}
+		o.Backends = []backend.Backend{&local.Backend{Shell: "/nonexistent/hermes-bash"}}
 	})
 	ctx := as("owner")
 	info, err := r.Start(ctx, runner.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})

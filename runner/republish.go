@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -15,14 +17,14 @@ import (
 // data (Redis restarted empty): this registry would go on answering for
 // those processes from memory while every other reader of the store found
 // nothing.
-func (r *Registry) Republish(ctx context.Context) (int, []Live, error) {
+func (r *Registry) Republish(ctx context.Context) (int, []backend.Live, error) {
 	r.mu.Lock()
 	procs := make([]*Process, 0, len(r.procs))
 	for _, p := range r.procs {
 		procs = append(procs, p)
 	}
 	r.mu.Unlock()
-	var live []Live
+	var live []backend.Live
 	var errs []error
 	n := 0
 	for _, p := range procs {

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -42,8 +44,8 @@ func WithScope(ctx context.Context, scope receipts.Scope) context.Context {
 // running elsewhere (live, with a passive handle), or a receipt.
 type found struct {
 	proc    *Process
-	live    *Live
-	handle  Handle
+	live    *backend.Live
+	handle  backend.Handle
 	receipt *receipts.Receipt
 	// queued is a job waiting in the queue (or leaving it: Position 0).
 	queued *admission.Entry
@@ -90,7 +92,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, ErrNoProcess) {
+		if !errors.Is(err, backend.ErrNoProcess) {
 			return found{}, err
 		}
 		// It ended between List and Attach: its receipt is the answer.
@@ -135,7 +137,7 @@ func ambiguous(prefix string, ids ...string) error {
 
 // matchPrefix returns the processes the caller may see whose ids start
 // with prefix: this registry's, and those running elsewhere.
-func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipts.Scope) ([]*Process, []Live) {
+func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipts.Scope) ([]*Process, []backend.Live) {
 	var procs []*Process
 	seen := make(map[string]bool)
 	r.mu.Lock()
@@ -146,7 +148,7 @@ func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipt
 		}
 	}
 	r.mu.Unlock()
-	var live []Live
+	var live []backend.Live
 	for _, l := range r.liveElsewhere(ctx) {
 		if strings.HasPrefix(l.ID, prefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
 			seen[l.ID] = true
@@ -170,7 +172,7 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 			continue
 		}
 		l, err := b.Peek(ctx, id)
-		if errors.Is(err, ErrNoProcess) {
+		if errors.Is(err, backend.ErrNoProcess) {
 			continue
 		}
 		if err != nil {
@@ -184,7 +186,7 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 		if err == nil {
 			return f, nil
 		}
-		if !errors.Is(err, ErrNoProcess) {
+		if !errors.Is(err, backend.ErrNoProcess) {
 			return found{}, err
 		}
 		break // it ended meanwhile: the store has it
@@ -218,7 +220,7 @@ func (r *Registry) lookupQueued(ctx context.Context, idOrPrefix string, scope re
 // recording what already happened is the honest answer. Any other read
 // gets a passive handle (no supervision, no background work) and changes
 // nothing.
-func (r *Registry) resolveLive(ctx context.Context, l Live, adopt bool) (found, error) {
+func (r *Registry) resolveLive(ctx context.Context, l backend.Live, adopt bool) (found, error) {
 	if adopt || l.Lost {
 		p, err := r.attach(ctx, l)
 		if err != nil {
@@ -239,23 +241,23 @@ func (r *Registry) resolveLive(ctx context.Context, l Live, adopt bool) (found, 
 // that ended between the finding and now (a local job whose state went
 // with its end) is then no process, whatever another backend, say an
 // unreachable Docker engine, would have answered.
-func (r *Registry) attachHandle(ctx context.Context, l Live) (Handle, Live, Capabilities, error) {
+func (r *Registry) attachHandle(ctx context.Context, l backend.Live) (backend.Handle, backend.Live, backend.Capabilities, error) {
 	for _, b := range r.opts.Backends {
 		caps := b.Capabilities()
 		if !caps.Recover || l.Backend != "" && b.Name() != l.Backend {
 			continue
 		}
 		h, got, err := b.Attach(ctx, l.ID)
-		if errors.Is(err, ErrNoProcess) {
+		if errors.Is(err, backend.ErrNoProcess) {
 			continue
 		}
 		return h, got, caps, err
 	}
-	return nil, Live{}, Capabilities{}, ErrNoProcess
+	return nil, backend.Live{}, backend.Capabilities{}, backend.ErrNoProcess
 }
 
 // attach adopts a process running outside this registry.
-func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
+func (r *Registry) attach(ctx context.Context, l backend.Live) (*Process, error) {
 	h, l2, caps, err := r.attachHandle(ctx, l)
 	if err != nil {
 		return nil, err
@@ -263,7 +265,7 @@ func (r *Registry) attach(ctx context.Context, l Live) (*Process, error) {
 	if p := r.known(l.ID); p != nil { // a concurrent lookup won
 		return p, nil
 	}
-	p := newProcess(l2.spec(), l2.Backend)
+	p := newProcess(l2.Spec(), l2.Backend)
 	r.track(p, h, caps, nil)
 	if l2.Lost {
 		// Recording the loss takes a moment; answer with the outcome.
@@ -310,7 +312,7 @@ func (r *Registry) Recover(ctx context.Context) []string {
 	for _, l := range r.liveElsewhere(ctx) {
 		p, err := r.attach(ctx, l)
 		if err != nil {
-			if !errors.Is(err, ErrNoProcess) {
+			if !errors.Is(err, backend.ErrNoProcess) {
 				r.log.Warn("recover", "id", l.ID, "err", err)
 			}
 			continue
@@ -336,7 +338,7 @@ func (r *Registry) RecoverEnded(ctx context.Context) []string {
 			continue
 		}
 		if _, err := r.attach(ctx, l); err != nil {
-			if !errors.Is(err, ErrNoProcess) {
+			if !errors.Is(err, backend.ErrNoProcess) {
 				r.log.Warn("recover ended", "id", l.ID, "err", err)
 			}
 			continue
@@ -349,8 +351,8 @@ func (r *Registry) RecoverEnded(ctx context.Context) []string {
 // liveElsewhere lists the processes that Recover backends find running
 // outside this registry. A backend that cannot answer is logged and
 // skipped: one unreachable engine must not hide every other process.
-func (r *Registry) liveElsewhere(ctx context.Context) []Live {
-	var out []Live
+func (r *Registry) liveElsewhere(ctx context.Context) []backend.Live {
+	var out []backend.Live
 	for _, b := range r.opts.Backends {
 		if !b.Capabilities().Recover {
 			continue
@@ -369,13 +371,13 @@ func (r *Registry) liveElsewhere(ctx context.Context) []Live {
 // which this registry runs, and to record its loss should this replica
 // vanish: its spec as a Live. It is false for a process this registry
 // does not run (or no longer does).
-func (r *Registry) Describe(id string) (Live, bool) {
+func (r *Registry) Describe(id string) (backend.Live, bool) {
 	p := r.known(id)
 	if p == nil || p.isDone() {
-		return Live{}, false
+		return backend.Live{}, false
 	}
 	s := p.spec
-	return Live{ID: s.ID, Command: s.Command, Backend: p.backend, Cwd: s.Cwd, Image: s.Image, Timeout: s.Timeout, Meta: s.Meta}, true
+	return backend.Live{ID: s.ID, Command: s.Command, Backend: p.backend, Cwd: s.Cwd, Image: s.Image, Timeout: s.Timeout, Meta: s.Meta}, true
 }
 
 // Shared says whether the processes of backend name are reached from every
@@ -390,11 +392,11 @@ func (r *Registry) Shared(name string) bool {
 // that ran on a runner replica that has gone: nobody can observe its end
 // any more, and its owner must still learn that it is over (a notify
 // receipt leaves a completion like any other).
-func (r *Registry) RecordLost(ctx context.Context, l Live, why string) (*receipts.Receipt, error) {
+func (r *Registry) RecordLost(ctx context.Context, l backend.Live, why string) (*receipts.Receipt, error) {
 	if !receipts.IsID(l.ID) {
 		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, l.ID)
 	}
-	rec := recordOf(l.spec(), l.Backend)
+	rec := recordOf(l.Spec(), l.Backend)
 	rec.Status, rec.ExitCode, rec.Error = receipts.StatusLost, -1, why
 	rec.FinishedAt = time.Now().UTC()
 	return r.record(ctx, receipts.Sanitize(rec))

@@ -6,6 +6,8 @@ package runner
 // them without replaying completions.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -46,10 +48,10 @@ func newProfile(t *testing.T, home string, opts receipts.Options) *profile {
 
 // registry returns a fresh registry on the profile, as a new process would
 // have. Live redaction is off: receipts must be redacted regardless.
-func (p *profile) registry(t *testing.T, backends ...Backend) *Registry {
+func (p *profile) registry(t *testing.T, backends ...backend.Backend) *Registry {
 	t.Helper()
 	if len(backends) == 0 {
-		backends = []Backend{stubBackend{}}
+		backends = []backend.Backend{stubBackend{}}
 	}
 	r, err := New(Options{Store: p.store, Sessions: p.sessions, Backends: backends, RedactLive: false})
 	if err != nil {
@@ -69,17 +71,17 @@ func (p *profile) receiptPaths(t *testing.T) []string {
 
 // stubBackend is never asked to start anything: the seed test records
 // finished processes directly, as the reference does.
-type stubBackend struct{ NoRecovery }
+type stubBackend struct{ backend.NoRecovery }
 
-func (stubBackend) Name() string               { return "local" }
-func (stubBackend) Capabilities() Capabilities { return Capabilities{} }
-func (stubBackend) Start(context.Context, Spec) (Handle, error) {
+func (stubBackend) Name() string                       { return "local" }
+func (stubBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (stubBackend) Start(context.Context, backend.Spec) (backend.Handle, error) {
 	return nil, errors.New("stub backend starts nothing")
 }
 
 // moveToFinished records p as a finished process of r, the way the
 // registry does when its supervisor sees the end.
-func moveToFinished(r *Registry, p *Process, exit Exit) {
+func moveToFinished(r *Registry, p *Process, exit backend.Exit) {
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p
 	r.mu.Unlock()
@@ -97,13 +99,13 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("proc_%012x", i)
 		ids = append(ids, id)
-		p := newProcess(Spec{ID: id, Command: "echo " + seedSecret, Meta: Meta{
+		p := newProcess(backend.Spec{ID: id, Command: "echo " + seedSecret, Meta: backend.Meta{
 			StartedAt: time.Now().Add(-2 * opts.Retention),
 			Owner:     receipts.Owner{TaskID: fmt.Sprintf("owner-%d", i), OwnerTaskID: fmt.Sprintf("owner-%d", i), SessionKey: fmt.Sprintf("chat-%d", i), ParentSessionID: "owner-session"},
 		}}, "local")
 		p.buf = outbuf.New(receipts.MaxOutputChars)
 		fmt.Fprint(p.buf, strings.Repeat("x", receipts.MaxOutputChars)+"\n"+seedSecret)
-		moveToFinished(registry, p, Exit{Code: i, FinishedAt: time.Now()})
+		moveToFinished(registry, p, backend.Exit{Code: i, FinishedAt: time.Now()})
 	}
 
 	paths := main.receiptPaths(t)
@@ -267,10 +269,10 @@ func TestSeedProfileOverrideStaysOnItsGoroutine(t *testing.T) {
 
 // shellBackend runs commands with sh, without the local package (which
 // imports runner), for tests of the registry's own behaviour.
-type shellBackend struct{ NoRecovery }
+type shellBackend struct{ backend.NoRecovery }
 
-func (shellBackend) Name() string               { return "local" }
-func (shellBackend) Capabilities() Capabilities { return Capabilities{} }
-func (shellBackend) Start(ctx context.Context, spec Spec) (Handle, error) {
+func (shellBackend) Name() string                       { return "local" }
+func (shellBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (shellBackend) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	return startShell(ctx, spec)
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"io"
 	"os"
@@ -15,10 +17,10 @@ type shellHandle struct {
 	cmd  *exec.Cmd
 	out  io.Reader
 	done chan struct{}
-	exit Exit
+	exit backend.Exit
 }
 
-func startShell(_ context.Context, spec Spec) (Handle, error) {
+func startShell(_ context.Context, spec backend.Spec) (backend.Handle, error) {
 	cmd := exec.Command("sh", "-c", spec.Command)
 	cmd.Dir = spec.Cwd
 	cmd.Env = append(os.Environ(), spec.Env...)
@@ -35,7 +37,7 @@ func startShell(_ context.Context, spec Spec) (Handle, error) {
 	h := &shellHandle{cmd: cmd, out: r, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
-		h.exit = Exit{Code: cmd.ProcessState.ExitCode(), FinishedAt: time.Now()}
+		h.exit = backend.Exit{Code: cmd.ProcessState.ExitCode(), FinishedAt: time.Now()}
 		close(h.done)
 	}()
 	return h, nil
@@ -44,22 +46,22 @@ func startShell(_ context.Context, spec Spec) (Handle, error) {
 func (h *shellHandle) PID() int          { return h.cmd.Process.Pid }
 func (h *shellHandle) Ref() string       { return strconv.Itoa(h.cmd.Process.Pid) }
 func (h *shellHandle) Output() io.Reader { return h.out }
-func (h *shellHandle) Wait(ctx context.Context) (Exit, error) {
+func (h *shellHandle) Wait(ctx context.Context) (backend.Exit, error) {
 	select {
 	case <-h.done:
 		return h.exit, nil
 	case <-ctx.Done():
-		return Exit{}, ctx.Err()
+		return backend.Exit{}, ctx.Err()
 	}
 }
 func (h *shellHandle) Signal(_ context.Context, sig syscall.Signal) error {
 	return syscall.Kill(-h.cmd.Process.Pid, sig)
 }
 func (h *shellHandle) Kill(ctx context.Context, grace time.Duration) error {
-	return KillTree(ctx, h, grace, h.done)
+	return backend.KillTree(ctx, h, grace, h.done)
 }
 func (h *shellHandle) Snapshot(context.Context) (string, bool, error) {
-	return "", false, ErrNotSupported
+	return "", false, backend.ErrNotSupported
 }
 func (h *shellHandle) Release(context.Context) error       { return nil }
 func (h *shellHandle) Write(context.Context, []byte) error { return nil }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +91,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	if !req.Admitted {
 		// What the job asked for must hold where it runs; the tenant's
 		// defaults apply where they can.
-		if err := b.Capabilities().Enforces.check(b.Name(), req.Resources); err != nil {
+		if err := b.Capabilities().Enforces.Check(b.Name(), req.Resources); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
@@ -104,7 +106,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 			}
-			req.Resources = b.Capabilities().Enforces.supported(res)
+			req.Resources = b.Capabilities().Enforces.Supported(res)
 		}
 	}
 	if !req.Admitted {
@@ -113,7 +115,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 		}
 	}
 	if req.ID == "" {
-		req.ID = NewID()
+		req.ID = backend.NewID()
 	} else if !receipts.IsID(req.ID) {
 		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
 	}
@@ -166,7 +168,7 @@ func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error
 	if err != nil {
 		// The backend it was queued for is not here (a replica without
 		// it): it cannot start, and says so in its receipt.
-		p := r.recordNeverRun(ctx, req, Exit{Code: -1}, nil, func(p *Process) {
+		p := r.recordNeverRun(ctx, req, backend.Exit{Code: -1}, nil, func(p *Process) {
 			p.errMsg, p.failed = err.Error(), true
 		})
 		return p.info(), err
@@ -175,7 +177,7 @@ func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error
 }
 
 // startOn starts a checked, admitted request on backend b.
-func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*Info, error) {
+func (r *Registry) startOn(ctx context.Context, b backend.Backend, req StartRequest) (*Info, error) {
 	spec := r.specOf(req)
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()
@@ -191,7 +193,7 @@ func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*I
 	if err != nil {
 		p.errMsg = err.Error()
 		p.failed = true
-		r.finish(ctx, p, Exit{Code: -1, FinishedAt: time.Now()}, nil)
+		r.finish(ctx, p, backend.Exit{Code: -1, FinishedAt: time.Now()}, nil)
 		return p.info(), fmt.Errorf("start %s: %w", req.ID, err)
 	}
 	r.track(p, h, caps, tee)
@@ -200,11 +202,11 @@ func (r *Registry) startOn(ctx context.Context, b Backend, req StartRequest) (*I
 
 // specOf is the spec of a checked, admitted request: what its backend
 // runs, and the bookkeeping every record of it carries.
-func (r *Registry) specOf(req StartRequest) Spec {
-	return Spec{
+func (r *Registry) specOf(req StartRequest) backend.Spec {
+	return backend.Spec{
 		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env, BaseEnv: req.BaseEnv,
 		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
-		Meta: Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC(), Control: req.Control},
+		Meta: backend.Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC(), Control: req.Control},
 	}
 }
 
@@ -218,7 +220,7 @@ func (r *Registry) ResolveBackend(name string) (string, error) {
 	return b.Name(), nil
 }
 
-func (r *Registry) backend(name string) (Backend, error) {
+func (r *Registry) backend(name string) (backend.Backend, error) {
 	what := "backend"
 	if name == "" {
 		if r.opts.DefaultBackend == "" {
@@ -242,7 +244,7 @@ func (r *Registry) backend(name string) (Backend, error) {
 }
 
 // track registers a live handle and supervises it until it ends.
-func (r *Registry) track(p *Process, h Handle, caps Capabilities, tee io.Writer) {
+func (r *Registry) track(p *Process, h backend.Handle, caps backend.Capabilities, tee io.Writer) {
 	p.handle = h
 	p.pid, p.ref = h.PID(), h.Ref()
 	if caps.Supervised {
@@ -250,7 +252,7 @@ func (r *Registry) track(p *Process, h Handle, caps Capabilities, tee io.Writer)
 	} else {
 		// The margin keeps whole any secret the bound would cut in two:
 		// redaction runs on the wider window, the cut comes after it.
-		p.buf = outbuf.New(r.opts.MaxOutputChars + RedactMargin)
+		p.buf = outbuf.New(r.opts.MaxOutputChars + backend.RedactMargin)
 	}
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p
@@ -348,7 +350,7 @@ func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duratio
 // the end first), its completion, and its in-memory final state. What the
 // backend observed is what is recorded: a store that fails is retried, and
 // never turns an exit into another status.
-func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr error) {
+func (r *Registry) finish(ctx context.Context, p *Process, exit backend.Exit, waitErr error) {
 	if exit.FinishedAt.IsZero() {
 		exit.FinishedAt = time.Now()
 	}
@@ -392,7 +394,7 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit Exit, waitErr er
 		default:
 			rec.Status, rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
 			rec.ExitCode = -1
-			waitErr = ErrLost
+			waitErr = backend.ErrLost
 		}
 	}
 	if p.supervised && waitErr != nil {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -197,7 +199,7 @@ func (s *Server) recordLost(ctx context.Context, t *Tenant, c replicas.Claim) {
 
 // elsewhere returns the jobs of tenant t that other live replicas run, for
 // a listing; the dead replicas' are recorded lost on the way.
-func (s *Server) elsewhere(ctx context.Context, t *Tenant) []runner.Live {
+func (s *Server) elsewhere(ctx context.Context, t *Tenant) []backend.Live {
 	p := s.peers
 	if p == nil {
 		return nil
@@ -219,7 +221,7 @@ func (s *Server) elsewhere(ctx context.Context, t *Tenant) []runner.Live {
 		s.log.Warn("replica heartbeats unreadable", "err", err)
 		return nil
 	}
-	var out []runner.Live
+	var out []backend.Live
 	for _, c := range claims {
 		if c.Replica == self {
 			continue

@@ -1,12 +1,13 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/internal/tarcopy"
@@ -62,7 +65,7 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 		notFound(w, id)
 	case errors.Is(err, receipts.ErrInvalidID):
 		writeError(w, http.StatusBadRequest, api.CodeInvalidID, err.Error())
-	case errors.Is(err, runner.ErrFinished):
+	case errors.Is(err, backend.ErrFinished):
 		writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
 	case errors.Is(err, runner.ErrQueued):
 		writeError(w, http.StatusConflict, api.CodeQueued, err.Error())

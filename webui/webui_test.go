@@ -1,6 +1,8 @@
 package webui_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,7 +85,7 @@ func profileWith(tb testing.TB, n int) runner.Service {
 			tb.Fatal(err)
 		}
 	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}})
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -243,7 +245,7 @@ func withReceipt(tb testing.TB, rec *receipts.Receipt) runner.Service {
 	if err := st.Put(context.Background(), rec); err != nil {
 		tb.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: st, Backends: []runner.Backend{local.New()}})
+	reg, err := runner.New(runner.Options{Store: st, Backends: []backend.Backend{local.New()}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package agenttrace_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,7 +107,7 @@ func newRegistry(t *testing.T, p *tracing.Provider) *runner.Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, Tracing: p})
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}, Tracing: p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"fmt"
 	"sort"
@@ -8,20 +10,18 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // List returns this profile's containers that still exist: running ones and
 // also those that finished while no hermes process watched, whose receipts
 // may not be written yet. A container disappears from the list once Release
 // removed it. Oldest first.
-func (b *Backend) List(ctx context.Context) ([]runner.Live, error) {
+func (b *Backend) List(ctx context.Context) ([]backend.Live, error) {
 	found, err := b.find(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	lives := make([]runner.Live, 0, len(found))
+	lives := make([]backend.Live, 0, len(found))
 	for _, c := range found {
 		lives = append(lives, b.live(c))
 	}
@@ -31,9 +31,9 @@ func (b *Backend) List(ctx context.Context) ([]runner.Live, error) {
 // live describes a listed container. Lost marks one that no longer runs,
 // or never will, and may have no receipt yet: nobody watched it end. The
 // engine did record its end, so attaching to it yields that end (its exit
-// code, or runner.ErrLost for one that never started); Lost only tells the
+// code, or backend.ErrLost for one that never started); Lost only tells the
 // registry to attach now rather than list it as running.
-func (b *Backend) live(c container.Summary) runner.Live {
+func (b *Backend) live(c container.Summary) backend.Live {
 	created := time.Unix(c.Created, 0)
 	l := liveFromLabels(c.Labels, created)
 	switch c.State {
@@ -47,17 +47,17 @@ func (b *Backend) live(c container.Summary) runner.Live {
 
 // Attach returns a handle on this profile's container for process id,
 // whether it still runs or already finished, or an error wrapping
-// runner.ErrNoProcess.
-func (b *Backend) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
+// backend.ErrNoProcess.
+func (b *Backend) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
 	if id == "" {
-		return nil, runner.Live{}, fmt.Errorf("docker attach: empty id: %w", runner.ErrNoProcess)
+		return nil, backend.Live{}, fmt.Errorf("docker attach: empty id: %w", backend.ErrNoProcess)
 	}
 	found, err := b.find(ctx, id)
 	if err != nil {
-		return nil, runner.Live{}, err
+		return nil, backend.Live{}, err
 	}
 	if len(found) == 0 {
-		return nil, runner.Live{}, fmt.Errorf("docker attach %s: %w", id, runner.ErrNoProcess)
+		return nil, backend.Live{}, fmt.Errorf("docker attach %s: %w", id, backend.ErrNoProcess)
 	}
 	// Ids are unique per profile; should a stray duplicate exist, the
 	// newest is the one a registry would have started last.
@@ -66,14 +66,14 @@ func (b *Backend) Attach(ctx context.Context, id string) (runner.Handle, runner.
 	return b.newHandle(c.ID, id, c.Labels[LabelStdin] == "true"), live, nil
 }
 
-// Peek implements runner.Peeker.
-func (b *Backend) Peek(ctx context.Context, id string) (runner.Live, error) {
+// Peek implements backend.Backend.
+func (b *Backend) Peek(ctx context.Context, id string) (backend.Live, error) {
 	found, err := b.find(ctx, id)
 	if err != nil {
-		return runner.Live{}, err
+		return backend.Live{}, err
 	}
 	if id == "" || len(found) == 0 {
-		return runner.Live{}, fmt.Errorf("docker peek %s: %w", id, runner.ErrNoProcess)
+		return backend.Live{}, fmt.Errorf("docker peek %s: %w", id, backend.ErrNoProcess)
 	}
 	return b.live(found[len(found)-1]), nil
 }

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"fmt"
 	"os"
@@ -8,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Each iteration builds a fresh Backend (a new engine connection and API
@@ -30,7 +30,7 @@ func BenchmarkDockerStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, err := be.Start(ctx, runner.Spec{ID: newID(b), Command: "sleep 60"})
+		h, err := be.Start(ctx, backend.Spec{ID: newID(b), Command: "sleep 60"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func BenchmarkDockerRunToExit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, err := be.Start(context.Background(), runner.Spec{ID: newID(b), Command: "echo done"})
+		h, err := be.Start(context.Background(), backend.Spec{ID: newID(b), Command: "echo done"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,10 +1,11 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"path/filepath"
 	"testing"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -20,7 +21,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, backendtest.Harness{
-		New: func(t *testing.T) runner.Backend {
+		New: func(t *testing.T) backend.Backend {
 			return newBackend(t, Options{Profile: profile, DefaultImage: image})
 		},
 		Store: st,

@@ -10,6 +10,8 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +25,6 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -41,7 +42,7 @@ const (
 )
 
 // Labels stamped on every container. They are the durable record of a
-// process: List and Attach rebuild runner.Live from them alone.
+// process: List and Attach rebuild backend.Live from them alone.
 const (
 	LabelID      = "hermes.id"
 	LabelProfile = "hermes.profile"
@@ -54,7 +55,7 @@ const (
 	LabelTimeout = "hermes.timeout"
 	LabelImage   = "hermes.image"
 	LabelStdin   = "hermes.stdin"
-	LabelMeta    = "hermes.meta" // the whole runner.Meta as JSON
+	LabelMeta    = "hermes.meta" // the whole backend.Meta as JSON
 )
 
 // ErrImageNotFound is wrapped by Start when the image is not present in the
@@ -159,7 +160,7 @@ func (o Options) withDefaults() Options {
 const Name = "docker"
 
 // Backend starts hermes processes as detached containers. It implements
-// runner.Backend with Recover: containers outlive the hermes process that
+// backend.Backend with Recover: containers outlive the hermes process that
 // started them and are found again by their labels. It is safe for
 // concurrent use.
 type Backend struct {
@@ -168,7 +169,7 @@ type Backend struct {
 	log  *slog.Logger
 }
 
-var _ runner.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a Backend talking to the engine named by DOCKER_HOST (or
 // Options.Host), negotiating the API version on first use. It does not
@@ -192,12 +193,12 @@ func New(opts Options) (*Backend, error) {
 // Name is the receipt's backend field.
 func (b *Backend) Name() string { return Name }
 
-// Capabilities implements runner.Backend. Whoever holds a handle captures
+// Capabilities implements backend.Backend. Whoever holds a handle captures
 // the output and writes the receipt: there is no supervisor of its own
 // (a `hermes watch` process is just another holder).
-func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Recover: true, Images: true,
-		Enforces: runner.Enforcement{CPUs: true, Memory: true, Pids: true, Network: true}}
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Recover: true, Images: true,
+		Enforces: backend.Enforcement{CPUs: true, Memory: true, Pids: true, Network: true}}
 }
 
 // Close releases the engine client. Containers keep running.
@@ -226,7 +227,7 @@ var containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
 // Start creates and starts a detached container running spec.Command. It
 // returns once the engine reports the container started.
-func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	if !containerName.MatchString(spec.ID) {
 		return nil, fmt.Errorf("docker start: invalid process id %q", spec.ID)
 	}
@@ -293,7 +294,7 @@ func (b *Backend) imageMissing(ctx context.Context, image string) bool {
 	return cerrdefs.IsNotFound(err)
 }
 
-func (b *Backend) hostConfig(spec runner.Spec) *container.HostConfig {
+func (b *Backend) hostConfig(spec backend.Spec) *container.HostConfig {
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode(b.opts.NetworkMode),
 		Privileged:  b.opts.Privileged,

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,13 +31,13 @@ import (
 type result struct {
 	output  string
 	outErr  error
-	exit    runner.Exit
+	exit    backend.Exit
 	waitErr error
 }
 
 // collect reads the handle's output to its end and waits, the way the
 // registry does: both at once.
-func collect(t testing.TB, h runner.Handle) result {
+func collect(t testing.TB, h backend.Handle) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -55,7 +57,7 @@ func collect(t testing.TB, h runner.Handle) result {
 	return r
 }
 
-func start(t testing.TB, b *Backend, spec runner.Spec) *Handle {
+func start(t testing.TB, b *Backend, spec backend.Spec) *Handle {
 	t.Helper()
 	if spec.ID == "" {
 		spec.ID = newID(t)
@@ -101,7 +103,7 @@ func TestStartOutputExit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := start(t, b, runner.Spec{Command: tc.command, Env: tc.env})
+			h := start(t, b, backend.Spec{Command: tc.command, Env: tc.env})
 			r := collect(t, h)
 			if r.outErr != nil || r.waitErr != nil {
 				t.Fatalf("output err %v, wait err %v", r.outErr, r.waitErr)
@@ -137,7 +139,7 @@ func TestCwdAndWorkdirMount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(filepath.Join(dir, "marker"))
 			b := newBackend(t, Options{DefaultImage: image, MountWorkdir: tc.mount})
-			h := start(t, b, runner.Spec{Command: "pwd; echo hi > marker", Cwd: dir})
+			h := start(t, b, backend.Spec{Command: "pwd; echo hi > marker", Cwd: dir})
 			r := collect(t, h)
 			if r.waitErr != nil || r.exit.Code != 0 {
 				t.Fatalf("exit %+v, err %v, output %q", r.exit, r.waitErr, r.output)
@@ -161,8 +163,8 @@ func TestHelperStarter(t *testing.T) {
 	if profile == "" {
 		t.Skip("helper process only")
 	}
-	spec := runner.Spec{ID: os.Getenv("HERMES_DOCKER_HELPER_ID"), Command: os.Getenv("HERMES_DOCKER_HELPER_COMMAND")}
-	spec.Meta = runner.Meta{StartedAt: time.Now().UTC().Truncate(time.Second), Owner: receipts.Owner{ParentSessionID: "sess-owner", TaskID: "task-1"}}
+	spec := backend.Spec{ID: os.Getenv("HERMES_DOCKER_HELPER_ID"), Command: os.Getenv("HERMES_DOCKER_HELPER_COMMAND")}
+	spec.Meta = backend.Meta{StartedAt: time.Now().UTC().Truncate(time.Second), Owner: receipts.Owner{ParentSessionID: "sess-owner", TaskID: "task-1"}}
 	b, err := New(Options{Profile: profile, DefaultImage: os.Getenv("HERMES_DOCKER_HELPER_IMAGE")})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +215,7 @@ func TestDetachedSurvival(t *testing.T) {
 			if lives, err := other.List(context.Background()); err != nil || len(lives) != 0 {
 				t.Fatalf("other profile List = %v, %v; want nothing", lives, err)
 			}
-			if _, _, err := other.Attach(context.Background(), id); !errors.Is(err, runner.ErrNoProcess) {
+			if _, _, err := other.Attach(context.Background(), id); !errors.Is(err, backend.ErrNoProcess) {
 				t.Fatalf("other profile Attach err = %v, want ErrNoProcess", err)
 			}
 
@@ -263,7 +265,7 @@ func TestDetachedSurvival(t *testing.T) {
 			if lives, _ := b.List(context.Background()); len(lives) != 0 {
 				t.Errorf("List after Cleanup = %+v", lives)
 			}
-			if _, _, err := b.Attach(context.Background(), id); !errors.Is(err, runner.ErrNoProcess) {
+			if _, _, err := b.Attach(context.Background(), id); !errors.Is(err, backend.ErrNoProcess) {
 				t.Errorf("Attach after Cleanup err = %v", err)
 			}
 		})
@@ -301,7 +303,7 @@ func TestConcurrent50(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			h, err := b.Start(ctx, runner.Spec{ID: newID(t), Command: fmt.Sprintf("echo job %d; exit %d", i, i%5)})
+			h, err := b.Start(ctx, backend.Spec{ID: newID(t), Command: fmt.Sprintf("echo job %d; exit %d", i, i%5)})
 			if err != nil {
 				errs <- fmt.Errorf("job %d start: %w", i, err)
 				return
@@ -357,7 +359,7 @@ func TestKill(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := start(t, b, runner.Spec{Command: tc.command})
+			h := start(t, b, backend.Spec{Command: tc.command})
 			out := h.Output()
 			line := make([]byte, 3)
 			if _, err := io.ReadFull(out, line); err != nil || string(line) != "up\n" {
@@ -383,8 +385,8 @@ func TestKill(t *testing.T) {
 			if _, err := io.ReadAll(out); err != nil {
 				t.Errorf("output after kill: %v", err)
 			}
-			if err := h.Signal(ctx, syscall.SIGTERM); !errors.Is(err, runner.ErrFinished) {
-				t.Errorf("Signal after end = %v, want runner.ErrFinished", err)
+			if err := h.Signal(ctx, syscall.SIGTERM); !errors.Is(err, backend.ErrFinished) {
+				t.Errorf("Signal after end = %v, want backend.ErrFinished", err)
 			}
 			if err := h.Kill(ctx, time.Second); err != nil {
 				t.Errorf("Kill after end = %v", err)
@@ -396,7 +398,7 @@ func TestKill(t *testing.T) {
 func TestMissingImage(t *testing.T) {
 	requireDocker(t)
 	b := newBackend(t, Options{})
-	_, err := b.Start(context.Background(), runner.Spec{ID: newID(t), Command: "true", Image: "hermes-no-such-image:nope"})
+	_, err := b.Start(context.Background(), backend.Spec{ID: newID(t), Command: "true", Image: "hermes-no-such-image:nope"})
 	if !errors.Is(err, ErrImageNotFound) {
 		t.Fatalf("err = %v, want ErrImageNotFound", err)
 	}
@@ -412,7 +414,7 @@ func TestNoShellUnderInit(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image, Shell: []string{"/no/such/shell", "-c"}})
 	// The init starts and reports the failed exec as a shell would.
-	r := collect(t, start(t, b, runner.Spec{Command: "true"}))
+	r := collect(t, start(t, b, backend.Spec{Command: "true"}))
 	if r.waitErr != nil || r.exit.Code != 127 || !strings.Contains(r.output, "/no/such/shell") {
 		t.Fatalf("output %q exit %+v err %v", r.output, r.exit, r.waitErr)
 	}
@@ -432,7 +434,7 @@ func TestStartFailuresLeaveNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.DefaultImage = image
 			b := newBackend(t, tc.opts)
-			_, err := b.Start(context.Background(), runner.Spec{ID: newID(t), Command: "true"})
+			_, err := b.Start(context.Background(), backend.Spec{ID: newID(t), Command: "true"})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrImageNotFound) {
 				t.Fatalf("err = %v, want one about %q", err, tc.want)
 			}
@@ -446,7 +448,7 @@ func TestStartFailuresLeaveNothing(t *testing.T) {
 func TestEngineNotRunning(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	b := newBackend(t, Options{Host: "unix://" + sock, DefaultImage: "any-image"})
-	_, err := b.Start(context.Background(), runner.Spec{ID: newID(t), Command: "true"})
+	_, err := b.Start(context.Background(), backend.Spec{ID: newID(t), Command: "true"})
 	if !errors.Is(err, ErrEngineUnavailable) || !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "DOCKER_HOST") {
 		t.Fatalf("Start err = %v, want ErrEngineUnavailable naming %s and DOCKER_HOST", err, sock)
 	}
@@ -462,12 +464,12 @@ func TestBadSpec(t *testing.T) {
 	b := newBackend(t, Options{Host: "unix:///nonexistent.sock"})
 	tests := []struct {
 		name string
-		spec runner.Spec
+		spec backend.Spec
 		want string
 	}{
-		{"bad id", runner.Spec{ID: "../x", Command: "true", Image: "i"}, "invalid process id"},
-		{"empty command", runner.Spec{ID: "proc_000000000000", Image: "i"}, "empty command"},
-		{"no image", runner.Spec{ID: "proc_000000000000", Command: "true"}, "no image"},
+		{"bad id", backend.Spec{ID: "../x", Command: "true", Image: "i"}, "invalid process id"},
+		{"empty command", backend.Spec{ID: "proc_000000000000", Image: "i"}, "empty command"},
+		{"no image", backend.Spec{ID: "proc_000000000000", Command: "true"}, "no image"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -487,7 +489,7 @@ func TestStdin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	h := start(t, b, runner.Spec{Command: "cat; echo eof", Stdin: true})
+	h := start(t, b, backend.Spec{Command: "cat; echo eof", Stdin: true})
 	for _, p := range []string{"hello\n", "world\n"} {
 		if err := h.Write(ctx, []byte(p)); err != nil {
 			t.Fatalf("Write: %v", err)
@@ -506,7 +508,7 @@ func TestStdin(t *testing.T) {
 
 	// A later process writes to a container it did not start.
 	id := newID(t)
-	start(t, b, runner.Spec{ID: id, Command: "read line; echo got $line", Stdin: true})
+	start(t, b, backend.Spec{ID: id, Command: "read line; echo got $line", Stdin: true})
 	other := newBackend(t, Options{Profile: b.opts.Profile})
 	h2, _, err := other.Attach(ctx, id)
 	if err != nil {
@@ -519,7 +521,7 @@ func TestStdin(t *testing.T) {
 		t.Fatalf("attached stdin: output %q exit %+v err %v", r.output, r.exit, r.waitErr)
 	}
 
-	noStdin := start(t, b, runner.Spec{Command: "true"})
+	noStdin := start(t, b, backend.Spec{Command: "true"})
 	if err := noStdin.Write(ctx, []byte("x")); err == nil || !strings.Contains(err.Error(), "without stdin") {
 		t.Errorf("Write without stdin = %v", err)
 	}
@@ -528,14 +530,14 @@ func TestStdin(t *testing.T) {
 func TestRemovedBehindBack(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
-	h := start(t, b, runner.Spec{Command: "echo up; sleep 60"})
+	h := start(t, b, backend.Spec{Command: "echo up; sleep 60"})
 	out := h.Output()
 	line := make([]byte, 3)
 	if _, err := io.ReadFull(out, line); err != nil {
 		t.Fatal(err)
 	}
 	type waited struct {
-		exit runner.Exit
+		exit backend.Exit
 		err  error
 	}
 	waitC := make(chan waited, 1)
@@ -549,20 +551,20 @@ func TestRemovedBehindBack(t *testing.T) {
 	}
 	select {
 	case w := <-waitC:
-		if !errors.Is(w.err, runner.ErrLost) {
+		if !errors.Is(w.err, backend.ErrLost) {
 			t.Errorf("Wait = %+v, %v; want ErrLost", w.exit, w.err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Wait did not return")
 	}
-	if _, err := io.ReadAll(out); !errors.Is(err, runner.ErrLost) {
+	if _, err := io.ReadAll(out); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Output err = %v, want ErrLost", err)
 	}
 	// A handle that comes too late sees the same.
-	if _, err := h.Wait(context.Background()); !errors.Is(err, runner.ErrLost) {
+	if _, err := h.Wait(context.Background()); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("second Wait err = %v", err)
 	}
-	if err := h.Signal(context.Background(), syscall.SIGTERM); !errors.Is(err, runner.ErrLost) {
+	if err := h.Signal(context.Background(), syscall.SIGTERM); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Signal err = %v", err)
 	}
 	if err := h.Release(context.Background()); err != nil {
@@ -575,7 +577,7 @@ func TestNeverStartedIsLost(t *testing.T) {
 	b := newBackend(t, Options{DefaultImage: image, StartGrace: 2 * time.Second})
 	id := newID(t)
 	// A starter that died between create and start leaves this behind.
-	labels, err := b.labels(runner.Spec{ID: id, Command: "true"}, image)
+	labels, err := b.labels(backend.Spec{ID: id, Command: "true"}, image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,7 +594,7 @@ func TestNeverStartedIsLost(t *testing.T) {
 		t.Error("a container created just now is marked Lost: its starter may be about to start it")
 	}
 	// Wait gives the starter its grace, then gives up.
-	if _, err := h.Wait(context.Background()); !errors.Is(err, runner.ErrLost) {
+	if _, err := h.Wait(context.Background()); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Wait err = %v, want ErrLost", err)
 	}
 	lives, err := b.List(context.Background())
@@ -614,7 +616,7 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := runner.New(runner.Options{Store: store, Backends: []runner.Backend{b}})
+	reg, err := runner.New(runner.Options{Store: store, Backends: []backend.Backend{b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +625,7 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 		t.Fatalf("Recover of an empty profile = %v", got)
 	}
 	id := newID(t)
-	spec := runner.Spec{ID: id, Command: "true", Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{ID: id, Command: "true", Meta: backend.Meta{StartedAt: time.Now().UTC()}}
 	labels, err := b.labels(spec, image)
 	if err != nil {
 		t.Fatal(err)
@@ -675,13 +677,13 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 func TestLabelsAndSecurityDefaults(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
-	meta := runner.Meta{
+	meta := backend.Meta{
 		Profile:   "p",
 		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Owner:     receipts.Owner{TaskID: "task-9", OwnerTaskID: "owner-1", SessionKey: "sk", ParentSessionID: "sess-1", NotifyOnComplete: true},
 		Trace:     receipts.Trace{TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"},
 	}
-	spec := runner.Spec{ID: newID(t), Command: "sleep 30", Cwd: "/work/x", Timeout: 90 * time.Second, Meta: meta}
+	spec := backend.Spec{ID: newID(t), Command: "sleep 30", Cwd: "/work/x", Timeout: 90 * time.Second, Meta: meta}
 	h := start(t, b, spec)
 	t.Cleanup(func() { h.Release(context.Background()) })
 
@@ -702,7 +704,7 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, got, v)
 		}
 	}
-	var gotMeta runner.Meta
+	var gotMeta backend.Meta
 	if err := json.Unmarshal([]byte(info.Config.Labels[LabelMeta]), &gotMeta); err != nil || !reflect.DeepEqual(gotMeta, meta) {
 		t.Errorf("meta label = %+v (%v), want %+v", gotMeta, err, meta)
 	}
@@ -735,7 +737,7 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runner.Live{ID: spec.ID, Command: spec.Command, Backend: "docker", Cwd: spec.Cwd, Image: image, Timeout: spec.Timeout, Meta: meta}
+	want := backend.Live{ID: spec.ID, Command: spec.Command, Backend: "docker", Cwd: spec.Cwd, Image: image, Timeout: spec.Timeout, Meta: meta}
 	if !reflect.DeepEqual(live, want) {
 		t.Errorf("Attach live = %+v\nwant %+v", live, want)
 	}
@@ -750,7 +752,7 @@ func TestKeep(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("keep=%v", tc.keep), func(t *testing.T) {
 			b := newBackend(t, Options{DefaultImage: image, Keep: tc.keep})
-			h := start(t, b, runner.Spec{Command: "true"})
+			h := start(t, b, backend.Spec{Command: "true"})
 			collect(t, h)
 			if err := h.Release(context.Background()); err != nil {
 				t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 )
 
-// PutFiles implements runner.Files: the engine unpacks the stream in the
+// PutFiles implements backend.Files: the engine unpacks the stream in the
 // container, resolving dir inside the container's root.
 func (b *Backend) PutFiles(ctx context.Context, ref, dir string, tar io.Reader) error {
 	err := b.cli.CopyToContainer(ctx, ref, dir, tar, container.CopyToContainerOptions{})
@@ -17,7 +17,7 @@ func (b *Backend) PutFiles(ctx context.Context, ref, dir string, tar io.Reader) 
 	return nil
 }
 
-// GetFiles implements runner.Files.
+// GetFiles implements backend.Files.
 func (b *Backend) GetFiles(ctx context.Context, ref, p string) (io.ReadCloser, error) {
 	rc, _, err := b.cli.CopyFromContainer(ctx, ref, p)
 	if err != nil {

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"errors"
@@ -14,12 +16,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Handle is one container, started by this process or attached to: a
-// runner.Handle (its Kill is a graceful stop, its Release removes the
+// backend.Handle (its Kill is a graceful stop, its Release removes the
 // container once the receipt is safe) that also names its ContainerID.
 type Handle struct {
 	b     *Backend
@@ -39,12 +39,12 @@ type Handle struct {
 	pid   int
 
 	mu          sync.Mutex
-	exit        *runner.Exit
+	exit        *backend.Exit
 	attach      *types.HijackedResponse
 	stdinClosed bool
 }
 
-var _ runner.Handle = (*Handle)(nil)
+var _ backend.Handle = (*Handle)(nil)
 
 func (b *Backend) newHandle(cid, id string, stdin bool) *Handle {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -84,7 +84,7 @@ func (h *Handle) PID() int {
 // Output is the container's stdout and stderr, merged in the order the
 // engine logged them, from the very start (also for an attached handle)
 // until the container stops. Reading it ends with io.EOF, or with an error
-// wrapping runner.ErrLost if the container vanished.
+// wrapping backend.ErrLost if the container vanished.
 func (h *Handle) Output() io.Reader {
 	h.outMu.Lock()
 	defer h.outMu.Unlock()
@@ -101,7 +101,7 @@ func (h *Handle) followLogs(pw *io.PipeWriter) {
 	pw.CloseWithError(h.streamLogs(pw))
 }
 
-// lostOr wraps err; a container that no longer exists becomes runner.ErrLost
+// lostOr wraps err; a container that no longer exists becomes backend.ErrLost
 // so that the registry records the process as lost.
 func (h *Handle) lostOr(op string, err error) error {
 	if cerrdefs.IsNotFound(err) {
@@ -111,14 +111,14 @@ func (h *Handle) lostOr(op string, err error) error {
 }
 
 func (h *Handle) removedErr(op string) error {
-	return fmt.Errorf("docker %s %s: container %s was removed: %w", op, h.id, shortID(h.cid), runner.ErrLost)
+	return fmt.Errorf("docker %s %s: container %s was removed: %w", op, h.id, shortID(h.cid), backend.ErrLost)
 }
 
 // Wait blocks until the container stops and reports its exit. A container
 // removed before its end could be read yields an error wrapping
-// runner.ErrLost; so does one that was created but never started within
+// backend.ErrLost; so does one that was created but never started within
 // Options.StartGrace (its starter died in between).
-func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
+func (h *Handle) Wait(ctx context.Context) (backend.Exit, error) {
 	h.mu.Lock()
 	if h.exit != nil {
 		e := *h.exit
@@ -128,14 +128,14 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 	h.mu.Unlock()
 
 	if err := h.awaitStarted(ctx); err != nil {
-		return runner.Exit{}, err
+		return backend.Exit{}, err
 	}
 	info, err := h.waitStopped(ctx, "wait")
 	if err != nil {
-		return runner.Exit{}, err
+		return backend.Exit{}, err
 	}
 	st := info.State
-	exit := runner.Exit{Code: st.ExitCode, FinishedAt: time.Now()}
+	exit := backend.Exit{Code: st.ExitCode, FinishedAt: time.Now()}
 	if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && t.Year() > 1 {
 		exit.FinishedAt = t
 	}
@@ -168,7 +168,7 @@ func (h *Handle) awaitStarted(ctx context.Context) error {
 		}
 		created, _ := time.Parse(time.RFC3339Nano, info.Created)
 		if time.Since(created) > h.b.opts.StartGrace {
-			return fmt.Errorf("docker wait %s: container was created but never started: %w", h.id, runner.ErrLost)
+			return fmt.Errorf("docker wait %s: container was created but never started: %w", h.id, backend.ErrLost)
 		}
 		select {
 		case <-ctx.Done():
@@ -206,14 +206,14 @@ func (h *Handle) markKilled(ctx context.Context) {
 
 // Signal sends sig to the container (its init forwards it to the command).
 // A container that has already stopped yields an error wrapping
-// runner.ErrFinished.
+// backend.ErrFinished.
 func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
 		h.markKilled(ctx)
 	}
 	if err := h.b.cli.ContainerKill(ctx, h.cid, signalArg(int(sig))); err != nil {
 		if cerrdefs.IsConflict(err) {
-			return fmt.Errorf("docker signal %s: %w", h.id, runner.ErrFinished)
+			return fmt.Errorf("docker signal %s: %w", h.id, backend.ErrFinished)
 		}
 		return h.lostOr("signal", err)
 	}
@@ -300,7 +300,7 @@ func (h *Handle) Snapshot(ctx context.Context) (string, bool, error) {
 	return out, truncated, err
 }
 
-// SnapshotLines implements runner.LineSnapshotter: the log read holds
+// SnapshotLines implements backend.LineSnapshotter: the log read holds
 // everything printed, so the lines clipped off number the first kept one.
 func (h *Handle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
 	var buf bytes.Buffer
@@ -308,7 +308,7 @@ func (h *Handle) SnapshotLines(ctx context.Context) (string, bool, int64, error)
 	if err := h.readLogsCtx(ctx, &buf, &cur, false); err != nil {
 		return "", false, 0, err
 	}
-	out, truncated, first := runner.ClipSnapshotLines(buf.String())
+	out, truncated, first := backend.ClipSnapshotLines(buf.String())
 	return out, truncated, first, nil
 }
 

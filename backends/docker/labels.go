@@ -1,19 +1,19 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // labels is what a container carries so that a stranger can write its
 // receipt: the searchable fields one label each, and the whole Meta as JSON
 // so that nothing is lost when Meta grows.
-func (b *Backend) labels(spec runner.Spec, image string) (map[string]string, error) {
+func (b *Backend) labels(spec backend.Spec, image string) (map[string]string, error) {
 	meta, err := json.Marshal(spec.Meta)
 	if err != nil {
 		return nil, fmt.Errorf("encode meta: %w", err)
@@ -46,8 +46,8 @@ func (b *Backend) labels(spec runner.Spec, image string) (map[string]string, err
 
 // liveFromLabels rebuilds what Start was told. created is the container's
 // creation time, the fallback start time when Meta lacks one.
-func liveFromLabels(l map[string]string, created time.Time) runner.Live {
-	live := runner.Live{
+func liveFromLabels(l map[string]string, created time.Time) backend.Live {
+	live := backend.Live{
 		ID:      l[LabelID],
 		Command: l[LabelCommand],
 		Backend: Name,
@@ -60,7 +60,7 @@ func liveFromLabels(l map[string]string, created time.Time) runner.Live {
 	if err := json.Unmarshal([]byte(l[LabelMeta]), &live.Meta); err != nil {
 		// A container labelled by hand or by an older hermes: keep what
 		// the single labels say.
-		live.Meta = runner.Meta{
+		live.Meta = backend.Meta{
 			Owner: receipts.Owner{ParentSessionID: l[LabelSession], TaskID: l[LabelTask]},
 			Trace: receipts.Trace{TraceID: l[LabelTraceID], SpanID: l[LabelSpanID]},
 		}

@@ -3,14 +3,14 @@
 package docker
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 func TestFirstProcess(t *testing.T) {
@@ -50,7 +50,7 @@ func TestFirstProcess(t *testing.T) {
 func TestPIDMatchesEngine(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
-	h := start(t, b, runner.Spec{Command: "sleep 30"})
+	h := start(t, b, backend.Spec{Command: "sleep 30"})
 	t.Cleanup(func() { _ = h.Release(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hermesrun/hermes/internal/testenv"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -66,7 +67,7 @@ func conformance(t *testing.T, o func(*Options)) {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, backendtest.Harness{
-		New: func(t *testing.T) runner.Backend {
+		New: func(t *testing.T) backend.Backend {
 			b, _ := newTestBackend(t, profile, o)
 			return b
 		},

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"fmt"
@@ -8,12 +10,11 @@ import (
 	"path"
 	"strings"
 
-	"github.com/hermesrun/hermes/runner"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/remotecommand"
 )
 
-// PutFiles implements runner.Files: tar, run in the job's container,
+// PutFiles implements backend.Files: tar, run in the job's container,
 // unpacks the stream there, so every path resolves inside the container.
 // The job's image needs a tar.
 func (b *Backend) PutFiles(ctx context.Context, ref, dir string, tar io.Reader) error {
@@ -24,7 +25,7 @@ func (b *Backend) PutFiles(ctx context.Context, ref, dir string, tar io.Reader) 
 	return nil
 }
 
-// GetFiles implements runner.Files.
+// GetFiles implements backend.Files.
 func (b *Backend) GetFiles(ctx context.Context, ref, p string) (io.ReadCloser, error) {
 	pr, pw := io.Pipe()
 	go func() {
@@ -58,7 +59,7 @@ func (b *Backend) exec(ctx context.Context, ref string, argv []string, stdin io.
 func (b *Backend) podOfRef(ref string) (string, error) {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok || ns != b.namespace || name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("pod %q is not in namespace %q: %w", ref, b.namespace, runner.ErrNoProcess)
+		return "", fmt.Errorf("pod %q is not in namespace %q: %w", ref, b.namespace, backend.ErrNoProcess)
 	}
 	return name, nil
 }

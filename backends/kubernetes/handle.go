@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"errors"
@@ -17,8 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Handle is one job Pod, created by this process or attached to.
@@ -37,13 +37,13 @@ type Handle struct {
 	out   *io.PipeReader
 
 	mu          sync.Mutex
-	exit        *runner.Exit
+	exit        *backend.Exit
 	killed      bool
 	stdinW      *io.PipeWriter
 	stdinClosed bool
 }
 
-var _ runner.Handle = (*Handle)(nil)
+var _ backend.Handle = (*Handle)(nil)
 
 func (b *Backend) newHandle(name, id string, stdin bool) *Handle {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -121,7 +121,7 @@ var errGone = errors.New("pod gone")
 
 // Wait blocks until the job's container has ended and reports how. A pod
 // deleted before its end was seen is lost, unless hermes killed it.
-func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
+func (h *Handle) Wait(ctx context.Context) (backend.Exit, error) {
 	h.mu.Lock()
 	if h.exit != nil {
 		e := *h.exit
@@ -129,7 +129,7 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 		return e, nil
 	}
 	h.mu.Unlock()
-	var exit *runner.Exit
+	var exit *backend.Exit
 	killed := false
 	err := h.watch(ctx, func(p *corev1.Pod) (bool, error) {
 		killed = killed || p.Annotations[annotationKilled] != ""
@@ -142,15 +142,15 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 		killed = killed || h.killed
 		h.mu.Unlock()
 		if !killed {
-			return runner.Exit{}, fmt.Errorf("kubernetes wait %s: pod %s was deleted before its end was seen: %w", h.id, h.name, runner.ErrLost)
+			return backend.Exit{}, fmt.Errorf("kubernetes wait %s: pod %s was deleted before its end was seen: %w", h.id, h.name, backend.ErrLost)
 		}
 		// Killed, and gone before its last status reached us.
-		exit = &runner.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL, FinishedAt: time.Now()}
+		exit = &backend.Exit{Code: 128 + int(syscall.SIGKILL), Signal: syscall.SIGKILL, FinishedAt: time.Now()}
 	case err != nil:
-		return runner.Exit{}, fmt.Errorf("kubernetes wait %s: %w", h.id, err)
+		return backend.Exit{}, fmt.Errorf("kubernetes wait %s: %w", h.id, err)
 	case exit.Code < 0 && exit.Signal == 0:
 		// No exit to report: the pod failed around its container.
-		return runner.Exit{}, fmt.Errorf("kubernetes wait %s: %s: %w", h.id, exit.Reason, runner.ErrLost)
+		return backend.Exit{}, fmt.Errorf("kubernetes wait %s: %s: %w", h.id, exit.Reason, backend.ErrLost)
 	}
 	h.mu.Lock()
 	h.exit = exit
@@ -164,7 +164,7 @@ func (h *Handle) Wait(ctx context.Context) (runner.Exit, error) {
 func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	p, err := h.b.pods().Get(ctx, h.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && podEnd(p) != nil) {
-		return fmt.Errorf("kubernetes signal %s: %w", h.id, runner.ErrFinished)
+		return fmt.Errorf("kubernetes signal %s: %w", h.id, backend.ErrFinished)
 	}
 	if err != nil {
 		return h.b.apiErr("get pod "+h.name, err)
@@ -175,7 +175,7 @@ func (h *Handle) Signal(ctx context.Context, sig syscall.Signal) error {
 	case syscall.SIGTERM, syscall.SIGINT:
 		return h.Kill(ctx, signalGrace)
 	default:
-		return fmt.Errorf("kubernetes signal %s: %s: %w", h.id, runner.SignalName(sig), runner.ErrNotSupported)
+		return fmt.Errorf("kubernetes signal %s: %s: %w", h.id, backend.SignalName(sig), backend.ErrNotSupported)
 	}
 }
 
@@ -308,21 +308,21 @@ func (b *Backend) executor(req *rest.Request) (remotecommand.Executor, error) {
 }
 
 // Snapshot is what the job printed so far, read from the pod's log
-// without following it: the tail of at most runner.SnapshotChars
+// without following it: the tail of at most backend.SnapshotChars
 // characters. A pod that has not started has printed nothing.
 func (h *Handle) Snapshot(ctx context.Context) (string, bool, error) {
 	out, truncated, _, err := h.SnapshotLines(ctx)
 	return out, truncated, err
 }
 
-// SnapshotLines implements runner.LineSnapshotter: the log read holds
+// SnapshotLines implements backend.LineSnapshotter: the log read holds
 // everything printed, so the lines clipped off number the first kept one.
 func (h *Handle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
 	var buf bytes.Buffer
 	if err := h.readLog(ctx, &buf); err != nil {
 		return "", false, 0, err
 	}
-	out, truncated, first := runner.ClipSnapshotLines(buf.String())
+	out, truncated, first := backend.ClipSnapshotLines(buf.String())
 	return out, truncated, first, nil
 }
 

@@ -15,6 +15,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +33,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -135,7 +136,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Backend starts hermes processes as Pods. It implements runner.Backend
+// Backend starts hermes processes as Pods. It implements backend.Backend
 // with Recover: pods outlive the hermes process that created them and are
 // found again by their labels. It is safe for concurrent use.
 type Backend struct {
@@ -148,7 +149,7 @@ type Backend struct {
 	watcher   *podWatch
 }
 
-var _ runner.Backend = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // New returns a Backend on the cluster the options (or the environment)
 // name. It does not contact the API server; call Ping to fail early.
@@ -253,17 +254,17 @@ func (b *Backend) Name() string { return "kubernetes" }
 // Namespace is where the job pods live.
 func (b *Backend) Namespace() string { return b.namespace }
 
-// Capabilities implements runner.Backend. Whoever holds a handle follows
+// Capabilities implements backend.Backend. Whoever holds a handle follows
 // the log and writes the receipt: the kubelet supervises, hermes records.
-func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Recover: true, Images: true, Shared: true, Enforces: enforces}
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Recover: true, Images: true, Shared: true, Enforces: enforces}
 }
 
 // enforces is what a pod job can be bounded by: its container's CPU and
 // memory limits. A pod's process limit is its node's (the kubelet's
 // podPidsLimit), and its network the cluster's: isolating one takes a
 // NetworkPolicy, which the cluster's network plugin may not enforce.
-var enforces = runner.Enforcement{CPUs: true, Memory: true,
+var enforces = backend.Enforcement{CPUs: true, Memory: true,
 	Why: "a pod's process limit is set per node (kubelet podPidsLimit) and its network by NetworkPolicy, not per job"}
 
 // jobResources is the backend's requests and limits with the job's own
@@ -316,7 +317,7 @@ func (b *Backend) apiErr(op string, err error) error {
 // Start creates the job's Pod and returns once its container runs (or has
 // already ended). A pod that cannot start (its image is missing, it cannot
 // be scheduled within Options.StartTimeout) is deleted, and the start fails.
-func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	if spec.Command == "" {
 		return nil, fmt.Errorf("kubernetes start %s: empty command", spec.ID)
 	}
@@ -352,14 +353,14 @@ func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, e
 	return h, nil
 }
 
-// List implements runner.Backend: the profile's pods that have not been
+// List implements backend.Backend: the profile's pods that have not been
 // released, running or ended.
-func (b *Backend) List(ctx context.Context) ([]runner.Live, error) {
+func (b *Backend) List(ctx context.Context) ([]backend.Live, error) {
 	list, err := b.pods().List(ctx, metav1.ListOptions{LabelSelector: labelProfile + "=" + b.profileLabel()})
 	if err != nil {
 		return nil, b.apiErr("list pods", err)
 	}
-	var out []runner.Live
+	var out []backend.Live
 	for i := range list.Items {
 		if p := &list.Items[i]; b.ours(p) && len(p.Spec.Containers) > 0 {
 			out = append(out, liveFromPod(p))
@@ -368,21 +369,21 @@ func (b *Backend) List(ctx context.Context) ([]runner.Live, error) {
 	return out, nil
 }
 
-// Peek implements runner.Backend.
-func (b *Backend) Peek(ctx context.Context, id string) (runner.Live, error) {
+// Peek implements backend.Backend.
+func (b *Backend) Peek(ctx context.Context, id string) (backend.Live, error) {
 	p, err := b.getPod(ctx, id)
 	if err != nil {
-		return runner.Live{}, err
+		return backend.Live{}, err
 	}
 	return liveFromPod(p), nil
 }
 
-// Attach implements runner.Backend. The handle is passive until Wait or
+// Attach implements backend.Backend. The handle is passive until Wait or
 // Output.
-func (b *Backend) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
+func (b *Backend) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
 	p, err := b.getPod(ctx, id)
 	if err != nil {
-		return nil, runner.Live{}, err
+		return nil, backend.Live{}, err
 	}
 	live := liveFromPod(p)
 	return b.newHandle(p.Name, id, p.Spec.Containers[0].Stdin), live, nil
@@ -393,17 +394,17 @@ func (b *Backend) Attach(ctx context.Context, id string) (runner.Handle, runner.
 func (b *Backend) getPod(ctx context.Context, id string) (*corev1.Pod, error) {
 	name, err := podName(id)
 	if err != nil {
-		return nil, runner.ErrNoProcess
+		return nil, backend.ErrNoProcess
 	}
 	p, err := b.pods().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, runner.ErrNoProcess
+		return nil, backend.ErrNoProcess
 	}
 	if err != nil {
 		return nil, b.apiErr("get pod "+name, err)
 	}
 	if !b.ours(p) || len(p.Spec.Containers) == 0 {
-		return nil, runner.ErrNoProcess
+		return nil, backend.ErrNoProcess
 	}
 	return p, nil
 }

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -13,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Output is the job's output (stdout and stderr merged in the container),
@@ -184,11 +184,11 @@ func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) (ended
 
 // readLog writes the whole current log to w, without following it. A pod
 // whose container has not started has an empty log; one that is gone is
-// runner.ErrLost.
+// backend.ErrLost.
 func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
 	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container}).Stream(ctx)
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("kubernetes log %s: pod %s is gone: %w", h.id, h.name, runner.ErrLost)
+		return fmt.Errorf("kubernetes log %s: pod %s is gone: %w", h.id, h.name, backend.ErrLost)
 	}
 	if apierrors.IsBadRequest(err) {
 		// "container ... is waiting to start": nothing printed yet.

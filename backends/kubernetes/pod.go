@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,14 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Labels select (their values are made label-safe: a session id or a
 // profile path may hold any character, so such values are hashed) and
 // annotations carry the exact values, so that List and Attach rebuild
-// runner.Live from the pod alone.
+// backend.Live from the pod alone.
 const (
 	labelID      = "hermes.id"
 	labelProfile = "hermes.profile"
@@ -33,7 +34,7 @@ const (
 	annotationCwd     = "hermes.run/cwd"
 	annotationTimeout = "hermes.run/timeout"
 	annotationImage   = "hermes.run/image"
-	annotationMeta    = "hermes.run/meta" // the whole runner.Meta as JSON
+	annotationMeta    = "hermes.run/meta" // the whole backend.Meta as JSON
 	// annotationKilled marks a kill that hermes asked for. Only the
 	// process that asks knows of the kill, yet any replica may record the
 	// end: the pod carries the intent to them all.
@@ -66,7 +67,7 @@ func (b *Backend) profileLabel() string { return labelValue(b.opts.Profile) }
 // seccomp RuntimeDefault, no service account token, bounded resources),
 // with the pause container as pid 1 (shared process namespace) so that
 // the job's shell is not pid 1 and dies of the signals it is sent.
-func (b *Backend) podFor(spec runner.Spec, image string) (*corev1.Pod, error) {
+func (b *Backend) podFor(spec backend.Spec, image string) (*corev1.Pod, error) {
 	name, err := podName(spec.ID)
 	if err != nil {
 		return nil, err
@@ -166,9 +167,9 @@ const mergeStreams = "exec 2>&1\n"
 func kubeEscape(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 
 // liveFromPod rebuilds what Start was told.
-func liveFromPod(p *corev1.Pod) runner.Live {
+func liveFromPod(p *corev1.Pod) backend.Live {
 	a := p.Annotations
-	live := runner.Live{
+	live := backend.Live{
 		ID:      p.Labels[labelID],
 		Command: a[annotationCommand],
 		Backend: "kubernetes",
@@ -192,7 +193,7 @@ func liveFromPod(p *corev1.Pod) runner.Live {
 // while it has not. The mapping is honest: a signal death is 128+signal
 // with the signal named, an OOM kill is SIGKILL, the pod's own deadline
 // is a timeout, an eviction says so.
-func podEnd(p *corev1.Pod) *runner.Exit {
+func podEnd(p *corev1.Pod) *backend.Exit {
 	var term *corev1.ContainerStateTerminated
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name == container && cs.State.Terminated != nil {
@@ -203,7 +204,7 @@ func podEnd(p *corev1.Pod) *runner.Exit {
 	if term == nil && !failed {
 		return nil
 	}
-	exit := &runner.Exit{Code: -1, FinishedAt: time.Now()}
+	exit := &backend.Exit{Code: -1, FinishedAt: time.Now()}
 	if term == nil {
 		exit.Reason = "the pod ended before its container ran: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
 	}

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"errors"
 	"os"
@@ -13,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -51,10 +52,10 @@ func TestPodIsRestricted(t *testing.T) {
 	if b.Namespace() != "jobs" {
 		t.Errorf("namespace = %q; want the kubeconfig context's", b.Namespace())
 	}
-	spec := runner.Spec{
+	spec := backend.Spec{
 		ID: "proc_0123456789ab", Command: "echo hi $$ $(HOME)", Cwd: "/work", Env: []string{"A=1", "TRACEPARENT=00-x"},
 		Timeout: 90 * time.Second, Stdin: true,
-		Meta: runner.Meta{Owner: receipts.Owner{ParentSessionID: "with space/and slash", TaskID: "t1"}, Trace: receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+		Meta: backend.Meta{Owner: receipts.Owner{ParentSessionID: "with space/and slash", TaskID: "t1"}, Trace: receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
 	}
 	p, err := b.podFor(spec, "busybox:1")
 	if err != nil {
@@ -120,7 +121,7 @@ func TestPodIsRestricted(t *testing.T) {
 
 func TestImageUserKept(t *testing.T) {
 	b := offline(t, Options{RunAsUser: -1})
-	p, err := b.podFor(runner.Spec{ID: "proc_0123456789ab", Command: "id"}, "img")
+	p, err := b.podFor(backend.Spec{ID: "proc_0123456789ab", Command: "id"}, "img")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +141,8 @@ func term(code int32, reason string) *corev1.Pod {
 // backend's; a job that asks for none keeps the backend's.
 func TestPodJobResources(t *testing.T) {
 	b := offline(t, Options{CPURequest: "100m", MemoryRequest: "64Mi", CPULimit: "1", MemoryLimit: "1Gi"})
-	spec := runner.Spec{ID: "proc_0123456789ab", Command: "true",
-		Meta: runner.Meta{Control: receipts.Control{Resources: receipts.Resources{CPUs: 0.25, Memory: 48 << 20}}}}
+	spec := backend.Spec{ID: "proc_0123456789ab", Command: "true",
+		Meta: backend.Meta{Control: receipts.Control{Resources: receipts.Resources{CPUs: 0.25, Memory: 48 << 20}}}}
 	p, err := b.podFor(spec, "busybox:1")
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +268,7 @@ func TestPodOfRef(t *testing.T) {
 		if tc.ok && (err != nil || got != tc.want) {
 			t.Errorf("podOfRef(%q) = %q, %v; want %q", tc.ref, got, err, tc.want)
 		}
-		if !tc.ok && !errors.Is(err, runner.ErrNoProcess) {
+		if !tc.ok && !errors.Is(err, backend.ErrNoProcess) {
 			t.Errorf("podOfRef(%q) = %q, %v; want ErrNoProcess", tc.ref, got, err)
 		}
 	}

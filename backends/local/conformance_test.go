@@ -1,11 +1,12 @@
 package local_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"path/filepath"
 	"testing"
 
 	"github.com/hermesrun/hermes/backends/local"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -18,7 +19,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, backendtest.Harness{
-		New:      func(*testing.T) runner.Backend { return local.New() },
+		New:      func(*testing.T) backend.Backend { return local.New() },
 		Store:    st,
 		Cwd:      t.TempDir(),
 		HostPIDs: true,

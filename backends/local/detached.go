@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"context"
 	"encoding/base64"
@@ -22,7 +24,6 @@ import (
 
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/safefile"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -82,7 +83,7 @@ type Detached struct {
 
 // ShimRequest is what a launcher sends a shim on its stdin.
 type ShimRequest struct {
-	Spec runner.Spec `json:"spec"`
+	Spec backend.Spec `json:"spec"`
 	// Foreground jobs die with their launcher: the shim watches its
 	// parent (LauncherPID) and kills the job, recording it, once the
 	// launcher is gone. Their output also goes to the shim's descriptor 3,
@@ -113,7 +114,7 @@ type ShimState struct {
 	Command   string        `json:"command"`
 	Cwd       string        `json:"cwd"`
 	Timeout   time.Duration `json:"timeout"`
-	Meta      runner.Meta   `json:"meta"`
+	Meta      backend.Meta  `json:"meta"`
 	PID       int           `json:"pid"`
 	ShimPID   int           `json:"shim_pid"`
 	ShimStart uint64        `json:"shim_start"`
@@ -199,13 +200,13 @@ const (
 	startupTimeout = 15 * time.Second
 )
 
-// Name implements runner.Backend.
+// Name implements backend.Backend.
 func (d *Detached) Name() string { return Name }
 
-// Capabilities implements runner.Backend: each job has a shim of its own,
+// Capabilities implements backend.Backend: each job has a shim of its own,
 // outlives its launcher, and may be tied to it (foreground).
-func (d *Detached) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Supervised: true, Recover: true, Foreground: true, Enforces: Enforces}
+func (d *Detached) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Supervised: true, Recover: true, Foreground: true, Enforces: Enforces}
 }
 
 // StatePath is the live-state file of id.
@@ -217,12 +218,12 @@ func (d *Detached) CtlPath(id string) string { return filepath.Join(d.RunDir, id
 // LogPath is the spill log of id.
 func (d *Detached) LogPath(id string) string { return filepath.Join(d.LogDir, id+".log") }
 
-// Start implements runner.Backend: it launches a shim, hands it the spec,
+// Start implements backend.Backend: it launches a shim, hands it the spec,
 // and returns once the shim reports the child's pid. A spec with a Tee is a
 // foreground job: it dies with this process (its shim kills and records it
 // once this process is gone), and its output also goes to the Tee as it
 // arrives.
-func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+func (d *Detached) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	tee := spec.Tee
 	spec.Tee = nil
 	if sock, forward := d.supervisorFor(ctx, tee); sock != "" {
@@ -267,7 +268,7 @@ func (d *Detached) Start(ctx context.Context, spec runner.Spec) (runner.Handle, 
 		return nil, fmt.Errorf("start shim %s: %w", d.Exe, err)
 	}
 	h := &shimHandle{d: d, id: spec.ID, cmd: cmd, done: make(chan struct{}), teeDone: teeDone}
-	fail := func(err error) (runner.Handle, error) {
+	fail := func(err error) (backend.Handle, error) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, err
@@ -336,8 +337,8 @@ func (d *Detached) command(args []string, def string) (*exec.Cmd, func()) {
 	return cmd, func() {}
 }
 
-// List implements runner.Backend.
-func (d *Detached) List(ctx context.Context) ([]runner.Live, error) {
+// List implements backend.Backend.
+func (d *Detached) List(ctx context.Context) ([]backend.Live, error) {
 	entries, err := os.ReadDir(d.RunDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -345,7 +346,7 @@ func (d *Detached) List(ctx context.Context) ([]runner.Live, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
-	var out []runner.Live
+	var out []backend.Live
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || !receipts.IsID(id) {
@@ -363,8 +364,8 @@ func (d *Detached) List(ctx context.Context) ([]runner.Live, error) {
 	return out, nil
 }
 
-func (d *Detached) live(st *ShimState) runner.Live {
-	return runner.Live{
+func (d *Detached) live(st *ShimState) backend.Live {
+	return backend.Live{
 		ID: st.ID, Command: st.Command, Backend: Name, Cwd: st.Cwd, Timeout: st.Timeout,
 		Meta: st.Meta, Lost: !st.shim().Alive(),
 	}
@@ -377,23 +378,23 @@ func (d *Detached) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// Peek implements runner.Backend.
-func (d *Detached) Peek(_ context.Context, id string) (runner.Live, error) {
+// Peek implements backend.Backend.
+func (d *Detached) Peek(_ context.Context, id string) (backend.Live, error) {
 	if !receipts.IsID(id) {
-		return runner.Live{}, runner.ErrNoProcess
+		return backend.Live{}, backend.ErrNoProcess
 	}
 	st, err := d.readState(id)
 	if err != nil {
-		return runner.Live{}, runner.ErrNoProcess
+		return backend.Live{}, backend.ErrNoProcess
 	}
 	return d.live(st), nil
 }
 
-// Attach implements runner.Backend.
-func (d *Detached) Attach(ctx context.Context, id string) (runner.Handle, runner.Live, error) {
+// Attach implements backend.Backend.
+func (d *Detached) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
 	st, err := d.readState(id)
 	if err != nil {
-		return nil, runner.Live{}, runner.ErrNoProcess
+		return nil, backend.Live{}, backend.ErrNoProcess
 	}
 	// Passive until waited on: a reader that only looks starts nothing.
 	h := &shimHandle{d: d, id: id, pid: st.PID, state: st, done: make(chan struct{}), lazy: true}
@@ -494,17 +495,17 @@ const (
 	proofRetryEvery = 20 * time.Millisecond
 )
 
-// Wait implements runner.Handle. The job's real exit is in the receipt the
+// Wait implements backend.Handle. The job's real exit is in the receipt the
 // shim wrote; Wait reports only whether the shim ended cleanly. When it did
 // not, the job's process group is killed so nothing outlives it unobserved.
-func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
+func (h *shimHandle) Wait(ctx context.Context) (backend.Exit, error) {
 	if h.lazy {
 		h.watchOnce.Do(func() { go h.watch() })
 	}
 	select {
 	case <-h.done:
 	case <-ctx.Done():
-		return runner.Exit{}, ctx.Err()
+		return backend.Exit{}, ctx.Err()
 	}
 	lost := h.lost
 	if h.cmd != nil && h.waitErr != nil {
@@ -529,9 +530,9 @@ func (h *shimHandle) Wait(ctx context.Context) (runner.Exit, error) {
 		}
 		os.Remove(h.d.StatePath(h.id))
 		os.Remove(h.d.CtlPath(h.id))
-		return runner.Exit{FinishedAt: time.Now()}, runner.ErrLost
+		return backend.Exit{FinishedAt: time.Now()}, backend.ErrLost
 	}
-	return runner.Exit{FinishedAt: time.Now()}, nil
+	return backend.Exit{FinishedAt: time.Now()}, nil
 }
 
 func (h *shimHandle) send(m CtlMessage) error {
@@ -547,7 +548,7 @@ func (h *shimHandle) send(m CtlMessage) error {
 	f, err := os.OpenFile(h.d.CtlPath(h.id), os.O_WRONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		if errors.Is(err, syscall.ENXIO) || errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%s is no longer running: %w", h.id, runner.ErrFinished)
+			return fmt.Errorf("%s is no longer running: %w", h.id, backend.ErrFinished)
 		}
 		return fmt.Errorf("control %s: %w", h.id, err)
 	}
@@ -571,7 +572,7 @@ func (h *shimHandle) jobState() *ShimState {
 	return st
 }
 
-// Signal implements runner.Handle, through the shim so that it records the
+// Signal implements backend.Handle, through the shim so that it records the
 // cause; straight to the process group if the shim is gone and the job is
 // proven to be the one recorded.
 func (h *shimHandle) Signal(_ context.Context, sig syscall.Signal) error {
@@ -581,21 +582,21 @@ func (h *shimHandle) Signal(_ context.Context, sig syscall.Signal) error {
 	}
 	st := h.jobState()
 	if st == nil {
-		return fmt.Errorf("signal %s: %w", h.id, runner.ErrFinished)
+		return fmt.Errorf("signal %s: %w", h.id, backend.ErrFinished)
 	}
 	switch kerr := st.signalJob(sig); {
 	case kerr == nil:
 		return nil
 	case errors.Is(kerr, osproc.ErrNoProcess):
-		return fmt.Errorf("signal %s: %w", h.id, runner.ErrFinished)
+		return fmt.Errorf("signal %s: %w", h.id, backend.ErrFinished)
 	case errors.Is(kerr, osproc.ErrNotProven):
-		return fmt.Errorf("signal %s: its supervisor does not answer, and pid %d %w", h.id, st.PID, runner.ErrUnproven)
+		return fmt.Errorf("signal %s: its supervisor does not answer, and pid %d %w", h.id, st.PID, backend.ErrUnproven)
 	default:
 		return fmt.Errorf("signal %s: %w", h.id, kerr)
 	}
 }
 
-// Kill implements runner.Handle: the shim ends the job's tree (and, as
+// Kill implements backend.Handle: the shim ends the job's tree (and, as
 // a subreaper, every descendant) and records it as killed.
 func (h *shimHandle) Kill(ctx context.Context, grace time.Duration) error {
 	if err := h.send(CtlMessage{Op: "kill", GraceMS: grace.Milliseconds()}); err == nil {
@@ -603,13 +604,13 @@ func (h *shimHandle) Kill(ctx context.Context, grace time.Duration) error {
 	}
 	// No shim to ask: the job has ended, or (its shim gone) is killed
 	// here if it is proven to be the one recorded.
-	if err := h.Signal(ctx, syscall.SIGKILL); err != nil && !errors.Is(err, runner.ErrFinished) {
+	if err := h.Signal(ctx, syscall.SIGKILL); err != nil && !errors.Is(err, backend.ErrFinished) {
 		return err
 	}
 	return nil
 }
 
-// Write implements runner.Handle.
+// Write implements backend.Handle.
 func (h *shimHandle) Write(_ context.Context, p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), maxWriteChunk)
@@ -621,28 +622,28 @@ func (h *shimHandle) Write(_ context.Context, p []byte) error {
 	return nil
 }
 
-// CloseStdin implements runner.Handle.
+// CloseStdin implements backend.Handle.
 func (h *shimHandle) CloseStdin(context.Context) error {
 	return h.send(CtlMessage{Op: "close"})
 }
 
-// Release implements runner.Handle: the shim removes what it kept.
+// Release implements backend.Handle: the shim removes what it kept.
 func (h *shimHandle) Release(context.Context) error { return nil }
 
-// Snapshot implements runner.Handle: the tail of the spill log, which
+// Snapshot implements backend.Handle: the tail of the spill log, which
 // holds everything the job printed (rotated segments included).
 func (h *shimHandle) Snapshot(ctx context.Context) (string, bool, error) {
 	out, truncated, _, err := h.SnapshotLines(ctx)
 	return out, truncated, err
 }
 
-// SnapshotLines implements runner.LineSnapshotter.
+// SnapshotLines implements backend.LineSnapshotter.
 func (h *shimHandle) SnapshotLines(context.Context) (string, bool, int64, error) {
-	want := int64(runner.SnapshotChars * 4) // bytes: a rune is at most 4
+	want := int64(backend.SnapshotChars * 4) // bytes: a rune is at most 4
 	t, err := h.d.tails.ReadTail(h.d.LogPath(h.id), want)
 	if err != nil {
 		return "", false, 0, err
 	}
-	s, cut, clipped := runner.ClipSnapshotLines(string(t.Text))
+	s, cut, clipped := backend.ClipSnapshotLines(string(t.Text))
 	return s, t.Truncated || cut, t.First + clipped, nil
 }

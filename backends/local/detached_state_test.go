@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +16,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backends/local"
-	"github.com/hermesrun/hermes/runner"
 )
 
 // TestHostileStateFiles: nothing in the run directory is trusted. A FIFO
@@ -51,7 +52,7 @@ func TestHostileStateFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := make(chan []runner.Live, 1)
+	done := make(chan []backend.Live, 1)
 	go func() {
 		live, _ := d.List(context.Background())
 		done <- live
@@ -123,7 +124,7 @@ func FuzzDecodeState(f *testing.F) {
 // that left the job's process group while its parent lives.
 func TestSignalReachesDescendantsOutsideTheGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	j := start(t, local.New(), runner.Spec{Command: "setsid sleep 300 & echo $! > " + pidFile + "; wait"})
+	j := start(t, local.New(), backend.Spec{Command: "setsid sleep 300 & echo $! > " + pidFile + "; wait"})
 	var pid int
 	deadline := time.Now().Add(5 * time.Second)
 	for pid == 0 {
@@ -179,7 +180,7 @@ func TestDraftStateLost(t *testing.T) {
 	if err := h.Signal(ctx, syscall.SIGTERM); err == nil {
 		t.Error("Signal of a job with no recorded pid reported success")
 	}
-	if _, err := h.Wait(ctx); !errors.Is(err, runner.ErrLost) {
+	if _, err := h.Wait(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Fatalf("Wait = %v, want ErrLost", err)
 	}
 	if _, err := os.Stat(d.StatePath(id)); !errors.Is(err, fs.ErrNotExist) {

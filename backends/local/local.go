@@ -8,6 +8,8 @@
 package local
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +24,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/osproc"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -37,7 +38,7 @@ const drainGrace = 2 * time.Second
 // Backend starts attached bash children. They end with the process that
 // started them: it declares no capability beyond starting.
 type Backend struct {
-	runner.NoRecovery
+	backend.NoRecovery
 
 	// Shell runs the command as Shell -c CMD. Default "bash".
 	Shell string
@@ -79,12 +80,12 @@ func (b *Backend) lookShell(name string) (string, error) {
 // New returns a Backend with defaults.
 func New() *Backend { return &Backend{Shell: "bash"} }
 
-// Name implements runner.Backend.
+// Name implements backend.Backend.
 func (b *Backend) Name() string { return Name }
 
-// Capabilities implements runner.Backend.
-func (b *Backend) Capabilities() runner.Capabilities {
-	return runner.Capabilities{Enforces: Enforces}
+// Capabilities implements backend.Backend.
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Enforces: Enforces}
 }
 
 // Enforces is what a local job can be bounded by: its memory, as the
@@ -92,7 +93,7 @@ func (b *Backend) Capabilities() runner.Capabilities {
 // which no unprivileged process raises again). CPUs, processes and the
 // network of one job need a cgroup or namespaces of its own, which hermes
 // does not make for local jobs.
-var Enforces = runner.Enforcement{Memory: true,
+var Enforces = backend.Enforcement{Memory: true,
 	Why: "a local job is bounded by rlimits only (memory); run it with --backend docker or kubernetes"}
 
 // withBounds prefixes command with the shell's own limits for r: set in
@@ -108,8 +109,8 @@ func withBounds(r receipts.Resources, command string) string {
 	return "ulimit -v " + strconv.FormatInt(max(r.Memory>>10, 1), 10) + " || exit 125\n" + command
 }
 
-// Start implements runner.Backend.
-func (b *Backend) Start(ctx context.Context, spec runner.Spec) (runner.Handle, error) {
+// Start implements backend.Backend.
+func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -182,7 +183,7 @@ type handle struct {
 	stdin       io.WriteCloser
 	inMu        sync.Mutex
 	done        chan struct{}
-	exit        runner.Exit
+	exit        backend.Exit
 	err         error
 	reapOrphans bool
 	family      *Family
@@ -252,12 +253,12 @@ func (h *handle) Ref() string { return strconv.Itoa(h.cmd.Process.Pid) }
 // Output returns the pipe; a read past the drain deadline ends the stream.
 func (h *handle) Output() io.Reader { return &deadlineEOF{f: h.out} }
 
-func (h *handle) Wait(ctx context.Context) (runner.Exit, error) {
+func (h *handle) Wait(ctx context.Context) (backend.Exit, error) {
 	select {
 	case <-h.done:
 		return h.exit, h.err
 	case <-ctx.Done():
-		return runner.Exit{}, ctx.Err()
+		return backend.Exit{}, ctx.Err()
 	}
 }
 
@@ -265,7 +266,7 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 	h.sigMu.Lock()
 	defer h.sigMu.Unlock()
 	if h.reaped {
-		return fmt.Errorf("signal %d: %w", h.cmd.Process.Pid, runner.ErrFinished)
+		return fmt.Errorf("signal %d: %w", h.cmd.Process.Pid, backend.ErrFinished)
 	}
 	var escaped []int
 	if !h.reapOrphans {
@@ -289,12 +290,12 @@ func (h *handle) Signal(_ context.Context, sig syscall.Signal) error {
 
 // Kill ends the job's tree: SIGTERM, then SIGKILL after grace.
 func (h *handle) Kill(ctx context.Context, grace time.Duration) error {
-	return runner.KillTree(ctx, h, grace, h.done)
+	return backend.KillTree(ctx, h, grace, h.done)
 }
 
 // Snapshot is not supported: the caller captures Output itself.
 func (h *handle) Snapshot(context.Context) (string, bool, error) {
-	return "", false, runner.ErrNotSupported
+	return "", false, backend.ErrNotSupported
 }
 
 // Release has nothing to free: the child was reaped when it ended.

@@ -1,13 +1,13 @@
 package local
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"io"
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 func pipeSize(t *testing.T, d *deadlineEOF) int {
@@ -36,7 +36,7 @@ func TestPipeGrowsForAStream(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := New().Start(context.Background(), runner.Spec{ID: runner.NewID(), Command: tc.command})
+			h, err := New().Start(context.Background(), backend.Spec{ID: backend.NewID(), Command: tc.command})
 			if err != nil {
 				t.Fatal(err)
 			}

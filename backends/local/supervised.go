@@ -1,6 +1,8 @@
 package local
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -16,7 +18,6 @@ import (
 
 	"github.com/hermesrun/hermes/internal/callerkey"
 	"github.com/hermesrun/hermes/internal/filelock"
-	"github.com/hermesrun/hermes/runner"
 )
 
 // SupervisorReady is the line a supervisor writes on its stdout once its
@@ -85,7 +86,7 @@ func (d *Detached) EnsureCallerSupervisor(ctx context.Context) error {
 // supervisor closes the connection (after the receipt is written). With
 // forward, the job starts from this process's environment and directory
 // rather than the supervisor's.
-func (d *Detached) startSupervised(ctx context.Context, spec runner.Spec, sock string, forward bool) (runner.Handle, error) {
+func (d *Detached) startSupervised(ctx context.Context, spec backend.Spec, sock string, forward bool) (backend.Handle, error) {
 	sreq := ShimRequest{Spec: spec}
 	if forward {
 		sreq.Environ = d.Env

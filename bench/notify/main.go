@@ -17,6 +17,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"errors"
 	"flag"
@@ -95,7 +97,7 @@ func newRegistry(dir string, n int) (*runner.Registry, error) {
 		return nil, err
 	}
 	return runner.New(runner.Options{
-		Store: st, Backends: []runner.Backend{local.New()}, Profile: dir,
+		Store: st, Backends: []backend.Backend{local.New()}, Profile: dir,
 		SpillDir: filepath.Join(dir, "processes"), RedactLive: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})

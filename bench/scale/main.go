@@ -19,6 +19,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"context"
 	"encoding/json"
@@ -168,47 +170,22 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 		return err
 	}
 	reg, err := runner.New(runner.Options{
-		Store: st, Backends: []runner.Backend{local.New()}, Profile: tmp,
+		Store: st, Backends: []backend.Backend{local.New()}, Profile: tmp,
 		SpillDir: filepath.Join(tmp, "processes"), RedactLive: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		return err
 	}
-	ctx = sessions.WithCurrent(ctx, owner)
+	l := &liveJobs{ctx: sessions.WithCurrent(ctx, owner), reg: reg, ids: make([]string, 0, jobs)}
 	cwd, _ := os.Getwd()
 	before := settle()
 	g0 := runtime.NumGoroutine()
-	ids := make([]string, 0, jobs)
-	starts := make([]time.Duration, 0, jobs)
-	killAll := func() time.Duration {
-		t := time.Now()
-		var wg sync.WaitGroup
-		next := atomic.Int64{}
-		for range 64 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := int(next.Add(1)) - 1; i < len(ids); i = int(next.Add(1)) - 1 {
-					if _, err := reg.Kill(ctx, ids[i]); err != nil {
-						fmt.Fprintln(os.Stderr, "kill:", err)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		return time.Since(t)
-	}
 	t0 := time.Now()
-	for range jobs {
-		t := time.Now()
-		info, err := reg.Start(ctx, runner.StartRequest{Command: "sleep 60", Cwd: cwd, Owner: receipts.Owner{ParentSessionID: owner, NotifyOnComplete: true}})
-		if err != nil {
-			killAll()
-			return err
-		}
-		starts = append(starts, time.Since(t))
-		ids = append(ids, info.ID)
+	starts, err := l.start(jobs, cwd)
+	if err != nil {
+		l.killAll()
+		return err
 	}
 	startAll := time.Since(t0)
 	time.Sleep(time.Second)
@@ -219,64 +196,123 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 		mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs),
 		mib(before.heap), mib(after.heap), float64(after.heap-before.heap)/1024/float64(jobs), g0, runtime.NumGoroutine(),
 		before.threads, after.threads)
-
-	var lists []time.Duration
-	for range 200 {
-		t := time.Now()
-		l, err := reg.List(ctx, runner.ListOptions{})
-		lists = append(lists, time.Since(t))
-		if err != nil {
-			killAll()
-			return err
-		}
-		if len(l) != jobs {
-			killAll()
-			return fmt.Errorf("list returned %d, want %d", len(l), jobs)
-		}
-	}
-	r := rand.New(rand.NewPCG(7, 7))
-	lookup := func(n int, key func(string) string) ([]time.Duration, error) {
-		var lat []time.Duration
-		for range n {
-			id := ids[r.IntN(len(ids))]
-			t := time.Now()
-			p, err := reg.Poll(ctx, key(id))
-			lat = append(lat, time.Since(t))
-			if err != nil {
-				return nil, err
-			}
-			if p.Status != receipts.StatusRunning {
-				return nil, fmt.Errorf("poll %s: %s", id, p.Status)
-			}
-		}
-		return lat, nil
-	}
-	polls, err := lookup(2000, func(id string) string { return id })
-	if err != nil {
-		killAll()
+	if err := l.reads(); err != nil {
+		l.killAll()
 		return err
 	}
-	prefixPolls, err := lookup(2000, func(id string) string { return id[:13] })
-	if err != nil {
-		killAll()
-		return err
-	}
-	fmt.Printf("live: List (%d running) p50 %.3f ms p99 %.3f ms; Poll by id p50 %.1f µs p99 %.1f µs; Poll by prefix p50 %.1f µs p99 %.1f µs\n",
-		jobs, ms(pct(lists, .5)), ms(pct(lists, .99)), us(pct(polls, .5)), us(pct(polls, .99)),
-		us(pct(prefixPolls, .5)), us(pct(prefixPolls, .99)))
-	took := killAll()
-	killed := 0
-	for _, id := range ids {
-		if in, err := reg.Get(ctx, id); err == nil && in.Status == receipts.StatusKilled {
-			killed++
-		}
-	}
+	took := l.killAll()
+	killed := l.killed()
 	fmt.Printf("live: Kill of all %d (64 at a time, SIGTERM to each group, receipt written) took %.0f ms; %d recorded killed\n",
 		jobs, ms(took), killed)
 	if killed != jobs {
 		return fmt.Errorf("%d of %d recorded killed", killed, jobs)
 	}
 	return nil
+}
+
+// liveJobs are the jobs livePart runs through a registry.
+type liveJobs struct {
+	ctx context.Context
+	reg *runner.Registry
+	ids []string
+}
+
+// start starts n jobs in cwd, one after the other, and returns how long
+// each Start took.
+func (l *liveJobs) start(n int, cwd string) ([]time.Duration, error) {
+	starts := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		info, err := l.reg.Start(l.ctx, runner.StartRequest{Command: "sleep 60", Cwd: cwd, Owner: receipts.Owner{ParentSessionID: owner, NotifyOnComplete: true}})
+		if err != nil {
+			return nil, err
+		}
+		starts = append(starts, time.Since(t))
+		l.ids = append(l.ids, info.ID)
+	}
+	return starts, nil
+}
+
+// reads times List and Poll (by id and by prefix) over the running jobs
+// and prints their latencies.
+func (l *liveJobs) reads() error {
+	jobs := len(l.ids)
+	var lists []time.Duration
+	for range 200 {
+		t := time.Now()
+		ls, err := l.reg.List(l.ctx, runner.ListOptions{})
+		lists = append(lists, time.Since(t))
+		if err != nil {
+			return err
+		}
+		if len(ls) != jobs {
+			return fmt.Errorf("list returned %d, want %d", len(ls), jobs)
+		}
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	polls, err := l.polls(r, 2000, func(id string) string { return id })
+	if err != nil {
+		return err
+	}
+	prefixPolls, err := l.polls(r, 2000, func(id string) string { return id[:13] })
+	if err != nil {
+		return err
+	}
+	fmt.Printf("live: List (%d running) p50 %.3f ms p99 %.3f ms; Poll by id p50 %.1f µs p99 %.1f µs; Poll by prefix p50 %.1f µs p99 %.1f µs\n",
+		jobs, ms(pct(lists, .5)), ms(pct(lists, .99)), us(pct(polls, .5)), us(pct(polls, .99)),
+		us(pct(prefixPolls, .5)), us(pct(prefixPolls, .99)))
+	return nil
+}
+
+// polls polls n jobs drawn at random by r, each named by key of its id,
+// and returns the latencies; every job must still be running.
+func (l *liveJobs) polls(r *rand.Rand, n int, key func(string) string) ([]time.Duration, error) {
+	var lat []time.Duration
+	for range n {
+		id := l.ids[r.IntN(len(l.ids))]
+		t := time.Now()
+		p, err := l.reg.Poll(l.ctx, key(id))
+		lat = append(lat, time.Since(t))
+		if err != nil {
+			return nil, err
+		}
+		if p.Status != receipts.StatusRunning {
+			return nil, fmt.Errorf("poll %s: %s", id, p.Status)
+		}
+	}
+	return lat, nil
+}
+
+// killAll kills every job started, 64 at a time, and returns how long
+// that took.
+func (l *liveJobs) killAll() time.Duration {
+	t := time.Now()
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(l.ids); i = int(next.Add(1)) - 1 {
+				if _, err := l.reg.Kill(l.ctx, l.ids[i]); err != nil {
+					fmt.Fprintln(os.Stderr, "kill:", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(t)
+}
+
+// killed counts the jobs whose receipt says they were killed.
+func (l *liveJobs) killed() int {
+	n := 0
+	for _, id := range l.ids {
+		if in, err := l.reg.Get(l.ctx, id); err == nil && in.Status == receipts.StatusKilled {
+			n++
+		}
+	}
+	return n
 }
 
 // receipt is a typical small receipt, as the Redis store benchmark uses.
@@ -302,7 +338,7 @@ func newIDs(n int) []string {
 	seen := make(map[string]bool, n)
 	ids := make([]string, 0, n)
 	for len(ids) < n {
-		if id := runner.NewID(); !seen[id] {
+		if id := backend.NewID(); !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}

@@ -28,6 +28,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -217,16 +219,7 @@ func report(w io.Writer, n int, selected []mode, samples map[string][]result, ma
 		st := median(rs, func(r result) time.Duration { return r.start })
 		self := median(rs, func(r result) time.Duration { return r.self })
 		kids := median(rs, func(r result) time.Duration { return r.children })
-		var paired []result
-		for i, r := range rs {
-			if i < len(samples["exec"]) && samples["exec"][i].total > 0 {
-				paired = append(paired, result{total: time.Duration(float64(r.total) / float64(samples["exec"][i].total) * float64(time.Second))})
-			}
-		}
-		pairedCol := "-"
-		if len(paired) > 0 {
-			pairedCol = fmt.Sprintf("%.2fx", median(paired, total).Seconds())
-		}
+		pairedCol := pairedRatio(rs, samples["exec"])
 		startCol, startRatio := "-", "-"
 		if st > 0 {
 			startCol, startRatio = perJob(st), ratio(st, baseStart)
@@ -239,6 +232,28 @@ func report(w io.Writer, n int, selected []mode, samples map[string][]result, ma
 			perJob(self), ratio(self, baseSelf), perJob(kids),
 		})
 	}
+	writeTable(w, rows, markdown)
+}
+
+// pairedRatio is the median over rounds of the ratio of each round's total
+// in rs to the same round's in base, the exec baseline; "-" when no round
+// has both.
+func pairedRatio(rs, base []result) string {
+	var paired []result
+	for i, r := range rs {
+		if i < len(base) && base[i].total > 0 {
+			paired = append(paired, result{total: time.Duration(float64(r.total) / float64(base[i].total) * float64(time.Second))})
+		}
+	}
+	if len(paired) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", median(paired, func(r result) time.Duration { return r.total }).Seconds())
+}
+
+// writeTable writes rows, the first of them the heading, as a Markdown
+// table or as right-aligned columns.
+func writeTable(w io.Writer, rows [][]string, markdown bool) {
 	if markdown {
 		for i, r := range rows {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
@@ -248,7 +263,7 @@ func report(w io.Writer, n int, selected []mode, samples map[string][]result, ma
 		}
 		return
 	}
-	widths := make([]int, len(cols))
+	widths := make([]int, len(rows[0]))
 	for _, r := range rows {
 		for i, c := range r {
 			widths[i] = max(widths[i], len(c))
@@ -301,7 +316,7 @@ func runLib(ctx context.Context, b *bench, round int) (result, error) {
 		return result{}, err
 	}
 	reg, err := runner.New(runner.Options{
-		Store: st, Backends: []runner.Backend{local.New()}, Profile: dir,
+		Store: st, Backends: []backend.Backend{local.New()}, Profile: dir,
 		SpillDir: filepath.Join(dir, "processes"), RedactLive: true, Logger: b.log,
 	})
 	if err != nil {
@@ -368,7 +383,7 @@ func runDetached(ctx context.Context, b *bench, round int) (result, error) {
 		ShimLog: filepath.Join(home, "logs", "hermes.log"), Logger: b.log,
 	}
 	reg, err := runner.New(runner.Options{
-		Store: st, Backends: []runner.Backend{d}, Profile: home,
+		Store: st, Backends: []backend.Backend{d}, Profile: home,
 		SpillDir: filepath.Join(home, "logs", "processes"), RedactLive: true, Logger: b.log,
 	})
 	if err != nil {

@@ -22,6 +22,8 @@ package main
 //   - BenchmarkTracingWorkPerRun: only the tracing calls one run makes.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"math"
 	"os"
@@ -142,7 +144,7 @@ func BenchmarkTracingOverheadRegistry(bb *testing.B) {
 		bb.Fatal(err)
 	}
 	newReg := func(p *tracing.Provider) *runner.Registry {
-		reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []runner.Backend{local.New()}, Tracing: p})
+		reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}, Tracing: p})
 		if err != nil {
 			bb.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-// Package backendtest is the conformance suite of the runner.Backend
+// Package backendtest is the conformance suite of the backend.Backend
 // contract. Every backend runs it (local, detached, docker, and any later
 // one), so that the registry can rely on one behaviour: the output in
 // order, exit codes with 128+signal for a signal death, a kill that reaches
@@ -11,6 +11,8 @@
 package backendtest
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"errors"
@@ -33,7 +35,7 @@ type Harness struct {
 	// New returns a backend of the profile under test. Each call is a new
 	// instance, as a restarted hermes process would open: a Recover
 	// backend's second instance must find what the first one started.
-	New func(t *testing.T) runner.Backend
+	New func(t *testing.T) backend.Backend
 	// Store is where a Supervised backend's supervisors write receipts;
 	// the suite reads the outcome of such processes from it. It also backs
 	// the registry of the timeout test.
@@ -51,7 +53,7 @@ type Harness struct {
 	EndLatency time.Duration
 	// KillSupervisor, for Supervised backends, kills the supervisor of the
 	// job behind h at once, as the OOM killer would.
-	KillSupervisor func(t *testing.T, h runner.Handle, id string)
+	KillSupervisor func(t *testing.T, h backend.Handle, id string)
 }
 
 // owner is the agent session the suite's processes belong to.
@@ -81,23 +83,23 @@ type suite struct{ h Harness }
 
 // proc is one process the suite started, with what it printed so far.
 type proc struct {
-	b    runner.Backend
-	h    runner.Handle
+	b    backend.Backend
+	h    backend.Handle
 	id   string
 	out  bytes.Buffer
 	mu   sync.Mutex
 	done chan struct{} // closed when Output is drained (unsupervised)
 }
 
-func (s *suite) spec(command string) runner.Spec {
-	return runner.Spec{
-		ID: runner.NewID(), Command: command, Cwd: s.h.Cwd, Image: s.h.Image,
-		Meta: runner.Meta{StartedAt: time.Now().UTC(), Owner: receipts.Owner{ParentSessionID: owner, TaskID: "backendtest"}},
+func (s *suite) spec(command string) backend.Spec {
+	return backend.Spec{
+		ID: backend.NewID(), Command: command, Cwd: s.h.Cwd, Image: s.h.Image,
+		Meta: backend.Meta{StartedAt: time.Now().UTC(), Owner: receipts.Owner{ParentSessionID: owner, TaskID: "backendtest"}},
 	}
 }
 
 // start launches spec on b and begins collecting its output.
-func (s *suite) start(t *testing.T, b runner.Backend, spec runner.Spec) *proc {
+func (s *suite) start(t *testing.T, b backend.Backend, spec backend.Spec) *proc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -109,7 +111,7 @@ func (s *suite) start(t *testing.T, b runner.Backend, spec runner.Spec) *proc {
 }
 
 // adopt collects the output of h and makes sure it ends with the test.
-func (s *suite) adopt(t *testing.T, b runner.Backend, h runner.Handle, id string) *proc {
+func (s *suite) adopt(t *testing.T, b backend.Backend, h backend.Handle, id string) *proc {
 	t.Helper()
 	p := &proc{b: b, h: h, id: id, done: make(chan struct{})}
 	supervised := b.Capabilities().Supervised
@@ -209,7 +211,7 @@ func (s *suite) end(t *testing.T, p *proc) outcome {
 	}
 	o.code, o.output = exit.Code, p.out.String()
 	if exit.Signal != 0 {
-		o.signal = runner.SignalName(exit.Signal)
+		o.signal = backend.SignalName(exit.Signal)
 	}
 	return o
 }
@@ -312,7 +314,7 @@ func (s *suite) killEscalates(t *testing.T) {
 
 func (o outcome) signalNumber() syscall.Signal {
 	for sig := syscall.Signal(1); sig < 32; sig++ {
-		if runner.SignalName(sig) == o.signal {
+		if backend.SignalName(sig) == o.signal {
 			return sig
 		}
 	}
@@ -360,7 +362,7 @@ func (s *suite) afterTheEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := p.h.Signal(ctx, syscall.SIGTERM); !errors.Is(err, runner.ErrFinished) {
+	if err := p.h.Signal(ctx, syscall.SIGTERM); !errors.Is(err, backend.ErrFinished) {
 		t.Errorf("Signal after the end = %v, want ErrFinished", err)
 	}
 	if err := p.h.Kill(ctx, time.Second); err != nil {
@@ -373,13 +375,13 @@ func (s *suite) afterTheEnd(t *testing.T) {
 		t.Errorf("second Release: %v", err)
 	}
 	if caps := b.Capabilities(); !caps.Supervised && !caps.Recover {
-		if _, _, err := p.h.Snapshot(ctx); !errors.Is(err, runner.ErrNotSupported) {
+		if _, _, err := p.h.Snapshot(ctx); !errors.Is(err, backend.ErrNotSupported) {
 			t.Errorf("Snapshot of a handle that is neither supervised nor recoverable = %v, want ErrNotSupported", err)
 		}
 	}
 }
 
-func findLive(live []runner.Live, id string) *runner.Live {
+func findLive(live []backend.Live, id string) *backend.Live {
 	for i := range live {
 		if live[i].ID == id {
 			return &live[i]
@@ -390,11 +392,11 @@ func findLive(live []runner.Live, id string) *runner.Live {
 
 // nothingToRecover: a backend without Recover finds nothing, since nothing
 // it starts outlives its starter.
-func nothingToRecover(ctx context.Context, t *testing.T, b runner.Backend) {
+func nothingToRecover(ctx context.Context, t *testing.T, b backend.Backend) {
 	if live, err := b.List(ctx); err != nil || len(live) != 0 {
 		t.Errorf("List of a backend without Recover = %v, %v", live, err)
 	}
-	if _, _, err := b.Attach(ctx, runner.NewID()); !errors.Is(err, runner.ErrNoProcess) {
+	if _, _, err := b.Attach(ctx, backend.NewID()); !errors.Is(err, backend.ErrNoProcess) {
 		t.Errorf("Attach of a backend without Recover = %v, want ErrNoProcess", err)
 	}
 }
@@ -428,7 +430,7 @@ func (s *suite) recover(t *testing.T) {
 	if l, err := second.Peek(ctx, spec.ID); err != nil || l.ID != spec.ID || l.Meta.TaskID != "backendtest" {
 		t.Errorf("Peek = %+v, %v", l, err)
 	}
-	if _, err := second.Peek(ctx, runner.NewID()); !errors.Is(err, runner.ErrNoProcess) {
+	if _, err := second.Peek(ctx, backend.NewID()); !errors.Is(err, backend.ErrNoProcess) {
 		t.Errorf("Peek of an unknown id = %v, want ErrNoProcess", err)
 	}
 	h, l, err := second.Attach(ctx, spec.ID)
@@ -456,7 +458,7 @@ func (s *suite) lostSupervisor(t *testing.T) {
 	s.h.KillSupervisor(t, p.h, p.id)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if _, err := p.h.Wait(ctx); !errors.Is(err, runner.ErrLost) {
+	if _, err := p.h.Wait(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("Wait after the supervisor died = %v, want ErrLost", err)
 	}
 	if s.h.HostPIDs && pid > 1 {
@@ -473,7 +475,7 @@ func (s *suite) lostSupervisor(t *testing.T) {
 
 func (s *suite) timeout(t *testing.T) {
 	b := s.h.New(t)
-	reg, err := runner.New(runner.Options{Store: s.h.Store, Backends: []runner.Backend{b}, KillGrace: time.Second})
+	reg, err := runner.New(runner.Options{Store: s.h.Store, Backends: []backend.Backend{b}, KillGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@
 package replicas
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,8 +21,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // DefaultTTL is how long a heartbeat counts: a replica that has not
@@ -52,9 +52,9 @@ func (r Replica) Fresh(ttl time.Duration) bool { return time.Since(r.Beat) < ttl
 
 // Claim says that replica Replica runs job Live.ID of tenant Tenant.
 type Claim struct {
-	Tenant  string      `json:"tenant"`
-	Replica string      `json:"replica"`
-	Live    runner.Live `json:"live"`
+	Tenant  string       `json:"tenant"`
+	Replica string       `json:"replica"`
+	Live    backend.Live `json:"live"`
 }
 
 // Directory is the replicas' shared view in Redis. Its methods are safe
@@ -152,7 +152,7 @@ func (d *Directory) Beat(ctx context.Context) error {
 }
 
 // Claim records that this replica runs l for tenant.
-func (d *Directory) Claim(ctx context.Context, tenant string, l runner.Live) error {
+func (d *Directory) Claim(ctx context.Context, tenant string, l backend.Live) error {
 	b, err := json.Marshal(Claim{Tenant: tenant, Replica: d.self.Name, Live: l})
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 package shim_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,11 +87,11 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, backendtest.Harness{
-		New:      func(*testing.T) runner.Backend { return p.detached(exe) },
+		New:      func(*testing.T) backend.Backend { return p.detached(exe) },
 		Store:    st,
 		Cwd:      t.TempDir(),
 		HostPIDs: true,
-		KillSupervisor: func(t *testing.T, _ runner.Handle, id string) {
+		KillSupervisor: func(t *testing.T, _ backend.Handle, id string) {
 			b, err := os.ReadFile(p.detached(exe).StatePath(id))
 			if err != nil {
 				t.Fatal(err)

@@ -1,6 +1,8 @@
 package shim_test
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"context"
 	"fmt"
 	"io"
@@ -16,7 +18,6 @@ import (
 
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/handoff"
-	"github.com/hermesrun/hermes/runner"
 )
 
 // testCLI stands in for hermes's commands in a supervisor that takes
@@ -56,8 +57,8 @@ func runInBackground(ctx context.Context, call handoff.Call, stdout, stderr io.W
 	d.Env = call.Env
 	d.CallerSupervisor = func() string { return "" }
 	i := slices.Index(call.Args, "--")
-	spec := runner.Spec{ID: runner.NewID(), Command: strings.Join(call.Args[i+1:], " "), Cwd: call.Dir,
-		Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{ID: backend.NewID(), Command: strings.Join(call.Args[i+1:], " "), Cwd: call.Dir,
+		Meta: backend.Meta{StartedAt: time.Now().UTC()}}
 	h, err := d.Start(ctx, spec)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

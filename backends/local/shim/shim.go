@@ -7,6 +7,8 @@
 package shim
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"context"
 	"encoding/base64"
@@ -127,10 +129,10 @@ func (cfg Config) logger() *slog.Logger {
 }
 
 // registry builds the registry that runs this process's jobs on job.
-func (cfg Config) registry(job runner.Backend, log *slog.Logger) (*runner.Registry, error) {
+func (cfg Config) registry(job backend.Backend, log *slog.Logger) (*runner.Registry, error) {
 	opts := cfg.Options
 	opts.Store = cfg.Store
-	opts.Backends = []runner.Backend{job}
+	opts.Backends = []backend.Backend{job}
 	opts.SpillDir = cfg.Paths.LogDir
 	opts.Logger = log
 	opts.SettlesRetries = true

@@ -5,6 +5,8 @@ package shim_test
 // starts it as `hermes shim`. The job itself is a real bash child.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -87,7 +89,7 @@ func (r *running) wait(t *testing.T) error {
 	}
 }
 
-func request(t *testing.T, spec runner.Spec) []byte {
+func request(t *testing.T, spec backend.Spec) []byte {
 	t.Helper()
 	if spec.Meta.StartedAt.IsZero() {
 		spec.Meta.StartedAt = time.Now().UTC()
@@ -121,7 +123,7 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"not json", []byte("{nope"), "bad shim request"},
 		{"empty", nil, "bad shim request"},
-		{"bad id", request(t, runner.Spec{ID: "proc_1", Command: "true"}), "bad process id"},
+		{"bad id", request(t, backend.Spec{ID: "proc_1", Command: "true"}), "bad process id"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,8 +141,8 @@ func TestBadRequests(t *testing.T) {
 
 func TestFailedToStart(t *testing.T) {
 	f := newFixture(t)
-	id := runner.NewID()
-	r := f.run(t, request(t, runner.Spec{ID: id, Command: "true", Cwd: "/nonexistent/hermes-cwd"}))
+	id := backend.NewID()
+	r := f.run(t, request(t, backend.Spec{ID: id, Command: "true", Cwd: "/nonexistent/hermes-cwd"}))
 	if r.reply.Error == "" {
 		t.Fatalf("reply = %+v, want an error", r.reply)
 	}
@@ -161,12 +163,12 @@ func TestFailedToStart(t *testing.T) {
 // and the job does not keep running.
 func TestStateNotWritable(t *testing.T) {
 	f := newFixture(t)
-	id := runner.NewID()
+	id := backend.NewID()
 	if err := os.MkdirAll(filepath.Join(f.paths.StatePath(id), "blocker"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	r := f.run(t, request(t, runner.Spec{ID: id, Command: "echo $$ > " + pidFile + "; exec sleep 300"}))
+	r := f.run(t, request(t, backend.Spec{ID: id, Command: "echo $$ > " + pidFile + "; exec sleep 300"}))
 	if r.reply.Error == "" || r.reply.PID != 0 {
 		t.Fatalf("reply = %+v, want an error", r.reply)
 	}
@@ -186,12 +188,12 @@ func TestStateNotWritable(t *testing.T) {
 // receipt once it is gone.
 func TestSuperviseJob(t *testing.T) {
 	f := newFixture(t)
-	id := runner.NewID()
+	id := backend.NewID()
 	started := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
-	spec := runner.Spec{
+	spec := backend.Spec{
 		ID: id, Command: "echo ready; read x; echo got $x; echo err >&2; exit 6",
 		Env: []string{"HERMES_SHIM_TEST=1"},
-		Meta: runner.Meta{
+		Meta: backend.Meta{
 			StartedAt: started,
 			Owner:     receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
 			Trace:     receipts.Trace{TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8)},
@@ -281,8 +283,8 @@ func TestSuperviseJob(t *testing.T) {
 func TestControlKillAndClose(t *testing.T) {
 	t.Run("kill ends the group", func(t *testing.T) {
 		f := newFixture(t)
-		id := runner.NewID()
-		r := f.run(t, request(t, runner.Spec{ID: id, Command: "trap '' TERM; sleep 300 & sleep 300 & wait"}))
+		id := backend.NewID()
+		r := f.run(t, request(t, backend.Spec{ID: id, Command: "trap '' TERM; sleep 300 & sleep 300 & wait"}))
 		pid := r.reply.PID
 		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 		h, _, err := f.paths.Attach(context.Background(), id)
@@ -306,8 +308,8 @@ func TestControlKillAndClose(t *testing.T) {
 	})
 	t.Run("close gives EOF", func(t *testing.T) {
 		f := newFixture(t)
-		id := runner.NewID()
-		r := f.run(t, request(t, runner.Spec{ID: id, Command: "wc -c"}))
+		id := backend.NewID()
+		r := f.run(t, request(t, backend.Spec{ID: id, Command: "wc -c"}))
 		pid := r.reply.PID
 		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 		h, _, err := f.paths.Attach(context.Background(), id)
@@ -332,8 +334,8 @@ func TestControlKillAndClose(t *testing.T) {
 		// A supervisor hands an ended job's FIFO to a later job: what a
 		// late writer meant for the first must not reach the second.
 		f := newFixture(t)
-		id := runner.NewID()
-		r := f.run(t, request(t, runner.Spec{ID: id, Command: "head -c 1"}))
+		id := backend.NewID()
+		r := f.run(t, request(t, backend.Spec{ID: id, Command: "head -c 1"}))
 		t.Cleanup(func() { _ = syscall.Kill(-r.reply.PID, syscall.SIGKILL) })
 		ctl, err := os.OpenFile(f.paths.CtlPath(id), os.O_WRONLY, 0)
 		if err != nil {
@@ -341,7 +343,7 @@ func TestControlKillAndClose(t *testing.T) {
 		}
 		defer ctl.Close()
 		for _, m := range []local.CtlMessage{
-			{ID: runner.NewID(), Op: "write", Data: base64.StdEncoding.EncodeToString([]byte("a"))},
+			{ID: backend.NewID(), Op: "write", Data: base64.StdEncoding.EncodeToString([]byte("a"))},
 			{ID: id, Op: "write", Data: base64.StdEncoding.EncodeToString([]byte("b"))},
 		} {
 			b, _ := json.Marshal(m)
@@ -358,8 +360,8 @@ func TestControlKillAndClose(t *testing.T) {
 	})
 	t.Run("timeout", func(t *testing.T) {
 		f := newFixture(t)
-		id := runner.NewID()
-		r := f.run(t, request(t, runner.Spec{ID: id, Command: "sleep 300", Timeout: 200 * time.Millisecond}))
+		id := backend.NewID()
+		r := f.run(t, request(t, backend.Spec{ID: id, Command: "sleep 300", Timeout: 200 * time.Millisecond}))
 		t.Cleanup(func() { _ = syscall.Kill(-r.reply.PID, syscall.SIGKILL) })
 		if err := r.wait(t); err != nil {
 			t.Fatal(err)

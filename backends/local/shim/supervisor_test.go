@@ -5,6 +5,8 @@ package shim_test
 // same socket, lock and files that hermes serve uses.
 
 import (
+	"github.com/hermesrun/hermes/backend"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -97,7 +99,7 @@ func runAsStarter(home string) int {
 	d := profile(home).supervised(exe)
 	var ids []string
 	for _, c := range commands {
-		spec := runner.Spec{ID: runner.NewID(), Command: c, Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+		spec := backend.Spec{ID: backend.NewID(), Command: c, Meta: backend.Meta{StartedAt: time.Now().UTC()}}
 		if _, err := d.Start(context.Background(), spec); err != nil {
 			fmt.Fprintln(os.Stderr, "starter:", err)
 			return 1
@@ -179,11 +181,11 @@ func TestSupervisorConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	backendtest.Run(t, backendtest.Harness{
-		New:      func(*testing.T) runner.Backend { return p.supervised(exe) },
+		New:      func(*testing.T) backend.Backend { return p.supervised(exe) },
 		Store:    st,
 		Cwd:      t.TempDir(),
 		HostPIDs: true,
-		KillSupervisor: func(t *testing.T, _ runner.Handle, id string) {
+		KillSupervisor: func(t *testing.T, _ backend.Handle, id string) {
 			if err := syscall.Kill(supervisorPID(t, p.supervised(exe), id), syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -192,9 +194,9 @@ func TestSupervisorConformance(t *testing.T) {
 }
 
 // start hands command to d and fails the test if it does not start.
-func start(t *testing.T, d *local.Detached, command string) (runner.Handle, string) {
+func start(t *testing.T, d *local.Detached, command string) (backend.Handle, string) {
 	t.Helper()
-	spec := runner.Spec{ID: runner.NewID(), Command: command, Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{ID: backend.NewID(), Command: command, Meta: backend.Meta{StartedAt: time.Now().UTC()}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := d.Start(ctx, spec)
@@ -311,10 +313,10 @@ func TestSupervisorKilledJobsLost(t *testing.T) {
 	if !l.Lost {
 		t.Errorf("live listing of a job whose supervisor died: %+v, want Lost", l)
 	}
-	if _, err := h1.Wait(ctx); !errors.Is(err, runner.ErrLost) {
+	if _, err := h1.Wait(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("launcher's Wait = %v, want ErrLost", err)
 	}
-	if _, err := h2b.Wait(ctx); !errors.Is(err, runner.ErrLost) {
+	if _, err := h2b.Wait(ctx); !errors.Is(err, backend.ErrLost) {
 		t.Errorf("later reader's Wait = %v, want ErrLost", err)
 	}
 	_, _ = h2.Wait(ctx)
@@ -411,9 +413,9 @@ func TestSupervisorConcurrentStarts(t *testing.T) {
 			d := p.supervised(exe) // a backend each, as separate requests of a runner
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			var hs []runner.Handle
+			var hs []backend.Handle
 			for i := w; i < total; i += workers {
-				spec := runner.Spec{ID: runner.NewID(), Command: "echo " + strconv.Itoa(i), Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+				spec := backend.Spec{ID: backend.NewID(), Command: "echo " + strconv.Itoa(i), Meta: backend.Meta{StartedAt: time.Now().UTC()}}
 				h, err := d.Start(ctx, spec)
 				if err != nil {
 					t.Errorf("Start %d: %v", i, err)
@@ -501,7 +503,7 @@ func TestSupervisorSIGTERMEndsJobs(t *testing.T) {
 	stopSupervisor(t, p)
 	d := p.supervised(exe)
 	st := newStore(t, p)
-	var hs []runner.Handle
+	var hs []backend.Handle
 	var ids []string
 	for range 3 {
 		h, id := start(t, d, "sleep 300")
@@ -606,7 +608,7 @@ func TestSupervisorUnreachableFallsBack(t *testing.T) {
 			release2()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			for i, h := range []runner.Handle{h1, h2} {
+			for i, h := range []backend.Handle{h1, h2} {
 				if _, err := h.Wait(ctx); err != nil {
 					t.Errorf("Wait %d: %v", i, err)
 				}
@@ -630,8 +632,8 @@ func TestSupervisorLargeRequest(t *testing.T) {
 	st := newStore(t, p)
 	d := p.supervised(exe)
 	big := strings.Repeat("v", 100<<10)
-	spec := runner.Spec{ID: runner.NewID(), Command: `printf %s "$BIG" | wc -c`, Env: []string{"BIG=" + big},
-		Meta: runner.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{ID: backend.NewID(), Command: `printf %s "$BIG" | wc -c`, Env: []string{"BIG=" + big},
+		Meta: backend.Meta{StartedAt: time.Now().UTC()}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := d.Start(ctx, spec)

@@ -1,10 +1,17 @@
-package runner
+// Package backend is the contract between the registry (package runner)
+// and the places jobs run: a Backend starts a Spec and returns a Handle,
+// whose Wait reports an Exit. Implementations live under backends/; they
+// import this package, never the registry.
+package backend
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,8 +123,8 @@ type Enforcement struct {
 	Why string
 }
 
-// check refuses what r asks for that e cannot enforce.
-func (e Enforcement) check(backend string, r receipts.Resources) error {
+// Check refuses what r asks for that e cannot enforce.
+func (e Enforcement) Check(backend string, r receipts.Resources) error {
 	var missing []string
 	for _, c := range []struct {
 		asked, ok bool
@@ -137,9 +144,9 @@ func (e Enforcement) check(backend string, r receipts.Resources) error {
 	return fmt.Errorf("backend %s cannot enforce %s per job%s", backend, strings.Join(missing, ", "), why)
 }
 
-// supported is r without what e cannot enforce: the tenant's defaults a
+// Supported is r without what e cannot enforce: the tenant's defaults a
 // backend applies.
-func (e Enforcement) supported(r receipts.Resources) receipts.Resources {
+func (e Enforcement) Supported(r receipts.Resources) receipts.Resources {
 	if !e.CPUs {
 		r.CPUs = 0
 	}
@@ -245,10 +252,15 @@ type Live struct {
 	Lost bool
 }
 
-// spec is what Start was told of a process found running elsewhere.
-func (l Live) spec() Spec {
+// Spec is what Start was told of a process found running elsewhere.
+func (l Live) Spec() Spec {
 	return Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Timeout: l.Timeout, Meta: l.Meta}
 }
+
+// RedactMargin is how many characters beyond the output bound are kept in
+// memory so that a secret straddling the bound is still recognised (by its
+// prefix) before the cut.
+const RedactMargin = 8192
 
 // SnapshotChars bounds what Snapshot returns: the output bound plus the
 // redaction margin, so that a secret straddling the bound is still
@@ -323,4 +335,47 @@ func KillTree(ctx context.Context, h Handle, grace time.Duration, ended <-chan s
 		return err
 	}
 	return nil
+}
+
+// Files is implemented by backends whose jobs have a filesystem of their
+// own (a container, a pod): files go in and out of a running job as tar
+// streams. ref is the job's handle's Ref (its container or pod). Paths
+// are resolved inside the job's root, so no link leads out of it.
+type Files interface {
+	// PutFiles unpacks the tar stream into dir, an existing directory of
+	// the job.
+	PutFiles(ctx context.Context, ref, dir string, tar io.Reader) error
+	// GetFiles packs p, a file or directory of the job, as a tar stream
+	// whose root holds p's base name.
+	GetFiles(ctx context.Context, ref, p string) (io.ReadCloser, error)
+}
+
+// Wrapper is implemented by a backend that wraps another to add to it
+// (marks, watchers): what it does not add, such as Files, is the wrapped
+// one's.
+type Wrapper interface {
+	Unwrap() Backend
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGABRT: "SIGABRT", syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2", syscall.SIGBUS: "SIGBUS",
+	syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGXCPU: "SIGXCPU",
+}
+
+// SignalName is the conventional name of sig, e.g. SIGKILL.
+func SignalName(sig syscall.Signal) string {
+	if n, ok := signalNames[sig]; ok {
+		return n
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}
+
+// NewID returns a fresh process id: proc_ and 12 lowercase hex digits.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return "proc_" + hex.EncodeToString(b[:])
 }
