@@ -13,6 +13,8 @@
 package agent
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +25,6 @@ import (
 
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -44,16 +45,16 @@ type Completer interface {
 }
 
 // Notifier is where the session's completions are taken: any
-// runner.Service (the registry in-process, or a shared runner's client).
+// service.Service (the registry in-process, or a shared runner's client).
 type Notifier interface {
 	// LeaseCompletions takes the completions of the session ctx carries,
 	// waiting up to wait for one, and holds them for lease: unless
 	// AckCompletions names them by then, they are taken again.
-	LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]runner.Completion, error)
+	LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]service.Completion, error)
 	// AckCompletions says the completions of ids were delivered.
 	AckCompletions(ctx context.Context, ids []string) error
 	// List lists the processes visible to the session ctx carries.
-	List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error)
+	List(ctx context.Context, o service.ListOptions) ([]*service.Info, error)
 }
 
 // Options configure an Agent.
@@ -297,7 +298,7 @@ func (a *Agent) PendingNotify(ctx context.Context) ([]string, error) {
 	if a.opts.Notifier == nil {
 		return nil, nil
 	}
-	list, err := a.opts.Notifier.List(a.withSession(ctx), runner.ListOptions{})
+	list, err := a.opts.Notifier.List(a.withSession(ctx), service.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
@@ -360,7 +361,7 @@ func (a *Agent) AwaitCompletions(ctx context.Context, wait time.Duration) (answe
 
 // turn appends a user message and calls the model, running its tool calls,
 // until it answers without tools or the turn's call budget is spent.
-func (a *Agent) turn(ctx context.Context, content string, followUp []runner.Completion) (answer string, err error) {
+func (a *Agent) turn(ctx context.Context, content string, followUp []service.Completion) (answer string, err error) {
 	a.turns++
 	ctx, end := a.opts.Tracer.StartTurn(ctx, Turn{Session: a.opts.SessionID, Index: a.turns, FollowUp: followUp})
 	defer func() { end(answer, err) }()

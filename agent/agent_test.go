@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -277,7 +279,7 @@ func TestNoFollowUpForAnotherSession(t *testing.T) {
 	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "nothing to do"} })
 	reg, _ := newRegistry(t)
 	other := sessions.WithCurrent(context.Background(), "someone-else")
-	info, err := reg.Start(other, runner.StartRequest{Command: "echo theirs", Owner: receipts.Owner{NotifyOnComplete: true}})
+	info, err := reg.Start(other, service.StartRequest{Command: "echo theirs", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +419,7 @@ func TestForegroundTimeout(t *testing.T) {
 }
 
 func TestFollowUpMessage(t *testing.T) {
-	msg := agent.FollowUpMessage([]runner.Completion{
+	msg := agent.FollowUpMessage([]service.Completion{
 		{ID: "proc_aaaaaaaaaaaa", Message: "[IMPORTANT: Background process proc_aaaaaaaaaaaa exited (exit code 2).]"},
 		{ID: "proc_bbbbbbbbbbbb", Message: "[IMPORTANT: Background process proc_bbbbbbbbbbbb was killed (exit code -1).]"},
 	})
@@ -448,13 +450,13 @@ func TestStartSession(t *testing.T) {
 // repeatingNotifier hands out the same completion at every take, as a
 // store does when the acknowledgement of a lease was lost; it counts acks.
 type repeatingNotifier struct {
-	c    runner.Completion
+	c    service.Completion
 	mu   sync.Mutex
 	acks []string
 }
 
-func (n *repeatingNotifier) LeaseCompletions(context.Context, time.Duration, time.Duration) ([]runner.Completion, error) {
-	return []runner.Completion{n.c}, nil
+func (n *repeatingNotifier) LeaseCompletions(context.Context, time.Duration, time.Duration) ([]service.Completion, error) {
+	return []service.Completion{n.c}, nil
 }
 
 func (n *repeatingNotifier) AckCompletions(_ context.Context, ids []string) error {
@@ -464,7 +466,7 @@ func (n *repeatingNotifier) AckCompletions(_ context.Context, ids []string) erro
 	return nil
 }
 
-func (n *repeatingNotifier) List(context.Context, runner.ListOptions) ([]*runner.Info, error) {
+func (n *repeatingNotifier) List(context.Context, service.ListOptions) ([]*service.Info, error) {
 	return nil, nil
 }
 
@@ -473,7 +475,7 @@ func (n *repeatingNotifier) List(context.Context, runner.ListOptions) ([]*runner
 // each take is acknowledged.
 func TestFollowUpDeduplicates(t *testing.T) {
 	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "noted"} })
-	n := &repeatingNotifier{c: runner.Completion{ID: "proc_00000000abcd", Status: "exited", Message: "[IMPORTANT: Background process proc_00000000abcd exited (exit code 0).]"}}
+	n := &repeatingNotifier{c: service.Completion{ID: "proc_00000000abcd", Status: "exited", Message: "[IMPORTANT: Background process proc_00000000abcd exited (exit code 0).]"}}
 	a, err := agent.New(agent.Options{Client: p.client(), Model: "test-model", Notifier: n, SessionID: "sess-dedup"})
 	if err != nil {
 		t.Fatal(err)
@@ -496,10 +498,10 @@ func TestFollowUpDeduplicates(t *testing.T) {
 // batchNotifier hands out one batch per take, then nothing.
 type batchNotifier struct {
 	repeatingNotifier
-	batches [][]runner.Completion
+	batches [][]service.Completion
 }
 
-func (n *batchNotifier) LeaseCompletions(context.Context, time.Duration, time.Duration) ([]runner.Completion, error) {
+func (n *batchNotifier) LeaseCompletions(context.Context, time.Duration, time.Duration) ([]service.Completion, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.batches) == 0 {
@@ -516,10 +518,10 @@ func (n *batchNotifier) LeaseCompletions(context.Context, time.Duration, time.Du
 func TestFollowUpWakeThenCompletion(t *testing.T) {
 	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "noted"} })
 	const id = "proc_00000000abcd"
-	wake := runner.Completion{ID: id, Status: "running", Event: runner.EventOutput, EventID: id + ".out1",
+	wake := service.Completion{ID: id, Status: "running", Event: service.EventOutput, EventID: id + ".out1",
 		Message: "[IMPORTANT: Background process " + id + " printed a line matching \"ready\" (line 1) and is still running.]"}
-	end := runner.Completion{ID: id, Status: "exited", Message: "[IMPORTANT: Background process " + id + " exited (exit code 0).]"}
-	n := &batchNotifier{batches: [][]runner.Completion{{wake}, {wake, end}, {end}}}
+	end := service.Completion{ID: id, Status: "exited", Message: "[IMPORTANT: Background process " + id + " exited (exit code 0).]"}
+	n := &batchNotifier{batches: [][]service.Completion{{wake}, {wake, end}, {end}}}
 	a, err := agent.New(agent.Options{Client: p.client(), Model: "test-model", Notifier: n, SessionID: "sess-wake"})
 	if err != nil {
 		t.Fatal(err)

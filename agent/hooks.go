@@ -1,10 +1,11 @@
 package agent
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 
 	"github.com/hermesrun/hermes/agent/openai"
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Observer is told what happens in a conversation, for display. Every
@@ -20,7 +21,7 @@ type Observer interface {
 	// ToolResult is the content handed back to the model for call.
 	ToolResult(call openai.ToolCall, content string, err error)
 	// FollowUp announces a follow-up turn for finished processes.
-	FollowUp(cs []runner.Completion)
+	FollowUp(cs []service.Completion)
 	// Compressed says the conversation was summarised and continues in
 	// session to, a child of from (ended with reason compression).
 	Compressed(from, to string)
@@ -45,7 +46,7 @@ func (NopObserver) ToolCall(openai.ToolCall) {}
 func (NopObserver) ToolResult(openai.ToolCall, string, error) {}
 
 // FollowUp implements Observer.
-func (NopObserver) FollowUp([]runner.Completion) {}
+func (NopObserver) FollowUp([]service.Completion) {}
 
 // Turn describes one user turn: the query, or a follow-up for finished
 // processes.
@@ -57,7 +58,7 @@ type Turn struct {
 	// FollowUp lists the completions a follow-up turn reports (their
 	// TraceID/SpanID name the process spans to link to); empty for the
 	// user's own query.
-	FollowUp []runner.Completion
+	FollowUp []service.Completion
 }
 
 // Tracer wraps turns, model calls and tool calls in spans. The context a

@@ -1,12 +1,13 @@
 package agent
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -17,9 +18,9 @@ const (
 	EndInterrupted = "interrupted"
 )
 
-// SessionRecorder records sessions: any runner.Service.
+// SessionRecorder records sessions: any service.Service.
 type SessionRecorder interface {
-	StartSession(ctx context.Context, req runner.SessionRequest) (*sessions.Session, error)
+	StartSession(ctx context.Context, req service.SessionRequest) (*sessions.Session, error)
 	EndSession(ctx context.Context, id, reason string) (*sessions.Session, error)
 }
 
@@ -36,7 +37,7 @@ type Session struct {
 // before any process is started, so that each is stamped with the session
 // as its owner.
 func StartSession(ctx context.Context, rec SessionRecorder, source, parent string) (context.Context, *Session, error) {
-	s, err := rec.StartSession(ctx, runner.SessionRequest{Source: source, ParentID: parent})
+	s, err := rec.StartSession(ctx, service.SessionRequest{Source: source, ParentID: parent})
 	if err != nil {
 		return ctx, nil, fmt.Errorf("record session: %w", err)
 	}
@@ -53,7 +54,7 @@ func ResumeSession(ctx context.Context, svc interface {
 }, id string) (context.Context, *Session, error) {
 	s, err := svc.ResumeSession(ctx, id)
 	if errors.Is(err, sessions.ErrEnded) {
-		return ctx, nil, fmt.Errorf("resume session %s: %w: it ended by compression and continues in a child session; resume that one", id, runner.ErrInvalid)
+		return ctx, nil, fmt.Errorf("resume session %s: %w: it ended by compression and continues in a child session; resume that one", id, service.ErrInvalid)
 	}
 	if err != nil {
 		return ctx, nil, fmt.Errorf("resume session %s: %w", id, err)
@@ -79,7 +80,7 @@ func (s *Session) End(ctx context.Context, reason string) error {
 
 // child records a new session under s, of source.
 func (s *Session) child(ctx context.Context, source string) (*Session, error) {
-	c, err := s.rec.StartSession(ctx, runner.SessionRequest{Source: source, ParentID: s.ID})
+	c, err := s.rec.StartSession(ctx, service.SessionRequest{Source: source, ParentID: s.ID})
 	if err != nil {
 		return nil, fmt.Errorf("record a child of session %s: %w", s.ID, err)
 	}

@@ -1,6 +1,8 @@
 package agenthost
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -9,19 +11,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
 // Runner is what delivery needs of a runner (a profile's registry, or a
-// shared runner's client): runner.Service's completion, listing and poll
+// shared runner's client): service.Service's completion, listing and poll
 // calls.
 type Runner interface {
-	LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]runner.Completion, error)
+	LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]service.Completion, error)
 	AckCompletions(ctx context.Context, ids []string) error
-	List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error)
-	Poll(ctx context.Context, id string) (*runner.PollResult, error)
+	List(ctx context.Context, o service.ListOptions) ([]*service.Info, error)
+	Poll(ctx context.Context, id string) (*service.PollResult, error)
 }
 
 // Deliverer hands the completions of a host session's hermes sessions to
@@ -52,7 +53,7 @@ const DefaultLook = 250 * time.Millisecond
 // Batch is what one take found for the host.
 type Batch struct {
 	// Completions are those the host has not had yet, oldest end first.
-	Completions []runner.Completion
+	Completions []service.Completion
 	// taken are the ids taken, per session, including those delivered
 	// before: each is acknowledged by Commit.
 	taken map[string][]string
@@ -141,11 +142,11 @@ func (d *Deliverer) Commit(ctx context.Context, b Batch) error {
 
 // Running lists the sessions' notify jobs that have not ended: those whose
 // completions are still to come.
-func (d *Deliverer) Running(ctx context.Context) ([]*runner.Info, error) {
-	var out []*runner.Info
+func (d *Deliverer) Running(ctx context.Context) ([]*service.Info, error) {
+	var out []*service.Info
 	seen := map[string]bool{}
 	for _, s := range d.Sessions {
-		list, err := d.Runner.List(sessions.WithCurrent(ctx, s), runner.ListOptions{})
+		list, err := d.Runner.List(sessions.WithCurrent(ctx, s), service.ListOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("list jobs of %s: %w", s, err)
 		}
@@ -229,7 +230,7 @@ func (d *Deliverer) AwaitJob(ctx context.Context, id string, until time.Time) (B
 func (d *Deliverer) ended(ctx context.Context, id string) (bool, error) {
 	for _, s := range d.Sessions {
 		p, err := d.Runner.Poll(sessions.WithCurrent(ctx, s), id)
-		if errors.Is(err, runner.ErrNotFound) {
+		if errors.Is(err, service.ErrNotFound) {
 			continue
 		}
 		if err != nil {

@@ -15,13 +15,13 @@
 package agenthost
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Host names an agent host.
@@ -43,7 +43,7 @@ func ParseHost(s string) (Host, error) {
 			return h, nil
 		}
 	}
-	return "", fmt.Errorf("unknown agent host %q (known: claude, codex)", runner.Clip(s))
+	return "", fmt.Errorf("unknown agent host %q (known: claude, codex)", service.Clip(s))
 }
 
 // SessionName is the hermes session of the host session id: the host's
@@ -54,7 +54,7 @@ func SessionName(h Host, hostSession string) (string, error) {
 		return "", errors.New("the host gave no session id")
 	}
 	name := string(h) + "-" + hostSession
-	if err := runner.CheckLabel("session id", name); err != nil {
+	if err := service.CheckLabel("session id", name); err != nil {
 		return "", err
 	}
 	return name, nil
@@ -105,7 +105,7 @@ func ParseEvent(r io.Reader) (Event, error) {
 	if err := json.Unmarshal(b, &ev); err != nil {
 		return Event{}, fmt.Errorf("hook input is not a hook event: %v", err)
 	}
-	if err := runner.CheckLabel("session_id", ev.SessionID); err != nil {
+	if err := service.CheckLabel("session_id", ev.SessionID); err != nil {
 		return Event{}, fmt.Errorf("hook input: %w", err)
 	}
 	return ev, nil

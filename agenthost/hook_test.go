@@ -1,6 +1,8 @@
 package agenthost
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -40,7 +42,7 @@ func newRegistry(t *testing.T) *runner.Registry {
 // startNotify starts a background notify job of session.
 func startNotify(t *testing.T, reg *runner.Registry, session, command string) string {
 	t.Helper()
-	info, err := reg.Start(sessions.WithCurrent(context.Background(), session), runner.StartRequest{
+	info, err := reg.Start(sessions.WithCurrent(context.Background(), session), service.StartRequest{
 		Command: command, Owner: receipts.Owner{NotifyOnComplete: true, ParentSessionID: session}})
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +229,7 @@ func TestStopDeliversWake(t *testing.T) {
 	reg := newRegistry(t)
 	ctx := context.Background()
 	gate := t.TempDir() + "/gate"
-	info, err := reg.Start(sessions.WithCurrent(ctx, "claude-w"), runner.StartRequest{
+	info, err := reg.Start(sessions.WithCurrent(ctx, "claude-w"), service.StartRequest{
 		Command: "echo 'build FAILED: 2 errors'; while [ ! -e " + gate + " ]; do sleep 0.05; done",
 		Owner:   receipts.Owner{NotifyOnComplete: true, ParentSessionID: "claude-w"},
 		Control: receipts.Control{NotifyOn: []string{"FAILED"}}})
@@ -237,7 +239,7 @@ func TestStopDeliversWake(t *testing.T) {
 	h := hookFor(t, reg, Claude, false, "claude-w")
 	ans, err := h.Run(ctx, Event{SessionID: "w", HookEventName: EventStop})
 	if err != nil || !strings.Contains(ans.Stdout, "Background process "+info.ID) || !strings.Contains(ans.Stdout, "still running") ||
-		len(ans.Batch.Completions) != 1 || ans.Batch.Completions[0].Event != runner.EventOutput {
+		len(ans.Batch.Completions) != 1 || ans.Batch.Completions[0].Event != service.EventOutput {
 		t.Fatalf("stop while the job runs = %+v, %v", ans, err)
 	}
 	if err := h.Deliverer.Commit(ctx, ans.Batch); err != nil {

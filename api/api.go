@@ -4,6 +4,8 @@
 package api
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/duration"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -41,12 +42,12 @@ const (
 
 // Server-sent event names of a followed log.
 const (
-	// EventOutput carries a runner.FollowEvent with new output.
+	// EventOutput carries a service.FollowEvent with new output.
 	EventOutput = "output"
-	// EventEnd carries the final runner.FollowEvent (status set).
+	// EventEnd carries the final service.FollowEvent (status set).
 	EventEnd = "end"
 	// EventTimeout ends a stream cut short (its timeout, or the server
-	// shutting down); its runner.FollowEvent's Offset is where to resume.
+	// shutting down); its service.FollowEvent's Offset is where to resume.
 	EventTimeout = "timeout"
 	// EventError carries an Error that ended the stream.
 	EventError = "error"
@@ -93,7 +94,7 @@ type Error struct {
 	ID     string `json:"session_id,omitempty"`
 	Status string `json:"status,omitempty"`
 	// Process is the failed_to_start record of a start the backend refused.
-	Process *runner.Info `json:"process,omitempty"`
+	Process *service.Info `json:"process,omitempty"`
 	// Candidates are, on the not_found answer for an ambiguous id prefix,
 	// ids of the caller's own processes that it matches.
 	Candidates []string `json:"candidates,omitempty"`
@@ -217,13 +218,13 @@ const MaxAckIDs = 1000
 // WaitResult answers POST /v1/processes/{id}/wait: the final log, or
 // TimedOut with status running when the wait's timeout passed first.
 type WaitResult struct {
-	runner.LogResult
+	service.LogResult
 	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // WriteResult answers POST /v1/processes/{id}/stdin: the same answer as
 // the CLI's and the agent tool's.
-type WriteResult = runner.WriteResult
+type WriteResult = service.WriteResult
 
 // Duration is a time.Duration that travels as a Go duration string ("90s",
 // "1m30s") and is also read from a plain number of seconds.

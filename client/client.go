@@ -1,7 +1,7 @@
 // Package client talks to a shared hermes runner (`hermes serve`) over its
-// HTTP JSON API. *Client implements runner.Service, so the CLI drives a
+// HTTP JSON API. *Client implements service.Service, so the CLI drives a
 // remote runner exactly as it drives the local registry: same calls, same
-// results, the same errors for the same failures (runner.ErrNotFound,
+// results, the same errors for the same failures (service.ErrNotFound,
 // receipts.ErrInvalidID, context.DeadlineExceeded for a wait that timed
 // out).
 //
@@ -10,6 +10,8 @@
 package client
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -26,7 +28,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hermesrun/hermes/api"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -58,7 +59,7 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Client is a runner.Service backed by a remote runner. It is safe for
+// Client is a service.Service backed by a remote runner. It is safe for
 // concurrent use.
 type Client struct {
 	base *url.URL
@@ -67,8 +68,8 @@ type Client struct {
 }
 
 var (
-	_ runner.Service  = (*Client)(nil)
-	_ runner.Follower = (*Client)(nil)
+	_ service.Service  = (*Client)(nil)
+	_ service.Follower = (*Client)(nil)
 )
 
 // New returns a client for the runner at rawURL (http or https, e.g.
@@ -108,7 +109,7 @@ type Error struct {
 	Message string
 	// Process is the failed_to_start record of a start the backend
 	// refused.
-	Process *runner.Info
+	Process *service.Info
 	// RetryAfter is the runner's Retry-After (a start its limits
 	// refused: 429).
 	RetryAfter time.Duration
@@ -132,11 +133,11 @@ func (e *Error) Unwrap() error {
 // Is lets errors.Is match the runner's answers to the local sentinels.
 func (e *Error) Is(target error) bool {
 	switch target {
-	case runner.ErrNotFound:
+	case service.ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case receipts.ErrInvalidID:
 		return e.Code == api.CodeInvalidID
-	case runner.ErrInvalid:
+	case service.ErrInvalid:
 		return e.StatusCode == http.StatusBadRequest
 	case sessions.ErrNotFound:
 		return e.Code == api.CodeSessionNotFound
@@ -146,9 +147,9 @@ func (e *Error) Is(target error) bool {
 		return e.Code == api.CodeSessionEnded
 	case admission.ErrRefused:
 		return e.StatusCode == http.StatusTooManyRequests
-	case runner.ErrQueued:
+	case service.ErrQueued:
 		return e.Code == api.CodeQueued
-	case runner.ErrRunning:
+	case service.ErrRunning:
 		return e.Code == api.CodeRunning
 	}
 	return false
@@ -279,10 +280,10 @@ func procPath(id, suffix string) string {
 	return "/v1/processes/" + url.PathEscape(id) + suffix
 }
 
-// Start implements runner.Service. StartRequest fields that only make sense
+// Start implements service.Service. StartRequest fields that only make sense
 // in-process (ID, Tee, trace ids, StartedAt, ParentSessionID) are not sent:
 // the owner is the caller's session and the runner allocates the rest.
-func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
+func (c *Client) Start(ctx context.Context, req service.StartRequest) (*service.Info, error) {
 	body := api.StartRequest{
 		Command: req.Command, Backend: req.Backend, Image: req.Image, Cwd: req.Cwd,
 		Env: req.Env, Timeout: api.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.NotifyOnComplete,
@@ -295,7 +296,7 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 	if body.Cwd == "" {
 		body.DefaultCwd = c.opts.CallerCwd
 	}
-	var info runner.Info
+	var info service.Info
 	err := c.call(ctx, http.MethodPost, "/v1/processes", nil, body, &info)
 	var e *Error
 	if errors.As(err, &e) && e.Code == api.CodeFailedToStart {
@@ -308,21 +309,21 @@ func (c *Client) Start(ctx context.Context, req runner.StartRequest) (*runner.In
 	return &info, nil
 }
 
-// Remove implements runner.Service: DELETE /v1/receipts/{id}.
-func (c *Client) Remove(ctx context.Context, id string, force bool) (*runner.Info, error) {
+// Remove implements service.Service: DELETE /v1/receipts/{id}.
+func (c *Client) Remove(ctx context.Context, id string, force bool) (*service.Info, error) {
 	q := url.Values{}
 	if force {
 		q.Set("force", "true")
 	}
-	var in runner.Info
+	var in service.Info
 	if err := c.call(ctx, http.MethodDelete, "/v1/receipts/"+url.PathEscape(id), q, nil, &in); err != nil {
 		return nil, err
 	}
 	return &in, nil
 }
 
-// Prune implements runner.Service: POST /v1/prune.
-func (c *Client) Prune(ctx context.Context, o runner.PruneOptions) ([]string, error) {
+// Prune implements service.Service: POST /v1/prune.
+func (c *Client) Prune(ctx context.Context, o service.PruneOptions) ([]string, error) {
 	var res api.PruneResult
 	if err := c.call(ctx, http.MethodPost, "/v1/prune", nil, api.PruneRequest{OlderThan: api.Duration(o.OlderThan), Status: o.Statuses}, &res); err != nil {
 		return nil, err
@@ -330,8 +331,8 @@ func (c *Client) Prune(ctx context.Context, o runner.PruneOptions) ([]string, er
 	return res.Removed, nil
 }
 
-// List implements runner.Service.
-func (c *Client) List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error) {
+// List implements service.Service.
+func (c *Client) List(ctx context.Context, o service.ListOptions) ([]*service.Info, error) {
 	list, _, err := c.ListPage(ctx, o, Page{})
 	return list, err
 }
@@ -356,7 +357,7 @@ func (p Page) set(q url.Values) {
 
 // ListPage is List one page at a time, newest first. next is the cursor of
 // the following page, "" after the last.
-func (c *Client) ListPage(ctx context.Context, o runner.ListOptions, p Page) (list []*runner.Info, next string, err error) {
+func (c *Client) ListPage(ctx context.Context, o service.ListOptions, p Page) (list []*service.Info, next string, err error) {
 	q := url.Values{}
 	p.set(q)
 	if o.Retained {
@@ -375,18 +376,18 @@ func (c *Client) ListPage(ctx context.Context, o runner.ListOptions, p Page) (li
 	return list, h.Get(api.HeaderNextCursor), nil
 }
 
-// Get implements runner.Service.
-func (c *Client) Get(ctx context.Context, id string) (*runner.Info, error) {
-	var info runner.Info
+// Get implements service.Service.
+func (c *Client) Get(ctx context.Context, id string) (*service.Info, error) {
+	var info service.Info
 	if err := c.call(ctx, http.MethodGet, procPath(id, ""), nil, nil, &info); err != nil {
 		return nil, err
 	}
 	return &info, nil
 }
 
-// Poll implements runner.Service.
-func (c *Client) Poll(ctx context.Context, id string) (*runner.PollResult, error) {
-	var res runner.PollResult
+// Poll implements service.Service.
+func (c *Client) Poll(ctx context.Context, id string) (*service.PollResult, error) {
+	var res service.PollResult
 	err := c.call(ctx, http.MethodGet, procPath(id, "/poll"), nil, nil, &res)
 	if err != nil {
 		return nil, err
@@ -394,8 +395,8 @@ func (c *Client) Poll(ctx context.Context, id string) (*runner.PollResult, error
 	return &res, nil
 }
 
-// Log implements runner.Service.
-func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner.LogResult, error) {
+// Log implements service.Service.
+func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*service.LogResult, error) {
 	q := url.Values{}
 	if offset != 0 {
 		q.Set("offset", strconv.Itoa(offset))
@@ -403,7 +404,7 @@ func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner
 	if limit != 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var res runner.LogResult
+	var res service.LogResult
 	err := c.call(ctx, http.MethodGet, procPath(id, "/log"), q, nil, &res)
 	if err != nil {
 		return nil, err
@@ -411,9 +412,9 @@ func (c *Client) Log(ctx context.Context, id string, offset, limit int) (*runner
 	return &res, nil
 }
 
-// Search implements runner.Service: the runner searches, and only the
+// Search implements service.Service: the runner searches, and only the
 // matching lines travel.
-func (c *Client) Search(ctx context.Context, id string, sq runner.SearchQuery) (*runner.SearchResult, error) {
+func (c *Client) Search(ctx context.Context, id string, sq service.SearchQuery) (*service.SearchResult, error) {
 	q := url.Values{"grep": {sq.Pattern}}
 	if sq.Context != 0 {
 		q.Set("context", strconv.Itoa(sq.Context))
@@ -421,17 +422,17 @@ func (c *Client) Search(ctx context.Context, id string, sq runner.SearchQuery) (
 	if sq.Max != 0 {
 		q.Set("max", strconv.Itoa(sq.Max))
 	}
-	var res runner.SearchResult
+	var res service.SearchResult
 	if err := c.call(ctx, http.MethodGet, procPath(id, "/log"), q, nil, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
 }
 
-// Wait implements runner.Service. It waits in steps of at most
+// Wait implements service.Service. It waits in steps of at most
 // api.MaxWait, for as long as ctx allows; when ctx's deadline passes first
 // the error wraps context.DeadlineExceeded, as the registry's does.
-func (c *Client) Wait(ctx context.Context, id string) (*runner.LogResult, error) {
+func (c *Client) Wait(ctx context.Context, id string) (*service.LogResult, error) {
 	for {
 		step := api.MaxWait
 		if dl, ok := ctx.Deadline(); ok {
@@ -461,16 +462,16 @@ func (c *Client) Wait(ctx context.Context, id string) (*runner.LogResult, error)
 	}
 }
 
-// Kill implements runner.Service.
-func (c *Client) Kill(ctx context.Context, id string) (*runner.Info, error) {
-	var info runner.Info
+// Kill implements service.Service.
+func (c *Client) Kill(ctx context.Context, id string) (*service.Info, error) {
+	var info service.Info
 	if err := c.call(ctx, http.MethodPost, procPath(id, "/kill"), nil, nil, &info); err != nil {
 		return nil, err
 	}
 	return &info, nil
 }
 
-// Write implements runner.Service. Data beyond the runner's body limit
+// Write implements service.Service. Data beyond the runner's body limit
 // (api.MaxBody) goes in several requests.
 func (c *Client) Write(ctx context.Context, id string, data []byte) error {
 	for len(data) > 0 {
@@ -483,7 +484,7 @@ func (c *Client) Write(ctx context.Context, id string, data []byte) error {
 	return nil
 }
 
-// CopyIn implements runner.Service: the tar stream goes as the body of
+// CopyIn implements service.Service: the tar stream goes as the body of
 // PUT /v1/processes/{id}/files.
 func (c *Client) CopyIn(ctx context.Context, id, dir string, tar io.Reader, max int64) error {
 	q := url.Values{"dir": {dir}}
@@ -498,7 +499,7 @@ func (c *Client) CopyIn(ctx context.Context, id, dir string, tar io.Reader, max 
 	return c.decode(resp, nil)
 }
 
-// CopyOut implements runner.Service: GET /v1/processes/{id}/files answers
+// CopyOut implements service.Service: GET /v1/processes/{id}/files answers
 // the tar stream.
 func (c *Client) CopyOut(ctx context.Context, id, p string, max int64) (io.ReadCloser, error) {
 	q := url.Values{"path": {p}}
@@ -516,7 +517,7 @@ func (c *Client) CopyOut(ctx context.Context, id, p string, max int64) (io.ReadC
 	return resp.Body, nil
 }
 
-// CloseStdin implements runner.Service.
+// CloseStdin implements service.Service.
 func (c *Client) CloseStdin(ctx context.Context, id string) error {
 	return c.stdin(ctx, id, nil, true)
 }
@@ -542,7 +543,7 @@ func (c *Client) stdin(ctx context.Context, id string, data []byte, eof bool) er
 	return c.decode(resp, nil)
 }
 
-// Receipt implements runner.Service.
+// Receipt implements service.Service.
 func (c *Client) Receipt(ctx context.Context, id string) (*receipts.Receipt, error) {
 	var rec receipts.Receipt
 	if err := c.call(ctx, http.MethodGet, "/v1/receipts/"+url.PathEscape(id), nil, nil, &rec); err != nil {
@@ -551,11 +552,11 @@ func (c *Client) Receipt(ctx context.Context, id string) (*receipts.Receipt, err
 	return &rec, nil
 }
 
-// Follow implements runner.Follower with the log endpoint's event stream.
+// Follow implements service.Follower with the log endpoint's event stream.
 // A stream the runner cuts short (its timeout, a restart) or that breaks
 // is resumed where it stopped: after the last event emitted, by its id in
 // Last-Event-ID, and by line offset for runners that send no ids.
-func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(runner.FollowEvent) error) error {
+func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(service.FollowEvent) error) error {
 	next := offset
 	lastID := ""
 	failures := 0
@@ -572,8 +573,8 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 		if resp.StatusCode != http.StatusOK {
 			err := c.decode(resp, nil)
 			resp.Body.Close()
-			if errors.Is(err, runner.ErrNotFound) {
-				return fmt.Errorf("%s: %w", id, runner.ErrNotFound)
+			if errors.Is(err, service.ErrNotFound) {
+				return fmt.Errorf("%s: %w", id, service.ErrNotFound)
 			}
 			return err
 		}
@@ -588,7 +589,7 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 			default:
 				return false, nil // unknown events are for newer clients
 			}
-			var ev runner.FollowEvent
+			var ev service.FollowEvent
 			if err := json.Unmarshal(data, &ev); err != nil {
 				return true, fmt.Errorf("hermes runner at %s sent a bad event: %w", c.base, err)
 			}
@@ -602,7 +603,7 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(ru
 				return false, nil
 			case api.EventEnd:
 				if ev.Status == receipts.StatusNotFound {
-					return true, fmt.Errorf("%s: %w", id, runner.ErrNotFound)
+					return true, fmt.Errorf("%s: %w", id, service.ErrNotFound)
 				}
 				return true, emit(ev)
 			default: // timeout: resume where the runner stopped
@@ -720,18 +721,18 @@ func (c *Client) Health(ctx context.Context) error {
 	return c.call(ctx, http.MethodGet, "/healthz", nil, nil, nil)
 }
 
-// Completions implements runner.Service with the long-poll of GET
+// Completions implements service.Service with the long-poll of GET
 // /v1/sessions/{id}/completions, for the session carried by ctx.
-func (c *Client) Completions(ctx context.Context, wait time.Duration) ([]runner.Completion, error) {
+func (c *Client) Completions(ctx context.Context, wait time.Duration) ([]service.Completion, error) {
 	return c.LeaseCompletions(ctx, wait, 0)
 }
 
-// LeaseCompletions implements runner.Service: GET
+// LeaseCompletions implements service.Service: GET
 // /v1/sessions/{id}/completions with a lease.
-func (c *Client) LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]runner.Completion, error) {
+func (c *Client) LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]service.Completion, error) {
 	session := sessions.Current(ctx)
 	if session == "" {
-		return nil, fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", runner.ErrInvalid)
+		return nil, fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", service.ErrInvalid)
 	}
 	wait = min(max(wait, 0), api.MaxWait)
 	q := url.Values{"wait": {wait.String()}}
@@ -740,19 +741,19 @@ func (c *Client) LeaseCompletions(ctx context.Context, wait, lease time.Duration
 	}
 	cctx, cancel := context.WithTimeout(ctx, wait+c.opts.Timeout)
 	defer cancel()
-	var out []runner.Completion
+	var out []service.Completion
 	if err := c.call(cctx, http.MethodGet, sessionPath(session, "/completions"), q, nil, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// AckCompletions implements runner.Service: POST
+// AckCompletions implements service.Service: POST
 // /v1/sessions/{id}/completions/ack.
 func (c *Client) AckCompletions(ctx context.Context, ids []string) error {
 	session := sessions.Current(ctx)
 	if session == "" {
-		return fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", runner.ErrInvalid)
+		return fmt.Errorf("%w: completions need a session (HERMES_SESSION_ID)", service.ErrInvalid)
 	}
 	for len(ids) > 0 {
 		n := min(len(ids), api.MaxAckIDs)
@@ -764,8 +765,8 @@ func (c *Client) AckCompletions(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// StartSession implements runner.Service.
-func (c *Client) StartSession(ctx context.Context, req runner.SessionRequest) (*sessions.Session, error) {
+// StartSession implements service.Service.
+func (c *Client) StartSession(ctx context.Context, req service.SessionRequest) (*sessions.Session, error) {
 	var s sessions.Session
 	if err := c.call(ctx, http.MethodPost, "/v1/sessions", nil, req, &s); err != nil {
 		return nil, err
@@ -773,7 +774,7 @@ func (c *Client) StartSession(ctx context.Context, req runner.SessionRequest) (*
 	return &s, nil
 }
 
-// EndSession implements runner.Service.
+// EndSession implements service.Service.
 func (c *Client) EndSession(ctx context.Context, id, reason string) (*sessions.Session, error) {
 	var s sessions.Session
 	if err := c.call(ctx, http.MethodPost, sessionPath(id, "/end"), nil, api.EndSessionRequest{Reason: reason}, &s); err != nil {
@@ -782,7 +783,7 @@ func (c *Client) EndSession(ctx context.Context, id, reason string) (*sessions.S
 	return &s, nil
 }
 
-// ResumeSession implements runner.Service.
+// ResumeSession implements service.Service.
 func (c *Client) ResumeSession(ctx context.Context, id string) (*sessions.Session, error) {
 	var s sessions.Session
 	if err := c.call(ctx, http.MethodPost, sessionPath(id, "/resume"), nil, nil, &s); err != nil {
@@ -791,7 +792,7 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (*sessions.Sessio
 	return &s, nil
 }
 
-// Session implements runner.Service.
+// Session implements service.Service.
 func (c *Client) Session(ctx context.Context, id string) (*sessions.Session, error) {
 	var s sessions.Session
 	if err := c.call(ctx, http.MethodGet, sessionPath(id, ""), nil, nil, &s); err != nil {
@@ -800,7 +801,7 @@ func (c *Client) Session(ctx context.Context, id string) (*sessions.Session, err
 	return &s, nil
 }
 
-// Sessions implements runner.Service.
+// Sessions implements service.Service.
 func (c *Client) Sessions(ctx context.Context, limit int) ([]*sessions.Session, error) {
 	list, _, err := c.SessionsPage(ctx, Page{Limit: limit})
 	return list, err

@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bytes"
 	"context"
 	"errors"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/internal/testenv"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/server"
@@ -121,7 +122,7 @@ func TestAPIClientService(t *testing.T) {
 	c := newClient(t, url, client.Options{CallerCwd: cwd})
 	ctx := sessions.WithCurrent(context.Background(), "agent-x")
 
-	info, err := c.Start(ctx, runner.StartRequest{Command: "echo one; echo two; exit 5", Timeout: time.Minute, Owner: receipts.Owner{TaskID: "tk"}})
+	info, err := c.Start(ctx, service.StartRequest{Command: "echo one; echo two; exit 5", Timeout: time.Minute, Owner: receipts.Owner{TaskID: "tk"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestAPIClientService(t *testing.T) {
 	if err != nil || got.ID != info.ID || !got.Retained {
 		t.Fatalf("get by prefix: %+v %v", got, err)
 	}
-	list, err := c.List(ctx, runner.ListOptions{Retained: true, TaskID: "tk"})
+	list, err := c.List(ctx, service.ListOptions{Retained: true, TaskID: "tk"})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("list: %+v %v", list, err)
 	}
@@ -155,22 +156,22 @@ func TestAPIClientService(t *testing.T) {
 
 	// Another session sees nothing: the same answers as the registry.
 	other := sessions.WithCurrent(context.Background(), "agent-y")
-	if _, err := c.Get(other, info.ID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Get(other, info.ID); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign get: %v", err)
 	}
-	if _, err := c.Poll(other, info.ID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Poll(other, info.ID); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign poll: %v", err)
 	}
-	if _, err := c.Log(other, info.ID, 0, 0); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Log(other, info.ID, 0, 0); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign log: %v", err)
 	}
-	if _, err := c.Wait(other, info.ID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Wait(other, info.ID); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign wait: %v", err)
 	}
-	if _, err := c.Kill(other, info.ID); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := c.Kill(other, info.ID); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign kill: %v", err)
 	}
-	if err := c.Write(other, info.ID, []byte("x")); !errors.Is(err, runner.ErrNotFound) {
+	if err := c.Write(other, info.ID, []byte("x")); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign write: %v", err)
 	}
 	if _, err := c.Get(ctx, "proc_zz"); !errors.Is(err, receipts.ErrInvalidID) {
@@ -178,7 +179,7 @@ func TestAPIClientService(t *testing.T) {
 	}
 
 	// stdin, follow, and a wait bounded by the context.
-	cat, err := c.Start(ctx, runner.StartRequest{Command: "read a; read b; echo got $a $b; wc -c; exit 7", Stdin: true})
+	cat, err := c.Start(ctx, service.StartRequest{Command: "read a; read b; echo got $a $b; wc -c; exit 7", Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,8 +200,8 @@ func TestAPIClientService(t *testing.T) {
 		t.Fatal(err)
 	}
 	var followed strings.Builder
-	var final runner.FollowEvent
-	err = runner.Follow(ctx, c, cat.ID, 0, func(ev runner.FollowEvent) error {
+	var final service.FollowEvent
+	err = service.Follow(ctx, c, cat.ID, 0, func(ev service.FollowEvent) error {
 		if ev.Final() {
 			final = ev
 			return nil
@@ -218,12 +219,12 @@ func TestAPIClientService(t *testing.T) {
 	if err := c.Write(ctx, cat.ID, []byte("late")); err == nil || !strings.Contains(err.Error(), "already finished") {
 		t.Fatalf("write after end: %v", err)
 	}
-	if err := runner.Follow(other, c, cat.ID, 0, func(runner.FollowEvent) error { return nil }); !errors.Is(err, runner.ErrNotFound) {
+	if err := service.Follow(other, c, cat.ID, 0, func(service.FollowEvent) error { return nil }); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("foreign follow: %v", err)
 	}
 
 	// Kill.
-	sl, err := c.Start(ctx, runner.StartRequest{Command: "sleep 30"})
+	sl, err := c.Start(ctx, service.StartRequest{Command: "sleep 30"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,19 +248,19 @@ func TestAPIClientErrors(t *testing.T) {
 	dead := "http://" + ln.Addr().String()
 	ln.Close()
 	c := newClient(t, dead, client.Options{})
-	_, err = c.List(context.Background(), runner.ListOptions{})
+	_, err = c.List(context.Background(), service.ListOptions{})
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach hermes runner at "+dead+": ") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("dead runner: %v", err)
 	}
 
 	const token = "client-test-token-0123456789"
 	url := serve(t, token)
-	_, err = newClient(t, url, client.Options{}).List(context.Background(), runner.ListOptions{})
+	_, err = newClient(t, url, client.Options{}).List(context.Background(), service.ListOptions{})
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.StatusCode != 401 || !strings.Contains(err.Error(), "unauthorized") || !strings.Contains(err.Error(), "HERMES_RUNNER_TOKEN") {
 		t.Fatalf("no token: %v", err)
 	}
-	if _, err := newClient(t, url, client.Options{Token: token}).List(context.Background(), runner.ListOptions{}); err != nil {
+	if _, err := newClient(t, url, client.Options{Token: token}).List(context.Background(), service.ListOptions{}); err != nil {
 		t.Fatalf("with token: %v", err)
 	}
 

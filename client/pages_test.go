@@ -1,13 +1,14 @@
 package client_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/hermesrun/hermes/client"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -17,7 +18,7 @@ func TestAPIClientPages(t *testing.T) {
 	ctx := sessions.WithCurrent(context.Background(), "pager")
 	var started []string
 	for range 5 {
-		info, err := c.Start(ctx, runner.StartRequest{Command: "true"})
+		info, err := c.Start(ctx, service.StartRequest{Command: "true"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +31,7 @@ func TestAPIClientPages(t *testing.T) {
 	var walked []string
 	p := client.Page{Limit: 2}
 	for pages := 0; ; pages++ {
-		list, next, err := c.ListPage(ctx, runner.ListOptions{Retained: true}, p)
+		list, next, err := c.ListPage(ctx, service.ListOptions{Retained: true}, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func TestAPIClientPages(t *testing.T) {
 	}
 
 	for i := range 3 {
-		if _, err := c.StartSession(ctx, runner.SessionRequest{ID: fmt.Sprintf("s%d", i)}); err != nil {
+		if _, err := c.StartSession(ctx, service.SessionRequest{ID: fmt.Sprintf("s%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,7 +63,7 @@ func TestAPIClientPages(t *testing.T) {
 	if err != nil || len(rest) != 1 || next != "" || rest[0].ID == first[0].ID || rest[0].ID == first[1].ID {
 		t.Fatalf("second page of sessions: %+v, next %q, %v", rest, next, err)
 	}
-	if _, _, err := c.ListPage(ctx, runner.ListOptions{}, client.Page{Cursor: "bogus"}); err == nil {
+	if _, _, err := c.ListPage(ctx, service.ListOptions{}, client.Page{Cursor: "bogus"}); err == nil {
 		t.Error("a bogus cursor was accepted")
 	}
 }

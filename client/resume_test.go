@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bufio"
 	"context"
 	"io"
@@ -13,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/client"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -108,13 +109,13 @@ func TestAPIClientFollowResumes(t *testing.T) {
 			c := newClient(t, ps.URL, client.Options{})
 			ctx, cancel := context.WithTimeout(sessions.WithCurrent(context.Background(), "resumer"), time.Minute)
 			defer cancel()
-			info, err := c.Start(ctx, runner.StartRequest{Command: "for i in 1 2 3 4; do echo line$i; sleep 0.2; done; printf tail"})
+			info, err := c.Start(ctx, service.StartRequest{Command: "for i in 1 2 3 4; do echo line$i; sleep 0.2; done; printf tail"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out strings.Builder
-			var final runner.FollowEvent
-			err = c.Follow(ctx, info.ID, 0, func(ev runner.FollowEvent) error {
+			var final service.FollowEvent
+			err = c.Follow(ctx, info.ID, 0, func(ev service.FollowEvent) error {
 				if ev.Final() {
 					final = ev
 					return nil

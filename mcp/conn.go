@@ -3,7 +3,7 @@
 // completions of notify jobs as notifications, so that any MCP host (Claude
 // Code, Codex, Cursor, VS Code) gets durable background processes.
 //
-// One Conn is one MCP connection: one SDK server bound to one runner.Service
+// One Conn is one MCP connection: one SDK server bound to one service.Service
 // (a profile's registry or a runner's tenant) and one agent session. The
 // tools are agent/tools themselves, not a copy, so their arguments and JSON
 // results are the agent's.
@@ -12,6 +12,8 @@ package mcp
 //lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +27,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hermesrun/hermes/agent/tools"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -52,7 +53,7 @@ const DefaultPollInterval = time.Second
 // Options configure one connection.
 type Options struct {
 	// Service runs the processes. Required.
-	Service runner.Service
+	Service service.Service
 	// Session names the agent session every call runs as; empty means a
 	// fresh session of source mcp, recorded when the client initializes
 	// and ended (reason completed) when the connection closes.
@@ -146,7 +147,7 @@ func New(opts Options) (*Conn, error) {
 	if opts.Service == nil {
 		return nil, errors.New("mcp: a runner service is required")
 	}
-	if err := runner.CheckLabel("session", opts.Session); err != nil {
+	if err := service.CheckLabel("session", opts.Session); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	if opts.PollInterval <= 0 {
@@ -311,7 +312,7 @@ func (c *Conn) sessionID(ctx context.Context) (string, error) {
 	if c.closed {
 		return "", errors.New("mcp: connection closed")
 	}
-	s, err := c.opts.Service.StartSession(ctx, runner.SessionRequest{Source: c.source()})
+	s, err := c.opts.Service.StartSession(ctx, service.SessionRequest{Source: c.source()})
 	if err != nil {
 		return "", fmt.Errorf("record mcp session: %w", err)
 	}
@@ -344,7 +345,7 @@ func (c *Conn) callScoped(ctx context.Context, meta map[string]any) (context.Con
 	if c.opts.CallSession != nil {
 		id, source = c.opts.CallSession(meta)
 	}
-	if id == "" || runner.CheckLabel("session", id) != nil {
+	if id == "" || service.CheckLabel("session", id) != nil {
 		ctx, err := c.scoped(ctx)
 		return ctx, sessions.Current(ctx), err
 	}
@@ -370,7 +371,7 @@ func (c *Conn) record(ctx context.Context, id, source string) error {
 		if source == "" {
 			source = c.source()
 		}
-		if _, err := c.opts.Service.StartSession(ctx, runner.SessionRequest{ID: id, Source: source}); err != nil && !errors.Is(err, sessions.ErrExists) {
+		if _, err := c.opts.Service.StartSession(ctx, service.SessionRequest{ID: id, Source: source}); err != nil && !errors.Is(err, sessions.ErrExists) {
 			return fmt.Errorf("record session %s: %w", id, err)
 		}
 	}

@@ -3,6 +3,8 @@ package mcp
 //lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -54,7 +56,7 @@ type client struct {
 
 // connect opens a connection to reg as session (empty: a fresh one) and an
 // SDK client on it, over in-memory transports.
-func connect(t *testing.T, svc runner.Service, session string) (*Conn, *client) {
+func connect(t *testing.T, svc service.Service, session string) (*Conn, *client) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := New(Options{Logger: testLogger(t), Service: svc, Session: session, PollInterval: 100 * time.Millisecond, ProgressInterval: 100 * time.Millisecond})
@@ -215,7 +217,7 @@ func TestNotifyCompletionAnnouncedAndTakenOnce(t *testing.T) {
 	})
 
 	// The notification took nothing: completions returns it, once.
-	var first, second []runner.Completion
+	var first, second []service.Completion
 	c.call(t, "process_manage", map[string]any{"action": "completions"}, &first)
 	c.call(t, "process_manage", map[string]any{"action": "completions", "timeout": 0.2}, &second)
 	if len(first) != 1 || first[0].ID != start.ID || first[0].ExitCode != 3 || len(second) != 0 {
@@ -260,7 +262,7 @@ func TestWaitReportsProgressAndKill(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("wait: %v %+v", err, res)
 	}
-	var waited runner.WaitTimedOut
+	var waited service.WaitTimedOut
 	_ = json.Unmarshal([]byte(res.Content[0].(*sdk.TextContent).Text), &waited)
 	if !waited.TimedOut || waited.Status != "running" {
 		t.Errorf("wait = %+v", waited)
@@ -276,7 +278,7 @@ func TestWaitReportsProgressAndKill(t *testing.T) {
 		t.Errorf("progress notifications: %d, token %v", n, tok)
 	}
 
-	var killed runner.Info
+	var killed service.Info
 	c.call(t, "process_manage", map[string]any{"action": "kill", "session_id": start.ID}, &killed)
 	if killed.Status != receipts.StatusKilled {
 		t.Errorf("kill = %+v", killed)
@@ -365,12 +367,12 @@ func TestSessions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := newRegistry(t)
 			if tc.named != "" {
-				if _, err := reg.StartSession(ctx, runner.SessionRequest{ID: tc.named}); err != nil {
+				if _, err := reg.StartSession(ctx, service.SessionRequest{ID: tc.named}); err != nil {
 					t.Fatal(err)
 				}
 			}
 			conn, c := connect(t, reg, tc.named)
-			var start runner.Info
+			var start service.Info
 			c.call(t, "terminal", map[string]any{"command": "true", "background": true}, &start)
 			if tc.named != "" && start.ParentSessionID != tc.named {
 				t.Errorf("job owner %q, want %q", start.ParentSessionID, tc.named)

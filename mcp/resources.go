@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +11,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -45,12 +46,12 @@ func (c *Conn) readList(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.opts.Service.List(ctx, runner.ListOptions{Retained: true})
+	list, err := c.opts.Service.List(ctx, service.ListOptions{Retained: true})
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	if list == nil {
-		list = []*runner.Info{}
+		list = []*service.Info{}
 	}
 	return jsonResource(req.Params.URI, list)
 }
@@ -66,7 +67,7 @@ func (c *Conn) readProcess(ctx context.Context, req *sdk.ReadResourceRequest) (*
 		return nil, err
 	}
 	v, err := c.process(ctx, id)
-	if errors.Is(err, runner.ErrNotFound) {
+	if errors.Is(err, service.ErrNotFound) {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
 	if err != nil {
@@ -86,7 +87,7 @@ func (c *Conn) process(ctx context.Context, id string) (any, error) {
 		return info, nil
 	}
 	rec, err := c.opts.Service.Receipt(ctx, info.ID)
-	if errors.Is(err, runner.ErrRunning) {
+	if errors.Is(err, service.ErrRunning) {
 		return info, nil // it ended between the two looks at it: show what was seen
 	}
 	return rec, err

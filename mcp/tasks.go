@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/hermesrun/hermes/agent/tools"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -99,7 +100,7 @@ func (c *Conn) interceptTask(ctx context.Context, req *jsonrpc.Request) (result 
 	}
 	kind, id, ok := parseTaskID(p.TaskID)
 	if !ok {
-		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown task %q", runner.Clip(p.TaskID))}
+		return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown task %q", service.Clip(p.TaskID))}
 	}
 	ctx, _, err = c.callScoped(ctx, p.Meta)
 	if err != nil {
@@ -118,7 +119,7 @@ func (c *Conn) interceptTask(ctx context.Context, req *jsonrpc.Request) (result 
 	default: // tasks/cancel
 		if kind == taskJob {
 			// Cancelling the job's task is cancelling the job.
-			if _, err := c.opts.Service.Kill(ctx, id); err != nil && !errors.Is(err, runner.ErrNotFound) {
+			if _, err := c.opts.Service.Kill(ctx, id); err != nil && !errors.Is(err, service.ErrNotFound) {
 				c.log.Warn("mcp: task not cancelled", "task", p.TaskID, "err", err)
 			}
 		}
@@ -203,7 +204,7 @@ func (c *Conn) callAsTask(ctx context.Context, p taskRequest) (any, bool, error)
 // gives) once it has ended.
 func (c *Conn) taskState(ctx context.Context, kind, id string) (map[string]any, error) {
 	poll, err := c.opts.Service.Poll(ctx, id)
-	if errors.Is(err, runner.ErrNotFound) {
+	if errors.Is(err, service.ErrNotFound) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown task " + kind + id}
 	}
 	if err != nil {

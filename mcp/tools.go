@@ -1,6 +1,8 @@
 package mcp
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +13,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hermesrun/hermes/agent/tools"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -229,13 +230,13 @@ const completionLease = time.Minute
 
 // undelivered is cs without those this connection gave its model before,
 // recorded as given now; never nil.
-func (c *Conn) undelivered(cs []runner.Completion) []runner.Completion {
+func (c *Conn) undelivered(cs []service.Completion) []service.Completion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.delivered == nil {
 		c.delivered = map[string]bool{}
 	}
-	out := []runner.Completion{}
+	out := []service.Completion{}
 	for _, x := range cs {
 		if !c.delivered[x.Key()] {
 			c.delivered[x.Key()] = true
@@ -302,7 +303,7 @@ func (c *Conn) progress(ctx context.Context, ss *sdk.ServerSession, token any, a
 				ProgressToken: token,
 				Progress:      waited.Seconds(),
 				Total:         timeout.Seconds(),
-				Message:       fmt.Sprintf("%s still running after %s (waiting up to %s)", runner.Clip(what), waited, timeout),
+				Message:       fmt.Sprintf("%s still running after %s (waiting up to %s)", service.Clip(what), waited, timeout),
 			})
 			if err != nil && ctx.Err() == nil {
 				c.log.Debug("progress not sent", "err", err)
@@ -350,13 +351,13 @@ func errorResult(err error) *sdk.CallToolResult {
 // about each process started through this connection, so that even a job
 // that ends before the next look is announced.
 type trackingRunner struct {
-	runner.Service
+	service.Service
 	watch *watcher
 	conn  *Conn
 }
 
 // Start implements tools.Runner.
-func (r trackingRunner) Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error) {
+func (r trackingRunner) Start(ctx context.Context, req service.StartRequest) (*service.Info, error) {
 	info, err := r.Service.Start(ctx, req)
 	if err == nil && info != nil {
 		if w, ok := ctx.Value(wakeKey{}).(wakeTarget); ok && info.NotifyOnComplete {

@@ -1,10 +1,11 @@
 package mcp
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 
 	"github.com/hermesrun/hermes/agenthost"
-	"github.com/hermesrun/hermes/runner"
 )
 
 // setWake routes the completions of session to target (Options.Waker).
@@ -53,7 +54,7 @@ func (c *Conn) wakeHost(ctx context.Context, job tracked) {
 }
 
 // forget undoes undelivered for completions that did not reach the host.
-func (c *Conn) forget(cs []runner.Completion) {
+func (c *Conn) forget(cs []service.Completion) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, x := range cs {

@@ -3,6 +3,8 @@ package mcp
 //lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -21,7 +23,7 @@ import (
 // Looking never takes a completion (it polls), so the completion stays for
 // process_manage completions.
 type watcher struct {
-	svc      runner.Service
+	svc      service.Service
 	interval time.Duration
 	log      *slog.Logger
 	announce func(ctx context.Context, ss *sdk.ServerSession, job tracked)
@@ -45,7 +47,7 @@ type tracked struct {
 	session string
 }
 
-func newWatcher(svc runner.Service, interval time.Duration, log *slog.Logger,
+func newWatcher(svc service.Service, interval time.Duration, log *slog.Logger,
 	announce func(context.Context, *sdk.ServerSession, tracked), woken func(context.Context, tracked)) *watcher {
 	return &watcher{
 		svc: svc, interval: interval, log: log, announce: announce, woken: woken,
@@ -123,7 +125,7 @@ func (w *watcher) stop() {
 // look adds the session's running processes to the tracked ones and
 // announces those that ended.
 func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
-	list, err := w.svc.List(ctx, runner.ListOptions{})
+	list, err := w.svc.List(ctx, service.ListOptions{})
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("mcp watcher: list", "err", err)
@@ -173,7 +175,7 @@ func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
 		}
 		res, err := w.svc.Poll(pctx, id)
 		switch {
-		case errors.Is(err, runner.ErrNotFound):
+		case errors.Is(err, service.ErrNotFound):
 			w.forget(id)
 			continue
 		case err != nil:
@@ -223,7 +225,7 @@ func (c *Conn) announce(ctx context.Context, ss *sdk.ServerSession, job tracked)
 		c.log.Warn("mcp: completion not announced", "id", id, "err", err)
 		return
 	}
-	comp := runner.CompletionOf(rec)
+	comp := service.CompletionOf(rec)
 	err = ss.Log(ctx, &sdk.LoggingMessageParams{
 		Level:  "notice",
 		Logger: "hermes",

@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -142,7 +144,7 @@ func (e *Profile) RunWatch(ctx context.Context, id, name string) error {
 		return err
 	}
 	done, err := reg.Adopt(ctx, id)
-	if errors.Is(err, runner.ErrNotFound) {
+	if errors.Is(err, service.ErrNotFound) {
 		// No such job: the mark claimed for it is taken back. One
 		// that failed otherwise may still run, and keeps its mark.
 		unmark()

@@ -6,6 +6,8 @@ package profile_test
 // a clear failed start without disturbing local jobs.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -27,7 +29,6 @@ import (
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/profile"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -222,7 +223,7 @@ func TestRunWatchTwice(t *testing.T) {
 	wg.Wait()
 	// The second may find the container already gone with its receipt.
 	for _, err := range errs {
-		if err != nil && !errors.Is(err, runner.ErrNotFound) {
+		if err != nil && !errors.Is(err, service.ErrNotFound) {
 			t.Fatalf("RunWatch: %v", errs)
 		}
 	}
@@ -243,7 +244,7 @@ func TestRunWatchNotFound(t *testing.T) {
 	t.Parallel()
 	home, image := dockerProfile(t)
 	e := openProfile(t, home, nil)
-	if err := watch(t, e, backend.NewID()); !errors.Is(err, runner.ErrNotFound) {
+	if err := watch(t, e, backend.NewID()); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("RunWatch of an unknown id: %v", err)
 	}
 	if err := watch(t, e, "nope"); err == nil {
@@ -253,7 +254,7 @@ func TestRunWatchNotFound(t *testing.T) {
 	otherHome, _ := dockerProfile(t)
 	other := openProfile(t, otherHome, nil)
 	id := startContainer(t, other, image, "sleep 30", 0)
-	if err := watch(t, e, id); !errors.Is(err, runner.ErrNotFound) {
+	if err := watch(t, e, id); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("RunWatch of another profile's container: %v", err)
 	}
 }
@@ -274,7 +275,7 @@ func TestDockerEngineUnreachable(t *testing.T) {
 		}
 		ctx := context.Background()
 		begin := time.Now()
-		info, err := reg.Start(ctx, runner.StartRequest{Command: "true", Backend: "docker", Image: "hermes-test-busybox:latest"})
+		info, err := reg.Start(ctx, service.StartRequest{Command: "true", Backend: "docker", Image: "hermes-test-busybox:latest"})
 		if !errors.Is(err, docker.ErrEngineUnavailable) || !strings.Contains(err.Error(), sock) {
 			t.Fatalf("mode %d: start with no engine: %v", mode, err)
 		}
@@ -340,7 +341,7 @@ func TestFreshProfileNeverAsksDockerd(t *testing.T) {
 		}
 		ctx := context.Background()
 		_, _ = reg.Poll(ctx, "proc_aaaaaaaaaaa1")
-		_, _ = reg.List(ctx, runner.ListOptions{})
+		_, _ = reg.List(ctx, service.ListOptions{})
 		if asked := connects.Load() > 0; asked != tc.want {
 			t.Errorf("%s: dockerd asked %d times, want asked %v", tc.name, connects.Load(), tc.want)
 		}

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,7 +45,7 @@ type dependency struct {
 func (r *Registry) lookDependency(ctx context.Context, id string) (dependency, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	var amb *receipts.AmbiguousError
-	if errors.Is(err, ErrNotFound) && !errors.As(err, &amb) {
+	if errors.Is(err, service.ErrNotFound) && !errors.As(err, &amb) {
 		if d, ok, eerr := r.runsElsewhere(ctx, id); eerr != nil || ok {
 			return d, eerr
 		}
@@ -65,7 +67,7 @@ func (r *Registry) lookDependency(ctx context.Context, id string) (dependency, e
 	case f.receipt != nil:
 		return ended(f.receipt), nil
 	}
-	return dependency{id: id}, ErrNotFound
+	return dependency{id: id}, service.ErrNotFound
 }
 
 // runsElsewhere finds id running on another replica, visible to ctx's
@@ -98,24 +100,24 @@ func ended(rec *receipts.Receipt) dependency {
 // job the caller may see, and none may lead back to req. It returns the
 // Info of a held or skipped job, or nil with the dependencies resolved to
 // whole ids when they have all ended and req may go on to admission.
-func (r *Registry) startAfter(ctx context.Context, req *StartRequest, backend string) (*Info, error) {
+func (r *Registry) startAfter(ctx context.Context, req *service.StartRequest, backend string) (*service.Info, error) {
 	resolve := func(ids []string, must bool) ([]dependency, error) {
 		var deps []dependency
 		for _, id := range ids {
 			d, err := r.lookDependency(ctx, id)
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, service.ErrNotFound) {
 				why := "no job this session can see has that id"
 				var amb *receipts.AmbiguousError
 				if errors.As(err, &amb) {
 					why = amb.Error()
 				}
-				return nil, fmt.Errorf("%w: after %s: %s", ErrInvalid, Clip(id), why)
+				return nil, fmt.Errorf("%w: after %s: %s", service.ErrInvalid, service.Clip(id), why)
 			}
 			if err != nil {
 				return nil, err
 			}
 			if d.id == req.ID {
-				return nil, fmt.Errorf("%w: after %s: a job cannot wait for itself", ErrInvalid, d.id)
+				return nil, fmt.Errorf("%w: after %s: a job cannot wait for itself", service.ErrInvalid, d.id)
 			}
 			d.mustSucceed = must
 			deps = append(deps, d)
@@ -192,7 +194,7 @@ func (r *Registry) checkCycle(ctx context.Context, id string, after []string) er
 		cur := next[len(next)-1]
 		next = next[:len(next)-1]
 		if cur == id {
-			return fmt.Errorf("%w: after: %s would wait for itself through %s", ErrInvalid, id, strings.Join(after, ", "))
+			return fmt.Errorf("%w: after: %s would wait for itself through %s", service.ErrInvalid, id, strings.Join(after, ", "))
 		}
 		if !seen[cur] {
 			seen[cur] = true
@@ -205,7 +207,7 @@ func (r *Registry) checkCycle(ctx context.Context, id string, after []string) er
 // hold keeps req in the ledger until its dependencies end, and, when
 // notBefore is set, until then. kick dispatches at once (a caller outside
 // a Dispatch pass).
-func (r *Registry) hold(ctx context.Context, req StartRequest, backend string, notBefore time.Time, kick bool) (*Info, error) {
+func (r *Registry) hold(ctx context.Context, req service.StartRequest, backend string, notBefore time.Time, kick bool) (*service.Info, error) {
 	q := queued(req, backend)
 	payload, err := json.Marshal(q)
 	if err != nil {
@@ -219,7 +221,7 @@ func (r *Registry) hold(ctx context.Context, req StartRequest, backend string, n
 		if errors.As(err, &refused) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", service.ErrUnavailable, err)
 	}
 	r.log.Debug("held", "id", req.ID, "after", req.After)
 	if kick {
@@ -236,7 +238,7 @@ func (r *Registry) hold(ctx context.Context, req StartRequest, backend string, n
 
 // skip records the end of req, which never ran: one of the jobs it waited
 // for with after_ok did not exit 0.
-func (r *Registry) skip(ctx context.Context, req StartRequest, backendName, failed string) *Process {
+func (r *Registry) skip(ctx context.Context, req service.StartRequest, backendName, failed string) *Process {
 	req.Backend = backendName
 	if req.StartedAt.IsZero() {
 		req.StartedAt = time.Now()
@@ -280,10 +282,10 @@ func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
 		var deps []dependency
 		for i, id := range slices.Concat(q.AfterOK, q.After) {
 			d, err := r.lookDependency(octx, id)
-			if err != nil && !errors.Is(err, ErrNotFound) {
+			if err != nil && !errors.Is(err, service.ErrNotFound) {
 				return out, err
 			}
-			if errors.Is(err, ErrNotFound) {
+			if errors.Is(err, service.ErrNotFound) {
 				d = dependency{id: id, ended: true, failed: id + " is no longer known (its receipt expired or was removed)"}
 			}
 			d.mustSucceed = i < len(q.AfterOK)
@@ -349,7 +351,7 @@ func (r *Registry) abandoned(ctx context.Context, e *admission.Entry) {
 	case err == nil && (f.queued == nil || !f.queued.Held):
 		// Started, recorded, or in the queue proper.
 		_, _ = r.opts.Admission.Ledger.Unhold(ctx, e.ID)
-	case err == nil || errors.Is(err, ErrNotFound):
+	case err == nil || errors.Is(err, service.ErrNotFound):
 		if ok, _ := r.opts.Admission.Ledger.Unhold(ctx, e.ID); ok {
 			r.neverStarted(ctx, e)
 		}
@@ -359,10 +361,10 @@ func (r *Registry) abandoned(ctx context.Context, e *admission.Entry) {
 // admitted starts req, a job let go from the hold, under the limits: now,
 // or queued. A start the limits refuse for now (rate, a full queue, the
 // ledger not answering) is held again, to be tried on a later pass.
-func (r *Registry) admitted(ctx context.Context, req StartRequest, backend string) (*Info, error) {
+func (r *Registry) admitted(ctx context.Context, req service.StartRequest, backend string) (*service.Info, error) {
 	info, err := r.admit(ctx, req, backend, true)
 	var refused *admission.Refused
-	if errors.As(err, &refused) || errors.Is(err, ErrUnavailable) {
+	if errors.As(err, &refused) || errors.Is(err, service.ErrUnavailable) {
 		wait := admission.QueueFullRetry
 		if refused != nil {
 			wait = refused.RetryAfter

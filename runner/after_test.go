@@ -1,6 +1,8 @@
 package runner_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -24,13 +25,13 @@ func TestAfter(t *testing.T) {
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
 				dir := t.TempDir()
-				a := start(t, r, ctx, runner.StartRequest{Command: "sleep 0.4; echo a >> order; exit 3", Cwd: dir})
-				ok := start(t, r, ctx, runner.StartRequest{Command: "echo fine", Cwd: dir})
-				b := start(t, r, ctx, runner.StartRequest{Command: "echo b >> order; echo b", Cwd: dir,
+				a := start(t, r, ctx, service.StartRequest{Command: "sleep 0.4; echo a >> order; exit 3", Cwd: dir})
+				ok := start(t, r, ctx, service.StartRequest{Command: "echo fine", Cwd: dir})
+				b := start(t, r, ctx, service.StartRequest{Command: "echo b >> order; echo b", Cwd: dir,
 					Control: receipts.Control{After: []string{a.ID[:10], ok.ID}}})
-				c := start(t, r, ctx, runner.StartRequest{Command: "echo c >> order", Cwd: dir,
+				c := start(t, r, ctx, service.StartRequest{Command: "echo c >> order", Cwd: dir,
 					Owner: receipts.Owner{NotifyOnComplete: true}, Control: receipts.Control{AfterOK: []string{a.ID}}})
-				for _, in := range []*runner.Info{b, c} {
+				for _, in := range []*service.Info{b, c} {
 					if in.Status != receipts.StatusQueued || !slices.Contains(append(in.After, in.AfterOK...), a.ID) {
 						t.Fatalf("start = %s after %v; want queued after %s (the prefix resolved)", in.Status, in.After, a.ID)
 					}
@@ -38,7 +39,7 @@ func TestAfter(t *testing.T) {
 				if got, err := r.Get(ctx, b.ID); err != nil || got.Status != receipts.StatusQueued || len(got.After) != 2 {
 					t.Fatalf("get of a held job = %+v, %v", got, err)
 				}
-				list, _ := r.List(ctx, runner.ListOptions{})
+				list, _ := r.List(ctx, service.ListOptions{})
 				if n := countStatus(list, receipts.StatusQueued); n != 2 {
 					t.Fatalf("list has %d queued, want the 2 held", n)
 				}
@@ -105,15 +106,15 @@ func TestAfter(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				good := start(t, r, ctx, runner.StartRequest{Command: "true"})
-				bad := start(t, r, ctx, runner.StartRequest{Command: "false"})
+				good := start(t, r, ctx, service.StartRequest{Command: "true"})
+				bad := start(t, r, ctx, service.StartRequest{Command: "false"})
 				done(t, r, good.ID)
 				done(t, r, bad.ID)
-				now := start(t, r, ctx, runner.StartRequest{Command: "echo now", Control: receipts.Control{After: []string{good.ID, bad.ID}}})
+				now := start(t, r, ctx, service.StartRequest{Command: "echo now", Control: receipts.Control{After: []string{good.ID, bad.ID}}})
 				if now.Status != receipts.StatusRunning && now.Status != receipts.StatusExited {
 					t.Fatalf("after ended jobs = %s, want started", now.Status)
 				}
-				skipped := start(t, r, ctx, runner.StartRequest{Command: "echo never", Control: receipts.Control{After: []string{bad.ID}, AfterOK: []string{good.ID, bad.ID}}})
+				skipped := start(t, r, ctx, service.StartRequest{Command: "echo never", Control: receipts.Control{After: []string{bad.ID}, AfterOK: []string{good.ID, bad.ID}}})
 				if skipped.Status != receipts.StatusSkipped || !strings.Contains(skipped.Error, bad.ID) {
 					t.Fatalf("after_ok a failed job = %+v, want skipped naming %s", skipped, bad.ID)
 				}
@@ -123,7 +124,7 @@ func TestAfter(t *testing.T) {
 				led := ledger(t, h)
 				r := limited(t, h, led, admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				theirs := start(t, r, as("other"), runner.StartRequest{Command: "sleep 5"})
+				theirs := start(t, r, as("other"), service.StartRequest{Command: "sleep 5"})
 				for _, c := range []receipts.Control{
 					{After: []string{"proc_0123456789ab"}},
 					{After: []string{theirs.ID}},
@@ -131,8 +132,8 @@ func TestAfter(t *testing.T) {
 					{AfterOK: []string{"proc_"}},
 					{After: []string{theirs.ID}, Priority: 1000},
 				} {
-					_, err := r.Start(ctx, runner.StartRequest{Command: "true", Control: c})
-					if !errors.Is(err, runner.ErrInvalid) {
+					_, err := r.Start(ctx, service.StartRequest{Command: "true", Control: c})
+					if !errors.Is(err, service.ErrInvalid) {
 						t.Fatalf("start with %+v: %v, want ErrInvalid", c, err)
 					}
 				}
@@ -144,8 +145,8 @@ func TestAfter(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				a := start(t, r, ctx, runner.StartRequest{Command: "sleep 30"})
-				b := start(t, r, ctx, runner.StartRequest{Command: "echo never", Control: receipts.Control{After: []string{a.ID}}})
+				a := start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
+				b := start(t, r, ctx, service.StartRequest{Command: "echo never", Control: receipts.Control{After: []string{a.ID}}})
 				info, err := r.Kill(ctx, b.ID)
 				if err != nil || info.Status != receipts.StatusKilled {
 					t.Fatalf("kill = %+v, %v", info, err)
@@ -171,13 +172,13 @@ func TestPriorities(t *testing.T) {
 			r := limited(t, h, ledger(t, h), admission.Limits{ConcurrentJobs: 1})
 			ctx := waitCtx(t, "owner")
 			dir := t.TempDir()
-			start(t, r, ctx, runner.StartRequest{Command: "sleep 0.5", Cwd: dir})
-			var last *runner.Info
+			start(t, r, ctx, service.StartRequest{Command: "sleep 0.5", Cwd: dir})
+			var last *service.Info
 			for _, j := range []struct {
 				name string
 				p    int
 			}{{"low", receipts.PriorityLow}, {"n1", 0}, {"high", receipts.PriorityHigh}, {"n2", 0}, {"top", 50}} {
-				last = start(t, r, ctx, runner.StartRequest{Command: "echo " + j.name + " >> order", Cwd: dir, Control: receipts.Control{Priority: j.p}})
+				last = start(t, r, ctx, service.StartRequest{Command: "echo " + j.name + " >> order", Cwd: dir, Control: receipts.Control{Priority: j.p}})
 				if last.Status != receipts.StatusQueued || last.Priority != j.p {
 					t.Fatalf("start %s = %s priority %d", j.name, last.Status, last.Priority)
 				}
@@ -185,14 +186,14 @@ func TestPriorities(t *testing.T) {
 			if last.QueuePosition != 1 {
 				t.Fatalf("the highest priority is at %d, want 1", last.QueuePosition)
 			}
-			low, _ := r.List(ctx, runner.ListOptions{})
+			low, _ := r.List(ctx, service.ListOptions{})
 			for _, in := range low {
 				if in.Status == receipts.StatusQueued && in.Priority == receipts.PriorityLow && in.QueuePosition != 5 {
 					t.Fatalf("the low job is at %d, want 5", in.QueuePosition)
 				}
 			}
 			for {
-				list, _ := r.List(ctx, runner.ListOptions{})
+				list, _ := r.List(ctx, service.ListOptions{})
 				if countStatus(list, receipts.StatusQueued)+countStatus(list, receipts.StatusRunning) == 0 {
 					break
 				}
@@ -222,7 +223,7 @@ func TestRetries(t *testing.T) {
 				r := limited(t, h, led, admission.Limits{})
 				ctx := waitCtx(t, "owner")
 				dir := t.TempDir()
-				j := start(t, r, ctx, runner.StartRequest{Cwd: dir, Owner: receipts.Owner{NotifyOnComplete: true},
+				j := start(t, r, ctx, service.StartRequest{Cwd: dir, Owner: receipts.Owner{NotifyOnComplete: true},
 					Command: `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo attempt $n; [ $n -ge 3 ]`,
 					Control: receipts.Control{Retries: 5, RetryDelayMS: 300}})
 				// Between attempts it reads as queued, with what ended.
@@ -259,11 +260,11 @@ func TestRetries(t *testing.T) {
 				led := ledger(t, h)
 				r := limited(t, h, led, admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				fail := start(t, r, ctx, runner.StartRequest{Command: "echo x; exit 4", Owner: receipts.Owner{NotifyOnComplete: true},
+				fail := start(t, r, ctx, service.StartRequest{Command: "echo x; exit 4", Owner: receipts.Owner{NotifyOnComplete: true},
 					Control: receipts.Control{Retries: 2, RetryDelayMS: 10}})
-				slow := start(t, r, ctx, runner.StartRequest{Command: "sleep 5", Timeout: 200 * time.Millisecond,
+				slow := start(t, r, ctx, service.StartRequest{Command: "sleep 5", Timeout: 200 * time.Millisecond,
 					Control: receipts.Control{Retries: 1, RetryDelayMS: 10}})
-				killed := start(t, r, ctx, runner.StartRequest{Command: "sleep 30", Control: receipts.Control{Retries: 3}})
+				killed := start(t, r, ctx, service.StartRequest{Command: "sleep 30", Control: receipts.Control{Retries: 3}})
 				if _, err := r.Kill(ctx, killed.ID); err != nil {
 					t.Fatal(err)
 				}
@@ -307,8 +308,8 @@ func TestRetries(t *testing.T) {
 				led := ledger(t, h)
 				r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
 				ctx := waitCtx(t, "owner")
-				start(t, r, ctx, runner.StartRequest{Command: "sleep 0.3"})
-				j := start(t, r, ctx, runner.StartRequest{Command: "exit 7", Control: receipts.Control{Retries: 1, RetryDelayMS: 10}})
+				start(t, r, ctx, service.StartRequest{Command: "sleep 0.3"})
+				j := start(t, r, ctx, service.StartRequest{Command: "exit 7", Control: receipts.Control{Retries: 1, RetryDelayMS: 10}})
 				if j.Status != receipts.StatusQueued {
 					t.Fatalf("start = %s, want queued", j.Status)
 				}
@@ -327,13 +328,13 @@ func TestRetries(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				for _, req := range []runner.StartRequest{
+				for _, req := range []service.StartRequest{
 					{Command: "true", Control: receipts.Control{Retries: -1}},
 					{Command: "true", Control: receipts.Control{Retries: 1000}},
 					{Command: "true", Control: receipts.Control{RetryDelayMS: 5}},
 					{Command: "true", Control: receipts.Control{Retries: 1}, Tee: io.Discard},
 				} {
-					if _, err := r.Start(ctx, req); !errors.Is(err, runner.ErrInvalid) {
+					if _, err := r.Start(ctx, req); !errors.Is(err, service.ErrInvalid) {
 						t.Fatalf("start %+v: %v, want ErrInvalid", req.Control, err)
 					}
 				}

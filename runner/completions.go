@@ -1,112 +1,14 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
 )
-
-// Completion is a finished process whose owner asked to be notified: the
-// item that `hermes session completions` prints and the follow-up turn of
-// an agent reports. Message is the follow-up text itself.
-//
-// A wake (Event EventOutput) takes the same way: a running process whose
-// output matched one of its notify-on patterns. Its status is running,
-// and it names the pattern and the line.
-type Completion struct {
-	ID         string `json:"session_id"`
-	Status     string `json:"status"`
-	ExitCode   int    `json:"exit_code"`
-	Command    string `json:"command"`
-	OutputTail string `json:"output_tail"`
-	Message    string `json:"message"`
-	Owner      string `json:"parent_session_id"`
-	TraceID    string `json:"trace_id"`
-	SpanID     string `json:"span_id"`
-	// Event is EventOutput for a wake, empty for a completion.
-	Event string `json:"event,omitempty"`
-	// EventID is a wake's key: what acknowledges it (Key).
-	EventID string `json:"event_id,omitempty"`
-	// Pattern, Line and LineNumber say what woke the owner.
-	Pattern    string `json:"pattern,omitempty"`
-	Line       string `json:"line,omitempty"`
-	LineNumber int64  `json:"line_number,omitempty"`
-}
-
-// EventOutput marks a Completion that is a wake on output.
-const EventOutput = "output"
-
-// Key is what AckCompletions takes for c, and what a taker that
-// deduplicates keys it by: the process id for a completion (one per job),
-// the wake's key for a wake (several per job).
-func (c Completion) Key() string {
-	if c.EventID != "" {
-		return c.EventID
-	}
-	return c.ID
-}
-
-// CompletionOf is the completion a finished notify record leaves, built
-// without taking it: front ends that announce an end (the MCP server's
-// logging notification) show the same follow-up text the taker gets.
-func CompletionOf(rec *receipts.Receipt) Completion { return completionOf(rec) }
-
-// completionOf is the completion view of a finished record.
-func completionOf(rec *receipts.Receipt) Completion {
-	c := Completion{
-		ID: rec.ID, Command: rec.Command, Status: rec.Status, ExitCode: rec.ExitCode,
-		OutputTail: receipts.TailChars(rec.Output, completionTailLen), Owner: rec.ParentSessionID,
-		TraceID: rec.TraceID, SpanID: rec.SpanID,
-	}
-	c.Message = completionMessage(c)
-	return c
-}
-
-// completionMessage is the follow-up text of one completion. It starts
-// "[IMPORTANT: Background process <id>" and carries the command, "exit
-// code <N>" and the output tail, so that an agent resumed with it knows
-// what finished and how without another call.
-func completionMessage(c Completion) string {
-	out := strings.TrimRight(c.OutputTail, "\n")
-	if out == "" {
-		out = "(no output)"
-	}
-	return fmt.Sprintf("[IMPORTANT: Background process %s %s (exit code %d).\nCommand: %s\nOutput (tail):\n%s]",
-		c.ID, statusPhrase(c.Status), c.ExitCode, c.Command, out)
-}
-
-// wakeMessage is the follow-up text of a wake: like a completion's, it
-// starts "[IMPORTANT: Background process <id>", and it says the process
-// is still running, what matched and where.
-func wakeMessage(c Completion) string {
-	out := strings.TrimRight(c.OutputTail, "\n")
-	if out == "" {
-		out = c.Line
-	}
-	return fmt.Sprintf("[IMPORTANT: Background process %s printed a line matching %q (line %d) and is still running.\nCommand: %s\nLine: %s\nOutput (tail):\n%s]",
-		c.ID, c.Pattern, c.LineNumber, c.Command, c.Line, out)
-}
-
-// statusPhrase words a final status for the notice.
-func statusPhrase(status string) string {
-	switch status {
-	case receipts.StatusExited:
-		return "exited"
-	case receipts.StatusKilled:
-		return "was killed"
-	case receipts.StatusTimeout:
-		return "timed out and was killed"
-	case receipts.StatusLost:
-		return "was lost (its supervisor vanished)"
-	case receipts.StatusFailedToStart:
-		return "failed to start"
-	default:
-		return "ended with status " + status
-	}
-}
 
 // completionPoll is how often a waiting Completions looks at the store for
 // completions that other processes of the profile recorded; ends this
@@ -143,18 +45,14 @@ func (r *Registry) CompletionReady() <-chan struct{} {
 // at least one. They are taken from the store, so each is delivered once,
 // to whichever process of the profile asks first, even after the process
 // that started the job has gone.
-func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]Completion, error) {
+func (r *Registry) Completions(ctx context.Context, wait time.Duration) ([]service.Completion, error) {
 	return r.LeaseCompletions(ctx, wait, 0)
 }
 
-// MaxLease bounds a completion's lease: a taker that needs longer to hand
-// a completion on renews nothing, it takes again.
-const MaxLease = time.Hour
-
 // LeaseCompletions implements Service.
-func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]Completion, error) {
-	if lease < 0 || lease > MaxLease {
-		return nil, fmt.Errorf("%w: a lease must be between 0 and %s", ErrInvalid, MaxLease)
+func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Duration) ([]service.Completion, error) {
+	if lease < 0 || lease > service.MaxLease {
+		return nil, fmt.Errorf("%w: a lease must be between 0 and %s", service.ErrInvalid, service.MaxLease)
 	}
 	scope, err := r.Scope(ctx)
 	if err != nil {
@@ -173,18 +71,18 @@ func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Durati
 			return nil, fmt.Errorf("completions: %w", err)
 		}
 		if len(recs)+len(wakes) > 0 || wait <= 0 {
-			out := make([]Completion, 0, len(recs)+len(wakes))
+			out := make([]service.Completion, 0, len(recs)+len(wakes))
 			for _, w := range wakes {
-				out = append(out, wakeOf(w))
+				out = append(out, service.WakeOf(w))
 			}
 			for _, rec := range recs {
-				out = append(out, completionOf(rec))
+				out = append(out, service.CompletionOf(rec))
 			}
 			return out, nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return []Completion{}, nil
+			return []service.Completion{}, nil
 		}
 		t := time.NewTimer(min(left, completionPoll))
 		select {
@@ -202,7 +100,7 @@ func (r *Registry) LeaseCompletions(ctx context.Context, wait, lease time.Durati
 func (r *Registry) AckCompletions(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		if !receipts.IsNoticeKey(id) {
-			return fmt.Errorf("%w: %q is not a process id or a wake's event_id", ErrInvalid, Clip(id))
+			return fmt.Errorf("%w: %q is not a process id or a wake's event_id", service.ErrInvalid, service.Clip(id))
 		}
 	}
 	scope, err := r.Scope(ctx)
@@ -217,7 +115,7 @@ func (r *Registry) AckCompletions(ctx context.Context, ids []string) error {
 
 // dropCompletion takes the completion of a process whose final output the
 // caller has just read: the owner knows how it ended.
-func (r *Registry) dropCompletion(ctx context.Context, info *Info) {
+func (r *Registry) dropCompletion(ctx context.Context, info *service.Info) {
 	if !info.NotifyOnComplete || receipts.Active(info.Status) {
 		return
 	}

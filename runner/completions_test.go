@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 func TestCompletionMessage(t *testing.T) {
@@ -26,7 +27,7 @@ func TestCompletionMessage(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		c := completionOf(&tc.rec)
+		c := service.CompletionOf(&tc.rec)
 		if !strings.HasPrefix(c.Message, "[IMPORTANT: Background process "+tc.rec.ID) {
 			t.Errorf("message starts %q", c.Message)
 		}

@@ -5,6 +5,8 @@ package runner_test
 // retried or reported, never turned into a status.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -69,7 +71,7 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 	fs := &flakyStore{Store: h.store}
 	fs.setDown(true)
 	r := h.registry(t, func(o *runner.Options) { o.Store = fs })
-	info, err := r.Start(context.Background(), runner.StartRequest{Command: "echo out; exit 2"})
+	info, err := r.Start(context.Background(), service.StartRequest{Command: "echo out; exit 2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestSupervisedEndReadDuringOutage(t *testing.T) {
 		o.Backends = []backend.Backend{supervisedBackend{store: h.store}}
 	})
 	fs.setDown(true)
-	info, err := r.Start(context.Background(), runner.StartRequest{Command: "exit 2"})
+	info, err := r.Start(context.Background(), service.StartRequest{Command: "exit 2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestSupervisedEndAfterRemove(t *testing.T) {
 			ended <- ev
 		}
 	}))
-	info, err := r.Start(context.Background(), runner.StartRequest{Command: "exit 2"})
+	info, err := r.Start(context.Background(), service.StartRequest{Command: "exit 2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,13 +205,13 @@ func TestSupervisedEndAfterRemove(t *testing.T) {
 		t.Fatalf("end event = %+v, want Removed", ev)
 	}
 	// A waiter wakes at the end and finds what a later caller would.
-	if res, err := r.Wait(ctx, info.ID); !errors.Is(err, runner.ErrNotFound) {
+	if res, err := r.Wait(ctx, info.ID); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("wait = %+v, %v", res, err)
 	}
 	if rec, err := h.store.Get(context.Background(), info.ID, receipts.Anonymous()); !errors.Is(err, receipts.ErrNotFound) {
 		t.Fatalf("the removed receipt came back: %+v, %v", rec, err)
 	}
-	if p, err := r.Poll(context.Background(), info.ID); !errors.Is(err, runner.ErrNotFound) {
+	if p, err := r.Poll(context.Background(), info.ID); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("poll after the removal = %+v, %v", p, err)
 	}
 }
@@ -224,7 +226,7 @@ func TestKillUnconfirmed(t *testing.T) {
 		o.KillGrace = 50 * time.Millisecond
 	})
 	t.Cleanup(func() { close(stuck.done) })
-	info, err := r.Start(context.Background(), runner.StartRequest{Command: "sleep 1000"})
+	info, err := r.Start(context.Background(), service.StartRequest{Command: "sleep 1000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func (b stuckBackend) Start(context.Context, backend.Spec) (backend.Handle, erro
 func TestSpillLogIsRedactedWhileLive(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
-	info, err := r.Start(context.Background(), runner.StartRequest{
+	info, err := r.Start(context.Background(), service.StartRequest{
 		Command: "echo 'token sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56 and password=hunter2hunter2'; sleep 30",
 	})
 	if err != nil {

@@ -1,23 +1,17 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path"
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
 )
-
-// DefaultCopyMax bounds one copy in or out of a job.
-const DefaultCopyMax = 1 << 30
-
-// ErrNoFiles is returned for a copy to or from a job whose backend has no
-// filesystem apart (a local job: its files are this machine's).
-var ErrNoFiles = errors.New("has no filesystem of its own to copy to or from")
 
 // CopyIn unpacks the tar stream into dir inside the running job id, at
 // most max bytes of it (DefaultCopyMax when max is 0).
@@ -27,7 +21,7 @@ func (r *Registry) CopyIn(ctx context.Context, id, dir string, tar io.Reader, ma
 		return err
 	}
 	if max <= 0 {
-		max = DefaultCopyMax
+		max = service.DefaultCopyMax
 	}
 	if err := files.PutFiles(ctx, p.ref, dir, tarcopy.Capped(tar, max)); err != nil {
 		return fmt.Errorf("copy to %s:%s: %w", p.spec.ID, dir, err)
@@ -43,7 +37,7 @@ func (r *Registry) CopyOut(ctx context.Context, id, p string, max int64) (io.Rea
 		return nil, err
 	}
 	if max <= 0 {
-		max = DefaultCopyMax
+		max = service.DefaultCopyMax
 	}
 	rc, err := files.GetFiles(ctx, proc.ref, p)
 	if err != nil {
@@ -59,7 +53,7 @@ func (r *Registry) CopyOut(ctx context.Context, id, p string, max int64) (io.Rea
 // Files.
 func (r *Registry) jobFiles(ctx context.Context, id, p string) (*Process, backend.Files, error) {
 	if !path.IsAbs(p) {
-		return nil, nil, fmt.Errorf("%w: path %q inside the job must be absolute", ErrInvalid, Clip(p))
+		return nil, nil, fmt.Errorf("%w: path %q inside the job must be absolute", service.ErrInvalid, service.Clip(p))
 	}
 	proc, err := r.liveProc(ctx, id)
 	if err != nil {
@@ -67,7 +61,7 @@ func (r *Registry) jobFiles(ctx context.Context, id, p string) (*Process, backen
 	}
 	files, ok := filesOf(r.backends[proc.backend])
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: %s is a %s job, which %s", ErrInvalid, proc.spec.ID, proc.backend, ErrNoFiles)
+		return nil, nil, fmt.Errorf("%w: %s is a %s job, which %s", service.ErrInvalid, proc.spec.ID, proc.backend, service.ErrNoFiles)
 	}
 	return proc, files, nil
 }

@@ -1,13 +1,14 @@
 package runner_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -50,10 +51,10 @@ func TestFollowPastTheOutputBound(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	ctx := waitCtx(t, "")
-	info := start(t, r, ctx, runner.StartRequest{Command: bigJob(lines)})
+	info := start(t, r, ctx, service.StartRequest{Command: bigJob(lines)})
 
-	next, events, final := 0, 0, runner.FollowEvent{}
-	err := runner.PollFollow(ctx, r, info.ID, 0, 20*time.Millisecond, func(ev runner.FollowEvent) error {
+	next, events, final := 0, 0, service.FollowEvent{}
+	err := service.PollFollow(ctx, r, info.ID, 0, 20*time.Millisecond, func(ev service.FollowEvent) error {
 		if ev.Final() {
 			final = ev
 			return nil

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -26,7 +28,7 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := sessions.WithCurrent(context.Background(), "owner")
-	info, err := reg.Start(ctx, StartRequest{Command: "echo bye", Owner: receipts.Owner{NotifyOnComplete: true}})
+	info, err := reg.Start(ctx, service.StartRequest{Command: "echo bye", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 	if cs, err := reg.Completions(ctx, 0); err != nil || len(cs) != 1 || cs[0].ID != info.ID {
 		t.Errorf("completion of a forgotten process = %+v, %v", cs, err)
 	}
-	if list, _ := reg.List(ctx, ListOptions{}); len(list) != 0 {
+	if list, _ := reg.List(ctx, service.ListOptions{}); len(list) != 0 {
 		t.Errorf("live listing still shows %v", list)
 	}
 	res, err := reg.Log(ctx, info.ID, 0, 0)

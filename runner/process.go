@@ -1,12 +1,13 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"errors"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -145,36 +146,6 @@ func (p *Process) receiptFor(exit backend.Exit, waitErr error) *receipts.Receipt
 	return rec
 }
 
-// Info is the status of one process as list, get and start report it.
-type Info struct {
-	ID               string     `json:"session_id"`
-	Command          string     `json:"command"`
-	Backend          string     `json:"backend"`
-	Status           string     `json:"status"`
-	ExitCode         *int       `json:"exit_code"`
-	Signal           string     `json:"signal,omitempty"`
-	PID              int        `json:"pid,omitempty"`
-	ContainerID      string     `json:"container_id,omitempty"`
-	Image            string     `json:"image,omitempty"`
-	StartedAt        time.Time  `json:"started_at"`
-	FinishedAt       *time.Time `json:"finished_at,omitempty"`
-	NotifyOnComplete bool       `json:"notify_on_complete"`
-	TaskID           string     `json:"task_id"`
-	OwnerTaskID      string     `json:"owner_task_id"`
-	SessionKey       string     `json:"session_key"`
-	ParentSessionID  string     `json:"parent_session_id"`
-	Cwd              string     `json:"cwd"`
-	TraceID          string     `json:"trace_id"`
-	SpanID           string     `json:"span_id"`
-	OutputTruncated  bool       `json:"output_truncated"`
-	Retained         bool       `json:"retained,omitempty"`
-	Error            string     `json:"error,omitempty"`
-	// QueuePosition is a queued job's place in its profile's queue, 1
-	// next (status queued); absent otherwise.
-	QueuePosition int `json:"queue_position,omitempty"`
-	receipts.Control
-}
-
 // record is the one record of p as far as it is known: what its spec and
 // handle say, with status running. The receipt of its end adds the exit.
 func (p *Process) record() *receipts.Receipt {
@@ -199,7 +170,7 @@ func recordOf(spec backend.Spec, backend string) *receipts.Receipt {
 // answered from the receipt (retained), as a fresh reader of the store
 // would see it, so that every front end, in-process or remote, answers
 // alike.
-func (p *Process) answer() *Info {
+func (p *Process) answer() *service.Info {
 	if rec := p.finalReceipt(); rec != nil {
 		return infoOf(rec, true)
 	}
@@ -208,59 +179,18 @@ func (p *Process) answer() *Info {
 
 // info is p's Info as its observer sees it: an end this call observed is
 // not retained.
-func (p *Process) info() *Info {
+func (p *Process) info() *service.Info {
 	if rec := p.finalReceipt(); rec != nil {
 		return infoOf(rec, false)
 	}
 	return infoOf(p.record(), false)
 }
 
-// StartReceipt is what a background start reports, the same JSON from
-// `hermes run --background`, the agent's terminal tool and the runner API.
-type StartReceipt struct {
-	ID               string    `json:"session_id"`
-	Status           string    `json:"status"`
-	NotifyOnComplete bool      `json:"notify_on_complete"`
-	PID              int       `json:"pid"`
-	ContainerID      string    `json:"container_id,omitempty"`
-	Command          string    `json:"command"`
-	Backend          string    `json:"backend"`
-	Cwd              string    `json:"cwd"`
-	StartedAt        time.Time `json:"started_at"`
-	ParentSessionID  string    `json:"parent_session_id"`
-	TaskID           string    `json:"task_id"`
-	TraceID          string    `json:"trace_id"`
-	SpanID           string    `json:"span_id"`
-	// QueuePosition is set when the start was queued (status queued).
-	QueuePosition int `json:"queue_position,omitempty"`
-	// Control is what the start asked of the queue: the jobs it waits
-	// for, its priority, its retries.
-	receipts.Control
-}
-
-// StartReceipt is the start receipt of a freshly started process. It
-// describes the start: the status is running (queued for a queued start)
-// even when a quick job has already ended by the time it is built, as
-// happens when a runner's supervisor records the end before the start's
-// answer is written. Poll, wait and the completion say how it ended.
-func (in *Info) StartReceipt() StartReceipt {
-	status := in.Status
-	if status != receipts.StatusQueued && status != receipts.StatusFailedToStart {
-		status = receipts.StatusRunning
-	}
-	return StartReceipt{
-		ID: in.ID, Status: status, NotifyOnComplete: in.NotifyOnComplete, PID: in.PID,
-		ContainerID: in.ContainerID, Command: in.Command, Backend: in.Backend, Cwd: in.Cwd,
-		StartedAt: in.StartedAt, ParentSessionID: in.ParentSessionID, TaskID: in.TaskID,
-		TraceID: in.TraceID, SpanID: in.SpanID, QueuePosition: in.QueuePosition, Control: in.Control,
-	}
-}
-
 // infoOf is the Info view of a record: the one place the view is built.
 // A running record has no exit code or end yet; retained marks a receipt
 // read back from the store.
-func infoOf(rec *receipts.Receipt, retained bool) *Info {
-	in := &Info{
+func infoOf(rec *receipts.Receipt, retained bool) *service.Info {
+	in := &service.Info{
 		ID: rec.ID, Command: rec.Command, Backend: rec.Backend, Status: rec.Status,
 		Signal: rec.Signal, PID: rec.PID, ContainerID: rec.ContainerID, Image: rec.Image,
 		StartedAt: rec.StartedAt, NotifyOnComplete: rec.NotifyOnComplete,
@@ -276,11 +206,11 @@ func infoOf(rec *receipts.Receipt, retained bool) *Info {
 	return in
 }
 
-func infoFromReceipt(rec *receipts.Receipt) *Info { return infoOf(rec, true) }
+func infoFromReceipt(rec *receipts.Receipt) *service.Info { return infoOf(rec, true) }
 
 // infoOfLive is the view of a process running elsewhere, through a handle
 // on it.
-func infoOfLive(l backend.Live, h backend.Handle) *Info {
+func infoOfLive(l backend.Live, h backend.Handle) *service.Info {
 	rec := recordOf(l.Spec(), l.Backend)
 	rec.PID = h.PID()
 	if l.Backend != "local" {
@@ -291,6 +221,6 @@ func infoOfLive(l backend.Live, h backend.Handle) *Info {
 
 // infoFromLive is the view of a process running elsewhere; its pid and
 // container are known only once attached.
-func infoFromLive(l backend.Live) *Info {
+func infoFromLive(l backend.Live) *service.Info {
 	return infoOf(recordOf(l.Spec(), l.Backend), false)
 }

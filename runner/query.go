@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -17,7 +19,7 @@ import (
 )
 
 // Get returns what is known of one process, live or retained.
-func (r *Registry) Get(ctx context.Context, id string) (*Info, error) {
+func (r *Registry) Get(ctx context.Context, id string) (*service.Info, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
@@ -43,32 +45,20 @@ func (r *Registry) Receipt(ctx context.Context, id string) (*receipts.Receipt, e
 		if rec := f.proc.finalReceipt(); rec != nil {
 			return rec, nil
 		}
-		return nil, fmt.Errorf("%s %w", f.proc.spec.ID, ErrRunning)
+		return nil, fmt.Errorf("%s %w", f.proc.spec.ID, service.ErrRunning)
 	}
 	if f.live != nil {
-		return nil, fmt.Errorf("%s %w", f.live.ID, ErrRunning)
+		return nil, fmt.Errorf("%s %w", f.live.ID, service.ErrRunning)
 	}
 	if f.queued != nil {
-		return nil, fmt.Errorf("%s %w", f.queued.ID, ErrQueued)
+		return nil, fmt.Errorf("%s %w", f.queued.ID, service.ErrQueued)
 	}
 	return f.receipt, nil
 }
 
-// ListOptions narrow List.
-type ListOptions struct {
-	// Retained adds receipts of processes that ended elsewhere or earlier.
-	Retained   bool
-	TaskID     string
-	SessionKey string
-	// Elsewhere are processes that other runner replicas run and this
-	// one cannot reach (their claims): listed as running when the
-	// caller's scope and filter allow.
-	Elsewhere []backend.Live
-}
-
 // List returns the processes visible to the caller: live ones (this
 // registry's and those running elsewhere) and, when asked, retained ones.
-func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
+func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.Info, error) {
 	scope, err := r.Scope(ctx)
 	if err != nil {
 		return nil, err
@@ -77,7 +67,7 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 	match := func(m backend.Meta) bool {
 		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
 	}
-	var out []*Info
+	var out []*service.Info
 	seen := make(map[string]bool)
 	r.mu.Lock()
 	for id, p := range r.procs {
@@ -128,44 +118,33 @@ func (r *Registry) List(ctx context.Context, o ListOptions) ([]*Info, error) {
 
 // listLive is the listing of a process running elsewhere: as it runs, or,
 // when its end or loss was never recorded, as recorded now.
-func (r *Registry) listLive(ctx context.Context, l backend.Live) []*Info {
+func (r *Registry) listLive(ctx context.Context, l backend.Live) []*service.Info {
 	if !l.Lost {
-		return []*Info{infoFromLive(l)}
+		return []*service.Info{infoFromLive(l)}
 	}
 	p, err := r.attach(ctx, l)
 	if err != nil {
 		return nil
 	}
-	return []*Info{p.info()}
+	return []*service.Info{p.info()}
 }
 
 // newestFirst orders listings: latest start first, then by id.
-func newestFirst(a, b *Info) int {
+func newestFirst(a, b *service.Info) int {
 	if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
 		return c
 	}
 	return strings.Compare(a.ID, b.ID)
 }
 
-// PollResult is the answer to poll: status without consuming the result.
-type PollResult struct {
-	ID         string `json:"session_id"`
-	Status     string `json:"status"`
-	ExitCode   *int   `json:"exit_code"`
-	OutputTail string `json:"output_tail"`
-	Command    string `json:"command,omitempty"`
-	PID        int    `json:"pid,omitempty"`
-	Error      string `json:"error,omitempty"`
-}
-
 // Poll reports status and the output tail. It never takes a completion.
-func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
+func (r *Registry) Poll(ctx context.Context, id string) (*service.PollResult, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
 	}
 	w, info := r.output(ctx, f)
-	res := &PollResult{
+	res := &service.PollResult{
 		ID: info.ID, Status: info.Status, ExitCode: info.ExitCode,
 		OutputTail: receipts.TailChars(w.text, DefaultTailChars), Command: info.Command, PID: info.PID,
 		Error: info.Error,
@@ -178,17 +157,6 @@ func (r *Registry) Poll(ctx context.Context, id string) (*PollResult, error) {
 	return res, nil
 }
 
-// LogResult is the answer to log.
-type LogResult struct {
-	ID              string `json:"session_id"`
-	Status          string `json:"status"`
-	Output          string `json:"output"`
-	ExitCode        *int   `json:"exit_code"`
-	TotalLines      int    `json:"total_lines"`
-	Offset          int    `json:"offset"`
-	OutputTruncated bool   `json:"output_truncated"`
-}
-
 // Log returns lines [offset, offset+limit) of the output (limit <= 0: all;
 // a negative offset counts from the end). Lines are numbered over
 // everything the process printed, so an offset stays valid as the kept
@@ -196,7 +164,7 @@ type LogResult struct {
 // lines that were dropped before it asked are skipped (Offset says where
 // the answer begins). Reading the log of a finished process takes its
 // completion: the caller has seen how it ended.
-func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogResult, error) {
+func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*service.LogResult, error) {
 	f, err := r.lookup(ctx, id, forRead)
 	if err != nil {
 		return nil, err
@@ -205,11 +173,11 @@ func (r *Registry) Log(ctx context.Context, id string, offset, limit int) (*LogR
 }
 
 // logOf is Log of what a lookup found.
-func (r *Registry) logOf(ctx context.Context, f found, offset, limit int) *LogResult {
+func (r *Registry) logOf(ctx context.Context, f found, offset, limit int) *service.LogResult {
 	w, info := r.output(ctx, f)
 	r.dropCompletion(ctx, info)
 	text, start, total := w.lines(offset, limit)
-	return &LogResult{
+	return &service.LogResult{
 		ID: info.ID, Status: info.Status, Output: text, ExitCode: info.ExitCode,
 		TotalLines: total, Offset: start, OutputTruncated: info.OutputTruncated,
 	}
@@ -263,7 +231,7 @@ func snapshotLines(ctx context.Context, h backend.Handle) (window, bool, error) 
 }
 
 // output returns the current output and info of what lookup found.
-func (r *Registry) output(ctx context.Context, f found) (window, *Info) {
+func (r *Registry) output(ctx context.Context, f found) (window, *service.Info) {
 	if f.queued != nil {
 		return window{}, queuedEntryInfo(f.queued)
 	}
@@ -314,7 +282,7 @@ func receiptWindow(rec *receipts.Receipt) window {
 
 // Wait blocks until the process ends (or ctx is done) and returns its final
 // log. It takes the completion, as Log does.
-func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
+func (r *Registry) Wait(ctx context.Context, id string) (*service.LogResult, error) {
 	f, err := r.lookup(ctx, id, forControl)
 	for {
 		if err != nil {
@@ -348,13 +316,13 @@ func (r *Registry) Wait(ctx context.Context, id string) (*LogResult, error) {
 
 // Kill ends the process's whole group (SIGTERM, then SIGKILL after the
 // grace period) and waits, up to ctx, for its end to be recorded.
-func (r *Registry) Kill(ctx context.Context, id string) (*Info, error) {
+func (r *Registry) Kill(ctx context.Context, id string) (*service.Info, error) {
 	return r.KillWithGrace(ctx, id, r.opts.KillGrace)
 }
 
 // KillWithGrace is Kill with grace instead of Options.KillGrace between
 // SIGTERM and SIGKILL (a supervisor passing on its launcher's grace).
-func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Duration) (*Info, error) {
+func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Duration) (*service.Info, error) {
 	if grace <= 0 {
 		grace = r.opts.KillGrace
 	}
@@ -439,7 +407,7 @@ func (r *Registry) liveProc(ctx context.Context, id string) (*Process, error) {
 		return nil, err
 	}
 	if f.queued != nil {
-		return nil, fmt.Errorf("%s %w", f.queued.ID, ErrQueued)
+		return nil, fmt.Errorf("%s %w", f.queued.ID, service.ErrQueued)
 	}
 	if f.proc == nil || f.proc.isDone() {
 		return nil, fmt.Errorf("%s: %w", id, backend.ErrFinished)

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -30,21 +32,10 @@ type Admission struct {
 
 // Dispatched is a queued job that left the queue.
 type Dispatched struct {
-	*Info
+	*service.Info
 	// Waited is how long it was queued.
 	Waited time.Duration
 }
-
-// ErrUnavailable is returned by Start when the limits cannot be checked
-// (the ledger's store does not answer): nothing started, try again.
-var ErrUnavailable = errors.New("admission unavailable")
-
-// ErrQueued is returned for stdin to a job still waiting in the queue.
-var ErrQueued = errors.New("is queued and has not started yet")
-
-// ErrBusy is returned for a foreground start past the concurrent limit: a
-// foreground run streams to its caller and cannot wait in the queue.
-var ErrBusy = errors.New("every slot is taken")
 
 // queuedRequest is what the ledger keeps of a queued start: enough to
 // start it later, in another process or on another replica.
@@ -64,14 +55,14 @@ type queuedRequest struct {
 }
 
 // queued is what the ledger keeps of req, a start for backend.
-func queued(req StartRequest, backend string) queuedRequest {
+func queued(req service.StartRequest, backend string) queuedRequest {
 	return queuedRequest{ID: req.ID, Command: req.Command, Backend: backend, Image: req.Image, Cwd: req.Cwd,
 		Env: req.Env, Timeout: req.Timeout, Stdin: req.Stdin, Owner: req.Owner, Trace: req.Trace,
 		Control: req.Control, QueuedAt: req.StartedAt.UTC()}
 }
 
-func (q *queuedRequest) request() StartRequest {
-	return StartRequest{ID: q.ID, Command: q.Command, Backend: q.Backend, Image: q.Image, Cwd: q.Cwd,
+func (q *queuedRequest) request() service.StartRequest {
+	return service.StartRequest{ID: q.ID, Command: q.Command, Backend: q.Backend, Image: q.Image, Cwd: q.Cwd,
 		Env: q.Env, Timeout: q.Timeout, Stdin: q.Stdin, Owner: q.Owner, Trace: q.Trace, Control: q.Control}
 }
 
@@ -79,7 +70,7 @@ func (q *queuedRequest) request() StartRequest {
 // Info of a queued job, or nil to start it now. A registry that
 // dispatches itself starts the head of the queue at once when a slot is
 // free, unless inPass says the caller is in a Dispatch pass already.
-func (r *Registry) admit(ctx context.Context, req StartRequest, backend string, inPass bool) (*Info, error) {
+func (r *Registry) admit(ctx context.Context, req service.StartRequest, backend string, inPass bool) (*service.Info, error) {
 	a := r.opts.Admission
 	if a == nil || !a.Limits.Counted() {
 		return nil, nil
@@ -96,7 +87,7 @@ func (r *Registry) admit(ctx context.Context, req StartRequest, backend string, 
 		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %v", service.ErrUnavailable, err)
 	}
 	if !d.Queued {
 		return nil, nil
@@ -105,13 +96,13 @@ func (r *Registry) admit(ctx context.Context, req StartRequest, backend string, 
 		if ok, cerr := a.Ledger.Cancel(ctx, req.ID); cerr != nil || !ok {
 			// Gone from the queue already: a dispatcher took it and starts
 			// it in the background.
-			return nil, fmt.Errorf("%w: it was queued and starts in the background as %s (hermes wait %s)", ErrBusy, req.ID, req.ID)
+			return nil, fmt.Errorf("%w: it was queued and starts in the background as %s (hermes wait %s)", service.ErrBusy, req.ID, req.ID)
 		}
 		running := fmt.Sprintf("%d jobs are", a.Limits.ConcurrentJobs)
 		if a.Limits.ConcurrentJobs == 1 {
 			running = "1 job is"
 		}
-		return nil, fmt.Errorf("%w: %s running (limits.concurrent_jobs); start it in the background to queue it", ErrBusy, running)
+		return nil, fmt.Errorf("%w: %s running (limits.concurrent_jobs); start it in the background to queue it", service.ErrBusy, running)
 	}
 	r.log.Debug("queued", "id", req.ID, "position", d.Position)
 	// Slots may be free with the queue non-empty (the job that freed
@@ -130,8 +121,8 @@ func (r *Registry) admit(ctx context.Context, req StartRequest, backend string, 
 }
 
 // queuedInfo is the Info of a job waiting in the queue.
-func queuedInfo(q *queuedRequest, position int) *Info {
-	return &Info{
+func queuedInfo(q *queuedRequest, position int) *service.Info {
+	return &service.Info{
 		ID: q.ID, Command: q.Command, Backend: q.Backend, Status: receipts.StatusQueued, Image: q.Image,
 		StartedAt: q.QueuedAt, NotifyOnComplete: q.NotifyOnComplete, TaskID: q.TaskID,
 		OwnerTaskID: q.OwnerTaskID, SessionKey: q.SessionKey, ParentSessionID: q.ParentSessionID,
@@ -141,15 +132,15 @@ func queuedInfo(q *queuedRequest, position int) *Info {
 
 // queuedEntryInfo is the Info of a ledger entry a lookup found: its queued
 // job, or, for an entry leaving the queue (no payload), what is known.
-func queuedEntryInfo(e *admission.Entry) *Info {
+func queuedEntryInfo(e *admission.Entry) *service.Info {
 	if info, _, err := entryInfo(e); err == nil {
 		return info
 	}
-	return &Info{ID: e.ID, Status: receipts.StatusQueued, ParentSessionID: e.Owner, StartedAt: e.EnqueuedAt}
+	return &service.Info{ID: e.ID, Status: receipts.StatusQueued, ParentSessionID: e.Owner, StartedAt: e.EnqueuedAt}
 }
 
 // entryInfo decodes a ledger entry into the Info of its queued job.
-func entryInfo(e *admission.Entry) (*Info, *queuedRequest, error) {
+func entryInfo(e *admission.Entry) (*service.Info, *queuedRequest, error) {
 	var q queuedRequest
 	if err := json.Unmarshal(e.Payload, &q); err != nil {
 		return nil, nil, fmt.Errorf("queued job %s: %w", e.ID, err)
@@ -246,7 +237,7 @@ func (r *Registry) reconcile(ctx context.Context) error {
 			if err := a.Ledger.Release(ctx, e.ID); err != nil {
 				return err
 			}
-		case errors.Is(err, ErrNotFound) && time.Since(e.EnqueuedAt) > slotGrace:
+		case errors.Is(err, service.ErrNotFound) && time.Since(e.EnqueuedAt) > slotGrace:
 			r.neverStarted(ctx, &e)
 		}
 	}
@@ -275,7 +266,7 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	req := StartRequest{ID: e.ID, Command: "(unknown: its queue entry was damaged)", Backend: "local",
+	req := service.StartRequest{ID: e.ID, Command: "(unknown: its queue entry was damaged)", Backend: "local",
 		// Whether it asked for notify is lost with its request; an owner
 		// is told all the same, since nothing else will tell it.
 		Owner: receipts.Owner{ParentSessionID: e.Owner, NotifyOnComplete: e.Owner != ""}, StartedAt: at}
@@ -288,7 +279,7 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 // the queue, lost on its way out of it, or queued for a backend this
 // registry lacks): a process that mark says how ended, known here so
 // that reads find it, with its receipt and completion like any other.
-func (r *Registry) recordNeverRun(ctx context.Context, req StartRequest, exit backend.Exit, waitErr error, mark func(*Process)) *Process {
+func (r *Registry) recordNeverRun(ctx context.Context, req service.StartRequest, exit backend.Exit, waitErr error, mark func(*Process)) *Process {
 	p := newProcess(r.specOf(req), req.Backend)
 	mark(p)
 	r.mu.Lock()
@@ -337,7 +328,7 @@ func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts
 	for i := range q {
 		if strings.HasPrefix(q[i].ID, idOrPrefix) && scope.Allows(q[i].Owner) {
 			if match != nil {
-				return nil, ErrNotFound
+				return nil, service.ErrNotFound
 			}
 			match = &q[i]
 		}
@@ -346,7 +337,7 @@ func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts
 }
 
 // listQueued is the listing of the queued jobs visible in scope.
-func (r *Registry) listQueued(ctx context.Context, match func(backend.Meta) bool, seen map[string]bool) ([]*Info, error) {
+func (r *Registry) listQueued(ctx context.Context, match func(backend.Meta) bool, seen map[string]bool) ([]*service.Info, error) {
 	a := r.opts.Admission
 	if a == nil {
 		return nil, nil
@@ -360,7 +351,7 @@ func (r *Registry) listQueued(ctx context.Context, match func(backend.Meta) bool
 		return nil, err
 	}
 	q = append(q, held...)
-	var out []*Info
+	var out []*service.Info
 	for i := range q {
 		if seen[q[i].ID] || q[i].Attempting {
 			continue // listed, or running (its request kept for a retry)
@@ -391,7 +382,7 @@ func (r *Registry) waitQueued(ctx context.Context, e *admission.Entry) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait %s: %w", e.ID, ctx.Err())
-		case <-time.After(FollowInterval):
+		case <-time.After(service.FollowInterval):
 		}
 		cur, err := a.Ledger.Lookup(ctx, e.ID)
 		if err != nil {
@@ -409,7 +400,7 @@ const startingPoll = 20 * time.Millisecond
 
 // cancelQueued ends a queued job before it started: its receipt says
 // killed, with no output, and its completion is queued as for any end.
-func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*Info, bool, error) {
+func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*service.Info, bool, error) {
 	if e.Moving() {
 		return nil, false, nil // it starts, or runs: the caller finds it there
 	}

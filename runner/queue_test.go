@@ -1,6 +1,8 @@
 package runner_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -62,13 +64,13 @@ func TestQueue(t *testing.T) {
 				r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
 				ctx := waitCtx(t, "owner")
 				dir := t.TempDir()
-				first := start(t, r, ctx, runner.StartRequest{Command: "sleep 0.5; echo 1 >> order", Cwd: dir})
+				first := start(t, r, ctx, service.StartRequest{Command: "sleep 0.5; echo 1 >> order", Cwd: dir})
 				if first.Status != receipts.StatusRunning {
 					t.Fatalf("first start = %s, want running", first.Status)
 				}
-				var queued []*runner.Info
+				var queued []*service.Info
 				for i := 2; i <= 3; i++ {
-					info := start(t, r, ctx, runner.StartRequest{Command: fmt.Sprintf("echo %d >> order; echo out%d", i, i), Cwd: dir, Owner: receipts.Owner{NotifyOnComplete: true}})
+					info := start(t, r, ctx, service.StartRequest{Command: fmt.Sprintf("echo %d >> order; echo out%d", i, i), Cwd: dir, Owner: receipts.Owner{NotifyOnComplete: true}})
 					if info.Status != receipts.StatusQueued || info.QueuePosition != i-1 || info.StartReceipt().QueuePosition != i-1 {
 						t.Fatalf("start %d = %s at %d, want queued at %d", i, info.Status, info.QueuePosition, i-1)
 					}
@@ -82,15 +84,15 @@ func TestQueue(t *testing.T) {
 				if p, err := r.Poll(ctx, queued[0].ID[:10]); err != nil || p.Status != receipts.StatusQueued {
 					t.Fatalf("poll by prefix = %+v, %v", p, err)
 				}
-				list, _ := r.List(ctx, runner.ListOptions{})
+				list, _ := r.List(ctx, service.ListOptions{})
 				if n := countStatus(list, receipts.StatusQueued); n != 2 {
 					t.Fatalf("list has %d queued, want 2", n)
 				}
-				if err := r.Write(ctx, queued[0].ID, []byte("x")); !errors.Is(err, runner.ErrQueued) {
+				if err := r.Write(ctx, queued[0].ID, []byte("x")); !errors.Is(err, service.ErrQueued) {
 					t.Fatalf("stdin to a queued job: %v, want ErrQueued", err)
 				}
 				// Someone else's session does not see them.
-				if _, err := r.Get(as("other"), queued[0].ID); !errors.Is(err, runner.ErrNotFound) {
+				if _, err := r.Get(as("other"), queued[0].ID); !errors.Is(err, service.ErrNotFound) {
 					t.Fatalf("another session's lookup: %v", err)
 				}
 				// Wait on the last: it runs after the others, in order.
@@ -109,8 +111,8 @@ func TestQueue(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{ConcurrentJobs: 1})
 				ctx := waitCtx(t, "owner")
-				start(t, r, ctx, runner.StartRequest{Command: "sleep 30"})
-				q := start(t, r, ctx, runner.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
+				start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
+				q := start(t, r, ctx, service.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
 				info, err := r.Kill(ctx, q.ID)
 				if err != nil || info.Status != receipts.StatusKilled {
 					t.Fatalf("kill = %+v, %v", info, err)
@@ -130,8 +132,8 @@ func TestQueue(t *testing.T) {
 				lim := admission.Limits{ConcurrentJobs: 1}
 				r := h.registry(t, func(o *runner.Options) { o.Admission = &runner.Admission{Ledger: led, Limits: lim} })
 				ctx := waitCtx(t, "owner")
-				first := start(t, r, ctx, runner.StartRequest{Command: "sleep 0.2"})
-				q := start(t, r, ctx, runner.StartRequest{Command: "echo later"})
+				first := start(t, r, ctx, service.StartRequest{Command: "sleep 0.2"})
+				q := start(t, r, ctx, service.StartRequest{Command: "echo later"})
 				done(t, r, first.ID)
 				r.Close()
 				// A new registry (a restarted runner) finds and starts it.
@@ -149,17 +151,17 @@ func TestQueue(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{ConcurrentJobs: 1, QueuedJobs: 1, StartsPerSecond: 100})
 				ctx := waitCtx(t, "owner")
-				start(t, r, ctx, runner.StartRequest{Command: "sleep 30"})
-				start(t, r, ctx, runner.StartRequest{Command: "true"})
-				_, err := r.Start(ctx, runner.StartRequest{Command: "true"})
+				start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
+				start(t, r, ctx, service.StartRequest{Command: "true"})
+				_, err := r.Start(ctx, service.StartRequest{Command: "true"})
 				var ref *admission.Refused
 				if !errors.As(err, &ref) || ref.Reason != "queue" || ref.RetryAfter <= 0 {
 					t.Fatalf("past the queue: %v", err)
 				}
 				h2 := newHome(t)
 				r2 := limited(t, h2, ledger(t, h2), admission.Limits{StartsPerSecond: 0.5})
-				start(t, r2, ctx, runner.StartRequest{Command: "true"})
-				_, err = r2.Start(ctx, runner.StartRequest{Command: "true"})
+				start(t, r2, ctx, service.StartRequest{Command: "true"})
+				_, err = r2.Start(ctx, service.StartRequest{Command: "true"})
 				if !errors.As(err, &ref) || ref.Reason != "rate" || ref.RetryAfter < time.Second {
 					t.Fatalf("past the rate: %v", err)
 				}
@@ -172,10 +174,10 @@ func TestLimitsTimeouts(t *testing.T) {
 	h := newHome(t)
 	r := limited(t, h, admission.NewFileLedger(filepath.Join(h.dir, "queue")), admission.Limits{MaxTimeout: time.Minute, DefaultTimeout: 300 * time.Millisecond})
 	ctx := waitCtx(t, "owner")
-	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", Timeout: time.Hour}); !errors.Is(err, runner.ErrInvalid) {
+	if _, err := r.Start(ctx, service.StartRequest{Command: "true", Timeout: time.Hour}); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("a timeout past max_timeout: %v, want ErrInvalid", err)
 	}
-	info := start(t, r, ctx, runner.StartRequest{Command: "sleep 30"})
+	info := start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
 	res, err := r.Wait(ctx, info.ID)
 	if err != nil || res.Status != receipts.StatusTimeout {
 		t.Fatalf("a job asking no timeout under default_timeout: %+v, %v", res, err)
@@ -187,10 +189,10 @@ func TestForegroundPastTheLimitIsBusy(t *testing.T) {
 	led := admission.NewFileLedger(filepath.Join(h.dir, "queue"))
 	r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
 	ctx := waitCtx(t, "owner")
-	start(t, r, ctx, runner.StartRequest{Command: "sleep 30"})
+	start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
 	var out strings.Builder
-	_, err := r.Start(ctx, runner.StartRequest{Command: "echo hi", Tee: &out})
-	if !errors.Is(err, runner.ErrBusy) {
+	_, err := r.Start(ctx, service.StartRequest{Command: "echo hi", Tee: &out})
+	if !errors.Is(err, service.ErrBusy) {
 		t.Fatalf("a foreground start past the limit: %v, want ErrBusy", err)
 	}
 	if q, _ := led.Queued(ctx); len(q) != 0 {
@@ -198,7 +200,7 @@ func TestForegroundPastTheLimitIsBusy(t *testing.T) {
 	}
 }
 
-func countStatus(list []*runner.Info, status string) int {
+func countStatus(list []*service.Info, status string) int {
 	n := 0
 	for _, p := range list {
 		if p.Status == status {
@@ -228,10 +230,10 @@ func TestDamagedLedgerLosesNoJob(t *testing.T) {
 	lim := admission.Limits{ConcurrentJobs: 1}
 	r := h.registry(t, func(o *runner.Options) { o.Admission = &runner.Admission{Ledger: led, Limits: lim} })
 	ctx := waitCtx(t, "owner")
-	first := start(t, r, ctx, runner.StartRequest{Command: "sleep 0.3"})
-	var queued []*runner.Info
+	first := start(t, r, ctx, service.StartRequest{Command: "sleep 0.3"})
+	var queued []*service.Info
 	for i := range 3 {
-		queued = append(queued, start(t, r, ctx, runner.StartRequest{Command: fmt.Sprintf("echo %d", i), Owner: receipts.Owner{NotifyOnComplete: true}}))
+		queued = append(queued, start(t, r, ctx, service.StartRequest{Command: fmt.Sprintf("echo %d", i), Owner: receipts.Owner{NotifyOnComplete: true}}))
 	}
 	path := filepath.Join(qdir, "ledger.json")
 	b, err := os.ReadFile(path)

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -116,11 +118,11 @@ func TestReadsChangeNothing(t *testing.T) {
 		if l, err := reg.Log(ctx, prefix, 0, 0); err != nil || l.Output != "so far\n" || l.Status != receipts.StatusRunning {
 			t.Fatalf("Log(%s) = %+v, %v", prefix, l, err)
 		}
-		if _, err := reg.Receipt(ctx, prefix); !errors.Is(err, ErrRunning) {
+		if _, err := reg.Receipt(ctx, prefix); !errors.Is(err, service.ErrRunning) {
 			t.Fatalf("Receipt(%s) = %v, want ErrRunning", prefix, err)
 		}
 	}
-	if list, err := reg.List(ctx, ListOptions{}); err != nil || len(list) != 1 || list[0].ID != id {
+	if list, err := reg.List(ctx, service.ListOptions{}); err != nil || len(list) != 1 || list[0].ID != id {
 		t.Fatalf("List = %v, %v", list, err)
 	}
 	if n := b.waits.Load(); n != 0 || reg.Done(id) != nil {

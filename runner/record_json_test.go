@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"encoding/json"
@@ -84,7 +86,7 @@ func TestStartReceiptDescribesTheStart(t *testing.T) {
 		receipts.StatusQueued:        receipts.StatusQueued,
 		receipts.StatusFailedToStart: receipts.StatusFailedToStart,
 	} {
-		if got := (&Info{Status: status}).StartReceipt().Status; got != want {
+		if got := (&service.Info{Status: status}).StartReceipt().Status; got != want {
 			t.Errorf("start receipt of a %s job says %s, want %s", status, got, want)
 		}
 	}

@@ -41,21 +41,7 @@ const (
 	// shared runner, a long agent session).
 	DefaultForgetAfter = 30 * time.Minute
 	DefaultTailChars   = 2000
-	completionTailLen  = 4000
 )
-
-// ErrNotFound is returned when no process visible to the caller matches.
-var ErrNotFound = errors.New("process not found")
-
-// ErrInvalid is wrapped by Start for a request that cannot be started as
-// asked (no command, a backend that is not here, no image), and by the
-// session calls for a malformed session or one whose parent is unknown:
-// the caller's mistake, and nothing is recorded.
-var ErrInvalid = errors.New("invalid request")
-
-// ErrRunning is returned by Receipt for a process that has not ended: it
-// has no receipt yet.
-var ErrRunning = errors.New("is still running")
 
 // Options configure a Registry. Store and at least one Backend are required.
 type Options struct {

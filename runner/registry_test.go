@@ -4,6 +4,8 @@ package runner_test
 // file stores: real bash children, real receipt files.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"bytes"
@@ -68,7 +70,7 @@ func (h *home) registry(t *testing.T, mod func(*runner.Options)) *runner.Registr
 		defer cancel()
 		for _, owner := range []string{"", "a", "b", "owner", "other"} {
 			octx := sessions.WithCurrent(ctx, owner)
-			list, _ := r.List(octx, runner.ListOptions{})
+			list, _ := r.List(octx, service.ListOptions{})
 			for _, p := range list {
 				_, _ = r.Kill(octx, p.ID)
 			}
@@ -81,7 +83,7 @@ func as(session string) context.Context {
 	return sessions.WithCurrent(context.Background(), session)
 }
 
-func start(t *testing.T, r *runner.Registry, ctx context.Context, req runner.StartRequest) *runner.Info {
+func start(t *testing.T, r *runner.Registry, ctx context.Context, req service.StartRequest) *service.Info {
 	t.Helper()
 	info, err := r.Start(ctx, req)
 	if err != nil {
@@ -115,7 +117,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	ctx := as("")
-	info := start(t, r, ctx, runner.StartRequest{
+	info := start(t, r, ctx, service.StartRequest{
 		Command: "echo hello; echo oops >&2; read x; echo got $x; exit 5",
 		Stdin:   true,
 		Owner:   receipts.Owner{TaskID: "task-1", SessionKey: "key-1"},
@@ -144,7 +146,7 @@ func TestRegistryLifecycle(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, o := range []runner.ListOptions{{}, {TaskID: "task-1"}, {SessionKey: "key-1"}} {
+	for _, o := range []service.ListOptions{{}, {TaskID: "task-1"}, {SessionKey: "key-1"}} {
 		list, err := r.List(ctx, o)
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +155,7 @@ func TestRegistryLifecycle(t *testing.T) {
 			t.Fatalf("List(%+v) = %v", o, list)
 		}
 	}
-	if list, _ := r.List(ctx, runner.ListOptions{TaskID: "other"}); len(list) != 0 {
+	if list, _ := r.List(ctx, service.ListOptions{TaskID: "other"}); len(list) != 0 {
 		t.Fatalf("List(other task) = %v", list)
 	}
 	// A unique prefix finds it; so does the full id.
@@ -209,10 +211,10 @@ func TestRegistryLifecycle(t *testing.T) {
 	if l, err := fresh.Log(ctx, id, 0, 0); err != nil || l.Output != rec.Output {
 		t.Fatalf("fresh Log = %+v, %v", l, err)
 	}
-	if list, _ := fresh.List(ctx, runner.ListOptions{}); len(list) != 0 {
+	if list, _ := fresh.List(ctx, service.ListOptions{}); len(list) != 0 {
 		t.Fatalf("fresh List without retained = %v, want nothing live", list)
 	}
-	if list, _ := fresh.List(ctx, runner.ListOptions{Retained: true}); len(list) != 1 || list[0].ID != id {
+	if list, _ := fresh.List(ctx, service.ListOptions{Retained: true}); len(list) != 1 || list[0].ID != id {
 		t.Fatalf("fresh List(retained) = %v", list)
 	}
 }
@@ -226,34 +228,34 @@ func TestRegistryLookupErrors(t *testing.T) {
 		}
 	}
 	unknown := "proc_000000000000"
-	if _, err := r.Get(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := r.Get(ctx, unknown); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Get(unknown) = %v", err)
 	}
-	if _, err := r.Poll(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := r.Poll(ctx, unknown); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Poll(unknown) = %v", err)
 	}
-	if _, err := r.Log(ctx, unknown, 0, 0); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := r.Log(ctx, unknown, 0, 0); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Log(unknown) = %v", err)
 	}
-	if _, err := r.Wait(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := r.Wait(ctx, unknown); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Wait(unknown) = %v", err)
 	}
-	if _, err := r.Kill(ctx, unknown); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := r.Kill(ctx, unknown); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Kill(unknown) = %v", err)
 	}
-	if err := r.Write(ctx, unknown, []byte("x")); !errors.Is(err, runner.ErrNotFound) {
+	if err := r.Write(ctx, unknown, []byte("x")); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Write(unknown) = %v", err)
 	}
-	if _, err := r.Start(ctx, runner.StartRequest{Command: "  "}); err == nil {
+	if _, err := r.Start(ctx, service.StartRequest{Command: "  "}); err == nil {
 		t.Error("Start of an empty command succeeded")
 	}
-	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", Backend: "nope"}); err == nil {
+	if _, err := r.Start(ctx, service.StartRequest{Command: "true", Backend: "nope"}); err == nil {
 		t.Error("Start on an unknown backend succeeded")
 	}
-	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", Image: "busybox"}); !errors.Is(err, runner.ErrInvalid) {
+	if _, err := r.Start(ctx, service.StartRequest{Command: "true", Image: "busybox"}); !errors.Is(err, service.ErrInvalid) {
 		t.Errorf("Start with an image on a backend without images = %v, want ErrInvalid", err)
 	}
-	if _, err := r.Start(ctx, runner.StartRequest{Command: "true", ID: "proc_1"}); !errors.Is(err, receipts.ErrInvalidID) {
+	if _, err := r.Start(ctx, service.StartRequest{Command: "true", ID: "proc_1"}); !errors.Is(err, receipts.ErrInvalidID) {
 		t.Errorf("Start with a bad id = %v", err)
 	}
 	if _, err := runner.New(runner.Options{Backends: []backend.Backend{local.New()}}); err == nil {
@@ -274,7 +276,7 @@ func TestRegistryKill(t *testing.T) {
 			t.Parallel()
 			r := newHome(t).registry(t, nil)
 			ctx := as("")
-			info := start(t, r, ctx, runner.StartRequest{Command: tc.cmd})
+			info := start(t, r, ctx, service.StartRequest{Command: tc.cmd})
 			deadline := time.Now().Add(10 * time.Second)
 			for len(testenv.ProcessGroup(info.PID)) < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
@@ -298,7 +300,7 @@ func TestRegistryTimeout(t *testing.T) {
 	r := h.registry(t, nil)
 	ctx := as("")
 	begin := time.Now()
-	info := start(t, r, ctx, runner.StartRequest{Command: "echo started; sleep 300", Timeout: 300 * time.Millisecond})
+	info := start(t, r, ctx, service.StartRequest{Command: "echo started; sleep 300", Timeout: 300 * time.Millisecond})
 	res, err := r.Wait(waitCtx(t, ""), info.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +326,7 @@ func TestRegistryFailedToStart(t *testing.T) {
 		o.Backends = []backend.Backend{&local.Backend{Shell: "/nonexistent/hermes-bash"}}
 	})
 	ctx := as("owner")
-	info, err := r.Start(ctx, runner.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
+	info, err := r.Start(ctx, service.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if err == nil {
 		t.Fatal("Start with a missing shell succeeded")
 	}
@@ -346,20 +348,20 @@ func TestRegistryFailedToStart(t *testing.T) {
 func TestRegistrySessionScoping(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
-	info := start(t, r, as("a"), runner.StartRequest{Command: "echo mine"})
+	info := start(t, r, as("a"), service.StartRequest{Command: "echo mine"})
 	id := info.ID
 	if info.ParentSessionID != "a" {
 		t.Fatalf("owner = %q, want the context's session", info.ParentSessionID)
 	}
 	done(t, r, id)
 	for _, reader := range []string{"b", ""} {
-		if _, err := r.Poll(as(reader), id); !errors.Is(err, runner.ErrNotFound) {
+		if _, err := r.Poll(as(reader), id); !errors.Is(err, service.ErrNotFound) {
 			t.Errorf("Poll as %q = %v; want not_found", reader, err)
 		}
-		if list, _ := r.List(as(reader), runner.ListOptions{Retained: true}); len(list) != 0 {
+		if list, _ := r.List(as(reader), service.ListOptions{Retained: true}); len(list) != 0 {
 			t.Errorf("List as %q = %v", reader, list)
 		}
-		if _, err := r.Kill(as(reader), id); !errors.Is(err, runner.ErrNotFound) {
+		if _, err := r.Kill(as(reader), id); !errors.Is(err, service.ErrNotFound) {
 			t.Errorf("Kill as %q = %v", reader, err)
 		}
 	}
@@ -382,7 +384,7 @@ func TestRegistrySessionScoping(t *testing.T) {
 	if p, _ := fresh.Poll(as("a2"), id); p.Status != receipts.StatusExited {
 		t.Errorf("Poll by compression tip = %+v", p)
 	}
-	if _, err := fresh.Poll(as("a-sub"), id); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := fresh.Poll(as("a-sub"), id); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Poll by subagent = %v", err)
 	}
 }
@@ -390,23 +392,23 @@ func TestRegistrySessionScoping(t *testing.T) {
 func TestRegistryAmbiguousPrefix(t *testing.T) {
 	r := newHome(t).registry(t, nil)
 	ctx := as("")
-	a := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000001", Command: "true"})
-	b := start(t, r, ctx, runner.StartRequest{ID: "proc_abcd00000002", Command: "true"})
+	a := start(t, r, ctx, service.StartRequest{ID: "proc_abcd00000001", Command: "true"})
+	b := start(t, r, ctx, service.StartRequest{ID: "proc_abcd00000002", Command: "true"})
 	done(t, r, a.ID)
 	done(t, r, b.ID)
-	if _, err := r.Poll(ctx, "proc_abcd"); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := r.Poll(ctx, "proc_abcd"); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("ambiguous prefix resolved: %v", err)
 	}
 	if p, _ := r.Poll(ctx, "proc_abcd00000002"); p.Status != receipts.StatusExited {
 		t.Fatalf("full id = %+v", p)
 	}
-	if _, err := newHome(t).registry(t, nil).Poll(ctx, "proc_abcd00000002"); !errors.Is(err, runner.ErrNotFound) {
+	if _, err := newHome(t).registry(t, nil).Poll(ctx, "proc_abcd00000002"); !errors.Is(err, service.ErrNotFound) {
 		t.Fatalf("another profile sees %v", err)
 	}
 }
 
 // take is Completions without waiting, failing the test on error.
-func take(t *testing.T, r *runner.Registry, ctx context.Context) []runner.Completion {
+func take(t *testing.T, r *runner.Registry, ctx context.Context) []service.Completion {
 	t.Helper()
 	cs, err := r.Completions(ctx, 0)
 	if err != nil {
@@ -424,12 +426,12 @@ func TestCompletionQueue(t *testing.T) {
 	ctx := waitCtx(t, "owner")
 	ready := r.CompletionReady()
 
-	waited := start(t, r, owner, runner.StartRequest{Command: "echo w; exit 1", Owner: receipts.Owner{NotifyOnComplete: true}})
-	logged := start(t, r, owner, runner.StartRequest{Command: "echo l", Owner: receipts.Owner{NotifyOnComplete: true}})
-	polled := start(t, r, owner, runner.StartRequest{Command: "echo p; exit 2", Owner: receipts.Owner{NotifyOnComplete: true}})
-	quiet := start(t, r, owner, runner.StartRequest{Command: "echo q"}) // no notify
-	theirs := start(t, r, other, runner.StartRequest{Command: "echo t", Owner: receipts.Owner{NotifyOnComplete: true}})
-	for _, in := range []*runner.Info{waited, logged, polled, quiet, theirs} {
+	waited := start(t, r, owner, service.StartRequest{Command: "echo w; exit 1", Owner: receipts.Owner{NotifyOnComplete: true}})
+	logged := start(t, r, owner, service.StartRequest{Command: "echo l", Owner: receipts.Owner{NotifyOnComplete: true}})
+	polled := start(t, r, owner, service.StartRequest{Command: "echo p; exit 2", Owner: receipts.Owner{NotifyOnComplete: true}})
+	quiet := start(t, r, owner, service.StartRequest{Command: "echo q"}) // no notify
+	theirs := start(t, r, other, service.StartRequest{Command: "echo t", Owner: receipts.Owner{NotifyOnComplete: true}})
+	for _, in := range []*service.Info{waited, logged, polled, quiet, theirs} {
 		done(t, r, in.ID)
 	}
 	select {
@@ -471,7 +473,7 @@ func TestCompletionQueue(t *testing.T) {
 		t.Fatalf("Completions(other) = %+v", theirsGot)
 	}
 	// A killed process leaves its completion too.
-	run := start(t, r, owner, runner.StartRequest{Command: "sleep 300", Owner: receipts.Owner{NotifyOnComplete: true}})
+	run := start(t, r, owner, service.StartRequest{Command: "sleep 300", Owner: receipts.Owner{NotifyOnComplete: true}})
 	if _, err := r.Kill(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +501,7 @@ func TestCompletionsOutliveTheOwner(t *testing.T) {
 		}
 	}
 	first := h.registry(t, nil)
-	job := start(t, first, as("owner"), runner.StartRequest{Command: "sleep 0.3; echo late", Owner: receipts.Owner{NotifyOnComplete: true}})
+	job := start(t, first, as("owner"), service.StartRequest{Command: "sleep 0.3; echo late", Owner: receipts.Owner{NotifyOnComplete: true}})
 
 	fresh := h.registry(t, nil)
 	began := time.Now()
@@ -511,7 +513,7 @@ func TestCompletionsOutliveTheOwner(t *testing.T) {
 		t.Errorf("the waiting take returned after %v", d)
 	}
 
-	second := start(t, first, as("owner"), runner.StartRequest{Command: "echo two", Owner: receipts.Owner{NotifyOnComplete: true}})
+	second := start(t, first, as("owner"), service.StartRequest{Command: "echo two", Owner: receipts.Owner{NotifyOnComplete: true}})
 	done(t, first, second.ID)
 	for _, who := range []string{"sub", "stranger", ""} {
 		if got := take(t, fresh, as(who)); len(got) != 0 {
@@ -541,7 +543,7 @@ func TestRegistryRedaction(t *testing.T) {
 			r := h.registry(t, func(o *runner.Options) { o.RedactLive = live })
 			ctx := as("")
 			release := filepath.Join(t.TempDir(), "release")
-			info := start(t, r, ctx, runner.StartRequest{
+			info := start(t, r, ctx, service.StartRequest{
 				Command: fmt.Sprintf("echo key=%s; while [ ! -e %s ]; do sleep 0.02; done", secret, release),
 			})
 			deadline := time.Now().Add(10 * time.Second)
@@ -588,7 +590,7 @@ func TestProfilesPerGoroutine(t *testing.T) {
 			defer wg.Done()
 			ctx := as("a")
 			for n := range 5 {
-				info, err := regs[i].Start(ctx, runner.StartRequest{Command: fmt.Sprintf("echo profile%d-%d", i, n)})
+				info, err := regs[i].Start(ctx, service.StartRequest{Command: fmt.Sprintf("echo profile%d-%d", i, n)})
 				if err != nil {
 					errs <- err
 					return
@@ -627,7 +629,7 @@ func TestProfilesPerGoroutine(t *testing.T) {
 			if _, err := other.store.Get(context.Background(), id, scope); !errors.Is(err, receipts.ErrNotFound) {
 				t.Fatalf("profile %d's %s is visible in profile %d: %v", i, id, 1-i, err)
 			}
-			if _, err := regs[1-i].Poll(as("a"), id); !errors.Is(err, runner.ErrNotFound) {
+			if _, err := regs[1-i].Poll(as("a"), id); !errors.Is(err, service.ErrNotFound) {
 				t.Fatalf("registry %d polls %s: %v", 1-i, id, err)
 			}
 		}
@@ -645,7 +647,7 @@ func TestRegistryTee(t *testing.T) {
 		return buf.Write(p)
 	})
 	release := filepath.Join(t.TempDir(), "release")
-	info := start(t, r, as(""), runner.StartRequest{
+	info := start(t, r, as(""), service.StartRequest{
 		Command: fmt.Sprintf("echo first; while [ ! -e %s ]; do sleep 0.02; done; echo second", release),
 		Tee:     tee,
 	})

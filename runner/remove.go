@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -10,18 +12,11 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
-// PruneOptions choose the receipts Prune removes: those of processes that
-// ended more than OlderThan ago (0: any), in one of Statuses (empty: any).
-type PruneOptions struct {
-	OlderThan time.Duration
-	Statuses  []string
-}
-
 // Remove deletes the receipt of a finished process now, with its output
 // logs and pending completion: the remedy when a secret slipped past
 // redaction. A process still running or queued is refused unless force,
 // which kills it first. It returns the record as it was.
-func (r *Registry) Remove(ctx context.Context, id string, force bool) (*Info, error) {
+func (r *Registry) Remove(ctx context.Context, id string, force bool) (*service.Info, error) {
 	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
 		return nil, err
@@ -36,7 +31,7 @@ func (r *Registry) Remove(ctx context.Context, id string, force bool) (*Info, er
 			name = f.proc.spec.ID
 		}
 		if !force {
-			return nil, fmt.Errorf("%s %w: kill it first, or remove it with force", name, ErrRunning)
+			return nil, fmt.Errorf("%s %w: kill it first, or remove it with force", name, service.ErrRunning)
 		}
 		if _, err := r.Kill(ctx, name); err != nil {
 			return nil, err
@@ -45,14 +40,14 @@ func (r *Registry) Remove(ctx context.Context, id string, force bool) (*Info, er
 			return nil, err
 		}
 	}
-	var in *Info
+	var in *service.Info
 	switch {
 	case f.receipt != nil:
 		in = infoFromReceipt(f.receipt)
 	case f.proc != nil:
 		in = f.proc.answer()
 	default:
-		return nil, fmt.Errorf("%s %w", id, ErrRunning)
+		return nil, fmt.Errorf("%s %w", id, service.ErrRunning)
 	}
 	if err := r.opts.Store.Delete(ctx, in.ID); err != nil && !errors.Is(err, receipts.ErrNotFound) {
 		return nil, err
@@ -66,8 +61,8 @@ func (r *Registry) Remove(ctx context.Context, id string, force bool) (*Info, er
 
 // Prune removes, as Remove does, the receipts visible to the caller that
 // o chooses, and returns their ids. Running and queued processes stay.
-func (r *Registry) Prune(ctx context.Context, o PruneOptions) ([]string, error) {
-	list, err := r.List(ctx, ListOptions{Retained: true})
+func (r *Registry) Prune(ctx context.Context, o service.PruneOptions) ([]string, error) {
+	list, err := r.List(ctx, service.ListOptions{Retained: true})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -106,7 +108,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		return r.lookupQueued(ctx, idOrPrefix, scope)
 	}
 	if errors.Is(err, receipts.ErrNotFound) {
-		return found{}, ErrNotFound
+		return found{}, service.ErrNotFound
 	}
 	if err != nil {
 		return found{}, err
@@ -126,7 +128,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 type ambiguousError struct{ *receipts.AmbiguousError }
 
 func (e ambiguousError) Is(target error) bool {
-	return target == ErrNotFound || e.AmbiguousError.Is(target)
+	return target == service.ErrNotFound || e.AmbiguousError.Is(target)
 }
 
 func (e ambiguousError) Unwrap() error { return e.AmbiguousError }
@@ -163,7 +165,7 @@ func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipt
 func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope, adopt bool) (found, error) {
 	if p := r.known(id); p != nil {
 		if !scope.Allows(p.spec.Meta.ParentSessionID) {
-			return found{}, ErrNotFound
+			return found{}, service.ErrNotFound
 		}
 		return found{proc: p}, nil
 	}
@@ -180,7 +182,7 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 			continue
 		}
 		if !scope.Allows(l.Meta.ParentSessionID) {
-			return found{}, ErrNotFound
+			return found{}, service.ErrNotFound
 		}
 		f, err := r.resolveLive(ctx, l, adopt)
 		if err == nil {
@@ -210,7 +212,7 @@ func (r *Registry) lookupQueued(ctx context.Context, idOrPrefix string, scope re
 		return found{}, err
 	}
 	if e == nil {
-		return found{}, ErrNotFound
+		return found{}, service.ErrNotFound
 	}
 	return found{queued: e}, nil
 }
@@ -298,7 +300,7 @@ func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error
 			return p.done, nil
 		}
 	}
-	return nil, ErrNotFound
+	return nil, service.ErrNotFound
 }
 
 // Recover adopts every process that the Recover backends find running

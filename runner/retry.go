@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +37,7 @@ func retryable(status string) bool {
 
 // keepForRetry holds req's request for its next attempt while this one
 // runs, when it has retries left.
-func (r *Registry) keepForRetry(ctx context.Context, req StartRequest, backend string) error {
+func (r *Registry) keepForRetry(ctx context.Context, req service.StartRequest, backend string) error {
 	a := r.opts.Admission
 	if req.Admitted || req.Retries <= len(req.Attempts) || a == nil || a.Ledger == nil {
 		return nil
@@ -50,7 +52,7 @@ func (r *Registry) keepForRetry(ctx context.Context, req StartRequest, backend s
 }
 
 // heldEntry is the ledger entry that holds req.
-func (r *Registry) heldEntry(req StartRequest, backend string) (admission.Entry, error) {
+func (r *Registry) heldEntry(req service.StartRequest, backend string) (admission.Entry, error) {
 	payload, err := json.Marshal(queued(req, backend))
 	if err != nil {
 		return admission.Entry{}, err

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"errors"
 	"strings"
 	"testing"
@@ -14,25 +16,25 @@ func TestSearchText(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		q       SearchQuery
+		q       service.SearchQuery
 		first   int
 		want    []line
 		matches int
 		more    bool
 	}{
-		{"matches only", SearchQuery{Pattern: "error"}, 0, []line{{1, true}, {5, true}, {6, true}}, 3, false},
-		{"numbered from the first kept line", SearchQuery{Pattern: "error"}, 100, []line{{101, true}, {105, true}, {106, true}}, 3, false},
-		{"context either side, a match in context is a match", SearchQuery{Pattern: "error", Context: 1}, 0,
+		{"matches only", service.SearchQuery{Pattern: "error"}, 0, []line{{1, true}, {5, true}, {6, true}}, 3, false},
+		{"numbered from the first kept line", service.SearchQuery{Pattern: "error"}, 100, []line{{101, true}, {105, true}, {106, true}}, 3, false},
+		{"context either side, a match in context is a match", service.SearchQuery{Pattern: "error", Context: 1}, 0,
 			[]line{{0, false}, {1, true}, {2, false}, {4, false}, {5, true}, {6, true}, {7, false}}, 3, false},
-		{"context overlapping is not repeated", SearchQuery{Pattern: "error", Context: 3}, 0,
+		{"context overlapping is not repeated", service.SearchQuery{Pattern: "error", Context: 3}, 0,
 			[]line{{0, false}, {1, true}, {2, false}, {3, false}, {4, false}, {5, true}, {6, true}, {7, false}}, 3, false},
-		{"max", SearchQuery{Pattern: "error", Max: 2}, 0, []line{{1, true}, {5, true}}, 2, true},
-		{"no match", SearchQuery{Pattern: "nothing"}, 0, nil, 0, false},
-		{"anchors hold per line", SearchQuery{Pattern: "^e$"}, 0, []line{{7, true}}, 1, false},
-		{"case", SearchQuery{Pattern: "(?i)ERROR T"}, 0, []line{{5, true}, {6, true}}, 2, false},
+		{"max", service.SearchQuery{Pattern: "error", Max: 2}, 0, []line{{1, true}, {5, true}}, 2, true},
+		{"no match", service.SearchQuery{Pattern: "nothing"}, 0, nil, 0, false},
+		{"anchors hold per line", service.SearchQuery{Pattern: "^e$"}, 0, []line{{7, true}}, 1, false},
+		{"case", service.SearchQuery{Pattern: "(?i)ERROR T"}, 0, []line{{5, true}, {6, true}}, 2, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			re, err := CompileSearch(tc.q)
+			re, err := service.CompileSearch(tc.q)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,16 +62,16 @@ func TestSearchText(t *testing.T) {
 }
 
 func TestCompileSearchRefuses(t *testing.T) {
-	for _, q := range []SearchQuery{
+	for _, q := range []service.SearchQuery{
 		{Pattern: ""},
 		{Pattern: "("},
-		{Pattern: strings.Repeat("a", MaxPattern+1)},
+		{Pattern: strings.Repeat("a", service.MaxPattern+1)},
 		{Pattern: "a", Context: -1},
-		{Pattern: "a", Context: MaxContext + 1},
+		{Pattern: "a", Context: service.MaxContext + 1},
 		{Pattern: "a", Max: -1},
 	} {
-		_, err := CompileSearch(q)
-		if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "\n") {
+		_, err := service.CompileSearch(q)
+		if !errors.Is(err, service.ErrInvalid) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("CompileSearch(%+.40v) = %v; want a one-line ErrInvalid", q, err)
 		}
 	}
@@ -83,8 +85,8 @@ func FuzzSearchText(f *testing.F) {
 	f.Add("no newline at the end", "end$", 2, 1)
 	f.Add("\n\n\n", "^$", 0, 2)
 	f.Fuzz(func(t *testing.T, text, pattern string, context, max int) {
-		q := SearchQuery{Pattern: pattern, Context: context % (MaxContext + 1), Max: max % 50}
-		re, err := CompileSearch(q)
+		q := service.SearchQuery{Pattern: pattern, Context: context % (service.MaxContext + 1), Max: max % 50}
+		re, err := service.CompileSearch(q)
 		if err != nil {
 			return
 		}

@@ -6,6 +6,8 @@ package runner
 // them without replaying completions.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -123,7 +125,7 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	}
 
 	fresh := main.registry(t)
-	if _, err := fresh.Get(owner, ids[0]); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get(owner, ids[0]); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("oldest receipt should have been trimmed, got err=%v", err)
 	}
 	recovered, err := fresh.Receipt(owner, ids[2])
@@ -144,17 +146,17 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	}
 
 	// Status and liveness listings stay in memory.
-	if list, err := fresh.List(owner, ListOptions{}); err != nil || len(list) != 0 {
+	if list, err := fresh.List(owner, service.ListOptions{}); err != nil || len(list) != 0 {
 		t.Errorf("fresh live listing = %v (err %v), want empty", list, err)
 	}
-	list, err := fresh.List(owner, ListOptions{Retained: true, TaskID: "owner-2"})
+	list, err := fresh.List(owner, service.ListOptions{Retained: true, TaskID: "owner-2"})
 	if err != nil || len(list) != 1 || list[0].ID != ids[2] {
 		t.Errorf("retained listing for owner-2 = %v (err %v), want just %s", list, err, ids[2])
 	}
-	if list, _ := fresh.List(owner, ListOptions{Retained: true, TaskID: "unrelated", SessionKey: "unrelated"}); len(list) != 0 {
+	if list, _ := fresh.List(owner, service.ListOptions{Retained: true, TaskID: "unrelated", SessionKey: "unrelated"}); len(list) != 0 {
 		t.Errorf("unrelated filter matched %v", list)
 	}
-	if _, err := fresh.Get(owner, "proc_0000"); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get(owner, "proc_0000"); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("ambiguous prefix resolved: err=%v", err)
 	}
 
@@ -166,7 +168,7 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	if _, err := main.store.Get(unrelated, ids[2], scope); !errors.Is(err, receipts.ErrNotFound) {
 		t.Errorf("store served an unrelated session: err=%v", err)
 	}
-	if _, err := fresh.Get(unrelated, ids[2]); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get(unrelated, ids[2]); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("registry served an unrelated session: err=%v", err)
 	}
 
@@ -180,11 +182,11 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	must(main.sessions.Create(ctx, "owner-session", sessions.SourceCLI, ""))
 	must(main.sessions.Create(ctx, "delegated-child", sessions.SourceSubagent, "owner-session"))
 	child := sessions.WithCurrent(ctx, "delegated-child")
-	if _, err := fresh.Get(child, ids[2]); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get(child, ids[2]); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("a subagent read its parent's receipt: err=%v", err)
 	}
 	must(main.sessions.End(ctx, "owner-session", sessions.ReasonCompression))
-	if _, err := fresh.Get(child, ids[2]); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get(child, ids[2]); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("a subagent read its compressed parent's receipt: err=%v", err)
 	}
 	must(main.sessions.Create(ctx, "owner-tip", sessions.SourceCLI, "owner-session"))
@@ -200,7 +202,7 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	for _, path := range paths {
 		must(os.Chtimes(path, expired, expired))
 	}
-	if _, err := fresh.Get(owner, ids[2]); !errors.Is(err, ErrNotFound) {
+	if _, err := fresh.Get(owner, ids[2]); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("expired receipt still served: err=%v", err)
 	}
 }
@@ -224,7 +226,7 @@ func TestSeedProfileOverrideStaysOnItsGoroutine(t *testing.T) {
 			defer wg.Done()
 			ctx := sessions.WithCurrent(context.Background(), name+"-owner")
 			reg := prof.registry(t, shellBackend{})
-			info, err := reg.Start(ctx, StartRequest{
+			info, err := reg.Start(ctx, service.StartRequest{
 				Command: "echo SCOPED_RESULT_" + name,
 				Cwd:     tmp,
 				Owner:   receipts.Owner{TaskID: name + "-task"},

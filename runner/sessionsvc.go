@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -8,18 +10,6 @@ import (
 
 	"github.com/hermesrun/hermes/runner/sessions"
 )
-
-// SessionRequest is a session to record: the body of POST /v1/sessions and
-// the flags of `hermes session start`. Empty fields take defaults: a fresh
-// id, no parent, source cli.
-type SessionRequest struct {
-	ID       string `json:"id,omitempty"`
-	ParentID string `json:"parent_session_id,omitempty"`
-	Source   string `json:"source,omitempty"`
-}
-
-// MaxSessionList bounds one listing of sessions.
-const MaxSessionList = 10_000
 
 // errNoSessions is returned by the session calls of a registry built
 // without a session store.
@@ -36,7 +26,7 @@ func (r *Registry) sessionStore() (sessions.Store, error) {
 // typo must not start a lineage that reads nothing, nor one that later
 // reads what it should not. An id that exists is an error wrapping
 // sessions.ErrExists.
-func (r *Registry) StartSession(ctx context.Context, req SessionRequest) (*sessions.Session, error) {
+func (r *Registry) StartSession(ctx context.Context, req service.SessionRequest) (*sessions.Session, error) {
 	st, err := r.sessionStore()
 	if err != nil {
 		return nil, err
@@ -45,7 +35,7 @@ func (r *Registry) StartSession(ctx context.Context, req SessionRequest) (*sessi
 		req.Source = sessions.SourceCLI
 	}
 	if err := sessions.CheckWord(req.Source); err != nil {
-		return nil, fmt.Errorf("%w: source: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: source: %v", service.ErrInvalid, err)
 	}
 	if req.ID == "" {
 		req.ID = sessions.NewID(req.Source, time.Now())
@@ -58,11 +48,11 @@ func (r *Registry) StartSession(ctx context.Context, req SessionRequest) (*sessi
 			return nil, err
 		}
 		if req.ParentID == req.ID {
-			return nil, fmt.Errorf("%w: a session cannot be its own parent", ErrInvalid)
+			return nil, fmt.Errorf("%w: a session cannot be its own parent", service.ErrInvalid)
 		}
 		if _, err := st.Get(ctx, req.ParentID); err != nil {
 			if errors.Is(err, sessions.ErrNotFound) {
-				return nil, fmt.Errorf("%w: parent session %s not found", ErrInvalid, Clip(req.ParentID))
+				return nil, fmt.Errorf("%w: parent session %s not found", service.ErrInvalid, service.Clip(req.ParentID))
 			}
 			return nil, err
 		}
@@ -84,7 +74,7 @@ func (r *Registry) EndSession(ctx context.Context, id, reason string) (*sessions
 		return nil, err
 	}
 	if err := sessions.CheckWord(reason); err != nil {
-		return nil, fmt.Errorf("%w: reason: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: reason: %v", service.ErrInvalid, err)
 	}
 	if err := st.End(ctx, id, reason); err != nil {
 		return nil, err
@@ -129,18 +119,18 @@ func (r *Registry) Sessions(ctx context.Context, limit int) ([]*sessions.Session
 	if err != nil {
 		return nil, err
 	}
-	if limit <= 0 || limit > MaxSessionList {
-		limit = MaxSessionList
+	if limit <= 0 || limit > service.MaxSessionList {
+		limit = service.MaxSessionList
 	}
 	return st.List(ctx, limit)
 }
 
 func checkSessionID(name, id string) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty %s", ErrInvalid, name)
+		return fmt.Errorf("%w: empty %s", service.ErrInvalid, name)
 	}
-	if err := CheckLabel(name, id); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	if err := service.CheckLabel(name, id); err != nil {
+		return fmt.Errorf("%w: %v", service.ErrInvalid, err)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -19,53 +21,16 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// StartRequest asks for one process.
-type StartRequest struct {
-	// ID, when set, is used instead of a fresh one (a shim starting the
-	// process its launcher already named).
-	ID      string
-	Command string
-	// Backend names the backend; empty means the default.
-	Backend string
-	Image   string
-	Cwd     string
-	Env     []string
-	// BaseEnv, when set, replaces the backend's base environment (see
-	// Spec.BaseEnv). It is never queued or recorded.
-	BaseEnv []string
-	Timeout time.Duration
-	Stdin   bool
-	// Owner says whose process it is. Its ParentSessionID empty means
-	// the session carried by the context (sessions.WithCurrent);
-	// NotifyOnComplete queues a completion for the owner at the end.
-	receipts.Owner
-	// Trace names the process span when the caller allocated it (see
-	// package tracing); empty means the registry allocates one under the
-	// span in ctx.
-	receipts.Trace
-	// Control is how the job is scheduled: the jobs it waits for, its
-	// priority in the queue, its retries.
-	receipts.Control
-	// Admitted marks a request whose launcher applied the limits and
-	// waited for its dependencies already (a shim starting the job its
-	// launcher named): it starts now.
-	Admitted bool
-	// StartedAt overrides the start time (a shim reporting its launcher's).
-	StartedAt time.Time
-	// Tee also receives the output as it arrives (foreground runs).
-	Tee io.Writer
-}
-
 // Start launches a process and returns its start receipt. A process that
 // the backend could not start is recorded with status failed_to_start and
 // returned together with the error.
-func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
+func (r *Registry) Start(ctx context.Context, req service.StartRequest) (*service.Info, error) {
 	if strings.TrimSpace(req.Command) == "" {
-		return nil, fmt.Errorf("%w: empty command", ErrInvalid)
+		return nil, fmt.Errorf("%w: empty command", service.ErrInvalid)
 	}
 	for _, kv := range req.Env {
-		if err := CheckEnv(kv); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		if err := service.CheckEnv(kv); err != nil {
+			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 	}
 	b, err := r.backend(req.Backend)
@@ -74,7 +39,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 	}
 	if !b.Capabilities().Images && req.Image != "" {
 		// Ignoring it would run the job somewhere the caller did not mean.
-		return nil, fmt.Errorf("%w: image %q given, but backend %s runs no images (use the docker or kubernetes backend)", ErrInvalid, Clip(req.Image), b.Name())
+		return nil, fmt.Errorf("%w: image %q given, but backend %s runs no images (use the docker or kubernetes backend)", service.ErrInvalid, service.Clip(req.Image), b.Name())
 	}
 	if b.Capabilities().Images && req.Image == "" {
 		if req.Image = r.opts.DefaultImages[b.Name()]; req.Image == "" {
@@ -85,33 +50,33 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 			if b.Name() == "kubernetes" {
 				key = "terminal.kubernetes.image"
 			}
-			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", ErrInvalid, b.Name(), key)
+			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", service.ErrInvalid, b.Name(), key)
 		}
 	}
 	if !req.Admitted {
 		// What the job asked for must hold where it runs; the tenant's
 		// defaults apply where they can.
 		if err := b.Capabilities().Enforces.Check(b.Name(), req.Resources); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 	}
 	if a := r.opts.Admission; a != nil {
 		t, err := a.Limits.Timeout(req.Timeout)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 		req.Timeout = t
 		if !req.Admitted {
 			res, err := a.Limits.Resources(req.Resources)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+				return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
 			}
 			req.Resources = b.Capabilities().Enforces.Supported(res)
 		}
 	}
 	if !req.Admitted {
 		if err := r.checkControl(req); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 	}
 	if req.ID == "" {
@@ -142,7 +107,7 @@ func (r *Registry) Start(ctx context.Context, req StartRequest) (*Info, error) {
 }
 
 // checkControl says what is wrong with req's scheduling, if anything.
-func (r *Registry) checkControl(req StartRequest) error {
+func (r *Registry) checkControl(req service.StartRequest) error {
 	if err := req.Control.Validate(); err != nil {
 		return err
 	}
@@ -163,7 +128,7 @@ func (r *Registry) checkControl(req StartRequest) error {
 
 // startNow starts a request that Start checked and admitted before (a
 // queued job leaving the queue).
-func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error) {
+func (r *Registry) startNow(ctx context.Context, req service.StartRequest) (*service.Info, error) {
 	b, err := r.backend(req.Backend)
 	if err != nil {
 		// The backend it was queued for is not here (a replica without
@@ -177,7 +142,7 @@ func (r *Registry) startNow(ctx context.Context, req StartRequest) (*Info, error
 }
 
 // startOn starts a checked, admitted request on backend b.
-func (r *Registry) startOn(ctx context.Context, b backend.Backend, req StartRequest) (*Info, error) {
+func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.StartRequest) (*service.Info, error) {
 	spec := r.specOf(req)
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()
@@ -187,7 +152,7 @@ func (r *Registry) startOn(ctx context.Context, b backend.Backend, req StartRequ
 		spec.Tee, tee = tee, nil
 	}
 	if err := r.keepForRetry(ctx, req, b.Name()); err != nil {
-		return nil, fmt.Errorf("%w: retries: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: retries: %v", service.ErrUnavailable, err)
 	}
 	h, err := b.Start(ctx, spec)
 	if err != nil {
@@ -202,7 +167,7 @@ func (r *Registry) startOn(ctx context.Context, b backend.Backend, req StartRequ
 
 // specOf is the spec of a checked, admitted request: what its backend
 // runs, and the bookkeeping every record of it carries.
-func (r *Registry) specOf(req StartRequest) backend.Spec {
+func (r *Registry) specOf(req service.StartRequest) backend.Spec {
 	return backend.Spec{
 		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env, BaseEnv: req.BaseEnv,
 		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
@@ -238,7 +203,7 @@ func (r *Registry) backend(name string) (backend.Backend, error) {
 		if h := r.opts.Absent[name]; h != "" {
 			hint = ": " + h
 		}
-		return nil, fmt.Errorf("%w: %s %q is not available here (available: %s)%s", ErrInvalid, what, Clip(name), strings.Join(names, ", "), hint)
+		return nil, fmt.Errorf("%w: %s %q is not available here (available: %s)%s", service.ErrInvalid, what, service.Clip(name), strings.Join(names, ", "), hint)
 	}
 	return b, nil
 }

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bytes"
 	"context"
 	"regexp"
@@ -159,7 +161,7 @@ const wakeStoreTimeout = 10 * time.Second
 // of line: what led to the match, without what came after it in the same
 // read.
 func tailThrough(buf *outbuf.Buffer, line string) string {
-	s := buf.Tail(completionTailLen)
+	s := buf.Tail(service.CompletionTailChars)
 	if i := strings.LastIndex(s, line); i >= 0 && line != "" {
 		end := i + len(line)
 		if end < len(s) && s[end] == '\n' {
@@ -168,15 +170,4 @@ func tailThrough(buf *outbuf.Buffer, line string) string {
 		s = s[:end]
 	}
 	return s
-}
-
-// wakeOf is the completion view of a wake: what a taker delivers.
-func wakeOf(w *receipts.Wake) Completion {
-	c := Completion{
-		ID: w.ID, Status: receipts.StatusRunning, Command: w.Command, OutputTail: w.OutputTail,
-		Owner: w.Owner, TraceID: w.TraceID, SpanID: w.SpanID,
-		Event: EventOutput, EventID: w.Key, Pattern: w.Pattern, Line: w.Line, LineNumber: w.LineNumber,
-	}
-	c.Message = wakeMessage(c)
-	return c
 }

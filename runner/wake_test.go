@@ -1,6 +1,8 @@
 package runner_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"errors"
 	"io"
 	"os"
@@ -8,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -21,7 +22,7 @@ func TestWakeOnOutput(t *testing.T) {
 	r := h.registry(t, nil)
 	ctx := waitCtx(t, "owner")
 	gate := t.TempDir() + "/go"
-	info := start(t, r, ctx, runner.StartRequest{
+	info := start(t, r, ctx, service.StartRequest{
 		Command: "echo starting; echo 'listening on :8080'; while [ ! -e " + gate + " ]; do sleep 0.05; done; " +
 			"echo 'FAILED one'; echo 'FAILED two'; printf 'token sk-abcdefghijklmnopqrstuvwx1234 ready'",
 		Owner:   receipts.Owner{NotifyOnComplete: true},
@@ -36,7 +37,7 @@ func TestWakeOnOutput(t *testing.T) {
 		t.Fatalf("first take = %+v, %v; want one wake", cs, err)
 	}
 	w := cs[0]
-	if w.Event != runner.EventOutput || w.ID != info.ID || w.Status != receipts.StatusRunning || w.Pattern != "listening" ||
+	if w.Event != service.EventOutput || w.ID != info.ID || w.Status != receipts.StatusRunning || w.Pattern != "listening" ||
 		w.Line != "listening on :8080" || w.LineNumber != 2 || w.Key() == info.ID || !receipts.IsWakeKey(w.Key()) ||
 		!strings.HasPrefix(w.Message, "[IMPORTANT: Background process "+info.ID) || !strings.Contains(w.Message, "still running") ||
 		!strings.HasSuffix(strings.TrimSuffix(w.OutputTail, "\n"), "listening on :8080") {
@@ -85,7 +86,7 @@ func TestWakeInterval(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	ctx := waitCtx(t, "owner")
-	info := start(t, r, ctx, runner.StartRequest{
+	info := start(t, r, ctx, service.StartRequest{
 		Command: "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.4; done",
 		Control: receipts.Control{NotifyOn: []string{"tick"}, NotifyIntervalMS: 1000},
 	})
@@ -98,7 +99,7 @@ func TestWakeInterval(t *testing.T) {
 	// (1.2 s), then none past 2.2 s. Not notify: no completion.
 	var lines []int64
 	for _, c := range cs {
-		if c.Event != runner.EventOutput {
+		if c.Event != service.EventOutput {
 			t.Fatalf("took %+v; the job did not ask for a completion", c)
 		}
 		lines = append(lines, c.LineNumber)
@@ -118,7 +119,7 @@ func TestWakeRefused(t *testing.T) {
 	for i := range many {
 		many[i] = "x"
 	}
-	for name, req := range map[string]runner.StartRequest{
+	for name, req := range map[string]service.StartRequest{
 		"bad regexp":       {Command: "true", Control: receipts.Control{NotifyOn: []string{"(unclosed"}}},
 		"empty pattern":    {Command: "true", Control: receipts.Control{NotifyOn: []string{" "}}},
 		"too many":         {Command: "true", Control: receipts.Control{NotifyOn: many}},
@@ -127,11 +128,11 @@ func TestWakeRefused(t *testing.T) {
 		"foreground":       {Command: "true", Tee: io.Discard, Control: receipts.Control{NotifyOn: []string{"x"}}},
 	} {
 		_, err := r.Start(ctx, req)
-		if !errors.Is(err, runner.ErrInvalid) || strings.Contains(err.Error(), "\n") {
+		if !errors.Is(err, service.ErrInvalid) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: Start = %v; want one line of ErrInvalid", name, err)
 		}
 	}
-	if list, _ := r.List(ctx, runner.ListOptions{}); len(list) != 0 {
+	if list, _ := r.List(ctx, service.ListOptions{}); len(list) != 0 {
 		t.Fatalf("refused starts left %d jobs", len(list))
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/hermesrun/hermes/server"
 )
 
-// logResult mirrors runner.LogResult and api.WaitResult.
+// logResult mirrors service.LogResult and api.WaitResult.
 type logResult struct {
 	SessionID  string `json:"session_id"`
 	Status     string `json:"status"`

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/api"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -90,7 +91,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	fctx, cancelTimeout := context.WithTimeout(fctx, timeout)
 	defer cancelTimeout()
 	pos := from
-	err = runner.PollFollow(fctx, t.Registry, info.ID, from.line, api.FollowInterval, func(ev runner.FollowEvent) error {
+	err = service.PollFollow(fctx, t.Registry, info.ID, from.line, api.FollowInterval, func(ev service.FollowEvent) error {
 		if pos.line != ev.Offset {
 			// A negative start (from the end) resolved to where it is.
 			pos = followPos{line: ev.Offset}
@@ -116,11 +117,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	case err == nil:
 	case ctx.Err() != nil:
 		// The caller left.
-	case errors.Is(err, runner.ErrNotFound):
+	case errors.Is(err, service.ErrNotFound):
 		// Gone between the lookup and now (expired): nothing more to say.
-		_ = send(pos.String(), api.EventEnd, runner.FollowEvent{ID: info.ID, Offset: pos.line, Status: receipts.StatusNotFound})
+		_ = send(pos.String(), api.EventEnd, service.FollowEvent{ID: info.ID, Offset: pos.line, Status: receipts.StatusNotFound})
 	case fctx.Err() != nil:
-		_ = send(pos.String(), api.EventTimeout, runner.FollowEvent{ID: info.ID, Offset: pos.line})
+		_ = send(pos.String(), api.EventTimeout, service.FollowEvent{ID: info.ID, Offset: pos.line})
 	default:
 		s.log.Error("follow", "id", info.ID, "err", err)
 		_ = send("", api.EventError, api.Error{Error: err.Error(), Code: api.CodeInternal})
@@ -166,7 +167,7 @@ func parseFollowPos(v string) (followPos, error) {
 		col, cerr = posPart(colText)
 	}
 	if lerr != nil || cerr != nil {
-		return followPos{}, fmt.Errorf("%q is not an event id of this stream (want LINE or LINE:COL)", runner.Clip(v))
+		return followPos{}, fmt.Errorf("%q is not an event id of this stream (want LINE or LINE:COL)", service.Clip(v))
 	}
 	return followPos{line: line, col: col}, nil
 }

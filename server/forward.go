@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -125,7 +127,7 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, t *Tenant) bo
 			return false // a replica's: answered here
 		}
 		// A client's: it does not choose where its request is answered.
-		s.log.Warn("a forwarded-by header without a replica's signature was ignored", "by", runner.Clip(by))
+		s.log.Warn("a forwarded-by header without a replica's signature was ignored", "by", service.Clip(by))
 		r.Header.Del(HeaderForwardedBy)
 		r.Header.Del(HeaderHop)
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"bytes"
@@ -24,7 +26,6 @@ import (
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/profile"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -47,7 +48,7 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 // another session or tenant.
 func notFound(w http.ResponseWriter, id string) {
 	writeJSON(w, http.StatusNotFound, api.Error{
-		Error: runner.ErrNotFound.Error(), Code: api.CodeNotFound,
+		Error: service.ErrNotFound.Error(), Code: api.CodeNotFound,
 		ID: id, Status: receipts.StatusNotFound,
 	})
 }
@@ -61,17 +62,17 @@ func (s *Server) lookupFailed(w http.ResponseWriter, r *http.Request, id string,
 			Error: amb.Error(), Code: api.CodeNotFound,
 			ID: id, Status: receipts.StatusNotFound, Candidates: amb.IDs,
 		})
-	case errors.Is(err, runner.ErrNotFound), errors.Is(err, receipts.ErrNotFound):
+	case errors.Is(err, service.ErrNotFound), errors.Is(err, receipts.ErrNotFound):
 		notFound(w, id)
 	case errors.Is(err, receipts.ErrInvalidID):
 		writeError(w, http.StatusBadRequest, api.CodeInvalidID, err.Error())
 	case errors.Is(err, backend.ErrFinished):
 		writeError(w, http.StatusConflict, api.CodeFinished, id+" has already finished")
-	case errors.Is(err, runner.ErrQueued):
+	case errors.Is(err, service.ErrQueued):
 		writeError(w, http.StatusConflict, api.CodeQueued, err.Error())
-	case errors.Is(err, runner.ErrRunning):
+	case errors.Is(err, service.ErrRunning):
 		writeError(w, http.StatusConflict, api.CodeRunning, err.Error())
-	case errors.Is(err, runner.ErrInvalid):
+	case errors.Is(err, service.ErrInvalid):
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	case errors.Is(err, tarcopy.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
@@ -172,7 +173,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		if s.refused(w, t, err) {
 			return
 		}
-		if errors.Is(err, runner.ErrUnavailable) {
+		if errors.Is(err, service.ErrUnavailable) {
 			s.log.Error("start failed", "err", err)
 			writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, err.Error())
 			return
@@ -230,8 +231,8 @@ func (s *Server) whyNoLocal() string {
 }
 
 // startRequest checks a start request and turns it into the registry's.
-func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequest, error) {
-	var out runner.StartRequest
+func (s *Server) startRequest(t *Tenant, req api.StartRequest) (service.StartRequest, error) {
+	var out service.StartRequest
 	if strings.TrimSpace(req.Command) == "" {
 		return out, errors.New("command is empty")
 	}
@@ -245,7 +246,7 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 		if req.Backend == "local" {
 			why = s.whyNoLocal()
 		}
-		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)%s", runner.Clip(req.Backend), strings.Join(s.opts.Backends, ", "), why)
+		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)%s", service.Clip(req.Backend), strings.Join(s.opts.Backends, ", "), why)
 	}
 	backend, err := t.Registry.ResolveBackend(req.Backend)
 	if err != nil {
@@ -255,7 +256,7 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 		return out, fmt.Errorf("more than %d env entries", maxEnv)
 	}
 	for _, kv := range req.Env {
-		if err := runner.CheckEnv(kv); err != nil {
+		if err := service.CheckEnv(kv); err != nil {
 			return out, err
 		}
 	}
@@ -275,7 +276,7 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (runner.StartRequ
 	if err != nil {
 		return out, err
 	}
-	return runner.StartRequest{
+	return service.StartRequest{
 		Command: req.Command, Backend: backend, Image: req.Image, Cwd: cwd, Env: req.Env,
 		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin,
 		Owner:   receipts.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
@@ -322,7 +323,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, "retained: "+err.Error())
 		return
 	}
-	o := runner.ListOptions{Retained: retained, TaskID: q.Get("task"), SessionKey: q.Get("session_key")}
+	o := service.ListOptions{Retained: retained, TaskID: q.Get("task"), SessionKey: q.Get("session_key")}
 	for name, v := range map[string]string{"task": o.TaskID, "session_key": o.SessionKey} {
 		if err := checkText(name, v); err != nil {
 			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
@@ -341,14 +342,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	list, next := page(list, processKey, pq)
 	if list == nil {
-		list = []*runner.Info{}
+		list = []*service.Info{}
 	}
 	setNext(w, r, next)
 	writeJSON(w, http.StatusOK, list)
 }
 
 // processKey is where a process sorts in a listing.
-func processKey(p *runner.Info) pageKey { return pageKey{at: p.StartedAt.Round(0), id: p.ID} }
+func processKey(p *service.Info) pageKey { return pageKey{at: p.StartedAt.Round(0), id: p.ID} }
 
 // logs handles GET /v1/processes/{id}/log, and its follow=1 stream.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -416,7 +417,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 		return
 	}
 	q := r.URL.Query()
-	sq := runner.SearchQuery{Pattern: q.Get("grep")}
+	sq := service.SearchQuery{Pattern: q.Get("grep")}
 	for name, dst := range map[string]*int{"context": &sq.Context, "max": &sq.Max} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -430,8 +431,8 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	ctx, cancel := context.WithTimeout(r.Context(), handlerBudget)
 	defer cancel()
 	res, err := t.Registry.Search(ctx, id, sq)
-	if errors.Is(err, runner.ErrInvalid) { // the query, checked before any lookup
-		writeError(w, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+	if errors.Is(err, service.ErrInvalid) { // the query, checked before any lookup
+		writeError(w, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), service.ErrInvalid.Error()+": "))
 		return
 	}
 	if err != nil {
@@ -496,7 +497,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			status = info.Status // still queued, maybe
 		}
 		writeJSON(w, http.StatusOK, api.WaitResult{
-			LogResult: runner.LogResult{ID: id, Status: status},
+			LogResult: service.LogResult{ID: id, Status: status},
 			TimedOut:  true,
 		})
 		return
@@ -686,13 +687,13 @@ func storeUnreachable(err error) bool {
 func copyMax(r *http.Request) (int64, error) {
 	v := r.URL.Query().Get("max")
 	if v == "" {
-		return runner.DefaultCopyMax, nil
+		return service.DefaultCopyMax, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("max %q: want a positive number of bytes", runner.Clip(v))
+		return 0, fmt.Errorf("max %q: want a positive number of bytes", service.Clip(v))
 	}
-	return min(n, runner.DefaultCopyMax), nil
+	return min(n, service.DefaultCopyMax), nil
 }
 
 // putFiles unpacks the request's tar body into ?dir= of a running

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -31,15 +33,15 @@ func (s *Server) routes() *router {
 
 	mux.HandleFunc("POST /v1/processes", s.api(handlerBudget, s.start))
 	mux.HandleFunc("GET /v1/processes", s.api(handlerBudget, s.list))
-	mux.HandleFunc("GET /v1/processes/{id}", s.job(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
+	mux.HandleFunc("GET /v1/processes/{id}", s.job(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*service.Info, error) {
 		return t.Registry.Get(ctx, id)
 	})))
-	mux.HandleFunc("GET /v1/processes/{id}/poll", s.job(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.PollResult, error) {
+	mux.HandleFunc("GET /v1/processes/{id}/poll", s.job(handlerBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*service.PollResult, error) {
 		return t.Registry.Poll(ctx, id)
 	})))
 	mux.HandleFunc("GET /v1/processes/{id}/log", s.job(0, s.logs))
 	mux.HandleFunc("POST /v1/processes/{id}/wait", s.job(0, s.wait))
-	mux.HandleFunc("POST /v1/processes/{id}/kill", s.job(runner.KillBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*runner.Info, error) {
+	mux.HandleFunc("POST /v1/processes/{id}/kill", s.job(runner.KillBudget, byID(s, func(ctx context.Context, t *Tenant, id string) (*service.Info, error) {
 		return t.Registry.Kill(ctx, id)
 	})))
 	mux.HandleFunc("POST /v1/processes/{id}/stdin", s.job(handlerBudget, s.stdin))
@@ -65,7 +67,7 @@ func (s *Server) routes() *router {
 	mux.ServeMux.Handle("/ui", s.console)
 	mux.ServeMux.Handle("/ui/", s.console)
 	mux.ServeMux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such endpoint: "+runner.Clip(r.URL.Path))
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no such endpoint: "+service.Clip(r.URL.Path))
 	})
 	return mux
 }
@@ -272,7 +274,7 @@ func startRequestSpan(ctx context.Context, tracer trace.Tracer, r *http.Request)
 		attrs = append(attrs, attribute.Int("server.port", n))
 	}
 	if ua := r.UserAgent(); ua != "" {
-		attrs = append(attrs, attribute.String("user_agent.original", runner.Clip(ua)))
+		attrs = append(attrs, attribute.String("user_agent.original", service.Clip(ua)))
 	}
 	return tracer.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 }
@@ -311,7 +313,7 @@ func (s *Server) job(budget time.Duration, h apiHandler) http.HandlerFunc {
 
 // checkText rejects over-long values and control characters: the
 // runner's rule, the same for every front end.
-func checkText(name, v string) error { return runner.CheckLabel(name, v) }
+func checkText(name, v string) error { return service.CheckLabel(name, v) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	// json.Marshal's bytes, without its reflection, for the answers that
@@ -319,9 +321,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	// exact: a wrapper that embeds one (api.WaitResult) has fields more.
 	var b []byte
 	switch x := v.(type) {
-	case *runner.PollResult:
+	case *service.PollResult:
 		b = x.AppendJSON(make([]byte, 0, 256+len(x.OutputTail)), true)
-	case *runner.Info:
+	case *service.Info:
 		b = x.AppendJSON(make([]byte, 0, 512), true)
 	default:
 		var err error

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -22,7 +24,6 @@ import (
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/internal/testenv"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -69,7 +70,7 @@ func loadTest(t *testing.T, store, config string) {
 		}
 		wg.Go(func() {
 			for n := range work {
-				info, err := c.Start(ctx, runner.StartRequest{
+				info, err := c.Start(ctx, service.StartRequest{
 					Command: fmt.Sprintf("echo job-%d; exit %d", n, n%7),
 					Stdin:   true,
 					Owner:   receipts.Owner{TaskID: strconv.Itoa(n)},
@@ -300,7 +301,7 @@ func killRestart(t *testing.T, config string) {
 		wg.Go(func() {
 			for j := range work {
 				info, err := cs[j.tenant].Start(sessions.WithCurrent(context.Background(), killRestartSession),
-					runner.StartRequest{Command: command(j), Stdin: true, Owner: receipts.Owner{NotifyOnComplete: true}})
+					service.StartRequest{Command: command(j), Stdin: true, Owner: receipts.Owner{NotifyOnComplete: true}})
 				if err != nil {
 					continue // the server died under this start: its fate is unknown
 				}
@@ -518,7 +519,7 @@ func TestServeKillRestartDocker(t *testing.T) {
 					// reattach on a loaded CI machine.
 					cmd = fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 20+j.n%3, j.n, j.code)
 				}
-				info, err := c.Start(context.Background(), runner.StartRequest{Command: cmd, Backend: "docker", Image: image, Cwd: "/"})
+				info, err := c.Start(context.Background(), service.StartRequest{Command: cmd, Backend: "docker", Image: image, Cwd: "/"})
 				if err != nil {
 					continue
 				}
@@ -551,7 +552,7 @@ func TestServeKillRestartDocker(t *testing.T) {
 	c, _ := client.New(second.url, client.Options{Token: tok})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	running, err := c.List(ctx, runner.ListOptions{})
+	running, err := c.List(ctx, service.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,12 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"net/http"
 	"time"
 
 	"github.com/hermesrun/hermes/api"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -50,11 +51,11 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	for _, st := range req.Status {
 		if receipts.Active(st) || !finalStatus(st) {
-			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "status "+runner.Clip(st)+" is not the status of a finished process")
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, "status "+service.Clip(st)+" is not the status of a finished process")
 			return
 		}
 	}
-	removed, err := t.Registry.Prune(r.Context(), runner.PruneOptions{OlderThan: time.Duration(req.OlderThan), Statuses: req.Status})
+	removed, err := t.Registry.Prune(r.Context(), service.PruneOptions{OlderThan: time.Duration(req.OlderThan), Statuses: req.Status})
 	if err != nil {
 		s.lookupFailed(w, r, "", err)
 		return

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/api"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -27,7 +28,7 @@ func (s *Server) sessionFailed(w http.ResponseWriter, r *http.Request, err error
 		writeError(w, http.StatusConflict, api.CodeSessionExists, err.Error())
 	case errors.Is(err, sessions.ErrEnded):
 		writeError(w, http.StatusConflict, api.CodeSessionEnded, err.Error())
-	case errors.Is(err, runner.ErrInvalid):
+	case errors.Is(err, service.ErrInvalid):
 		writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
 	default:
 		s.lookupFailed(w, r, "", err)
@@ -40,7 +41,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, t *Tenant)
 	if !ok {
 		return
 	}
-	var req runner.SessionRequest
+	var req service.SessionRequest
 	if len(body) > 0 { // an empty body asks for all the defaults
 		if err := decodeStrict(body, "session request", &req); err != nil {
 			writeError(w, http.StatusBadRequest, api.CodeBadRequest, err.Error())
@@ -59,7 +60,7 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, t *Tenant)
 }
 
 // listSessions handles GET /v1/sessions?limit=N&cursor=C. A page is cut
-// from the whole listing (at most runner.MaxSessionList, the newest), sorted
+// from the whole listing (at most service.MaxSessionList, the newest), sorted
 // here: stores break ties of start time in their own ways.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	pq, ok := readPage(w, r)
@@ -137,7 +138,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, t *Tenant) 
 		name string
 		to   *time.Duration
 		max  time.Duration
-	}{{"wait", &wait, api.MaxWait}, {"lease", &lease, runner.MaxLease}} {
+	}{{"wait", &wait, api.MaxWait}, {"lease", &lease, service.MaxLease}} {
 		if v := r.URL.Query().Get(p.name); v != "" {
 			d, err := api.ParseDuration(v)
 			if err != nil {
@@ -153,7 +154,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, t *Tenant) 
 	ctx = sessions.WithCurrent(ctx, id)
 	cs, err := t.Registry.LeaseCompletions(ctx, wait, lease)
 	if err != nil && errors.Is(err, context.Canceled) && r.Context().Err() == nil {
-		cs, err = []runner.Completion{}, nil // draining: an empty answer, asked again elsewhere
+		cs, err = []service.Completion{}, nil // draining: an empty answer, asked again elsewhere
 	}
 	if err != nil {
 		s.sessionFailed(w, r, err)
@@ -205,7 +206,7 @@ func (s *Server) lineageSession(w http.ResponseWriter, r *http.Request, t *Tenan
 		return "", false
 	}
 	if !scope.Allows(id) {
-		writeError(w, http.StatusNotFound, api.CodeSessionNotFound, "session "+runner.Clip(id)+" not found among the caller's lineage")
+		writeError(w, http.StatusNotFound, api.CodeSessionNotFound, "session "+service.Clip(id)+" not found among the caller's lineage")
 		return "", false
 	}
 	return id, true

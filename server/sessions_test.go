@@ -23,7 +23,7 @@ type sessionRecord struct {
 	EndReason string     `json:"end_reason"`
 }
 
-// completionItem mirrors runner.Completion.
+// completionItem mirrors service.Completion.
 type completionItem struct {
 	SessionID  string `json:"session_id"`
 	Status     string `json:"status"`

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/hermesrun/hermes/api"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/webui"
 )
@@ -50,7 +51,7 @@ func (c *consoleTenants) Login(secret string) (string, func() bool, bool) {
 }
 
 // Service implements webui.Tenants.
-func (c *consoleTenants) Service(ctx context.Context, tenant string) (runner.Service, error) {
+func (c *consoleTenants) Service(ctx context.Context, tenant string) (service.Service, error) {
 	t, err := c.s.tenants.get(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (c *consoleTenants) Service(ctx context.Context, tenant string) (runner.Ser
 // Start implements webui.Tenants with the API's start: the runner's policy
 // (allowed backends, working directory), then the claim that lets other
 // replicas find the job, or the dispatcher's kick for a queued one.
-func (c *consoleTenants) Start(ctx context.Context, tenant, command, backend string) (*runner.Info, error) {
+func (c *consoleTenants) Start(ctx context.Context, tenant, command, backend string) (*service.Info, error) {
 	t, err := c.s.tenants.get(ctx, tenant)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"net/http"
@@ -88,7 +90,7 @@ type jobRow struct {
 }
 
 // newJobRow is the row of in, at now.
-func newJobRow(in *runner.Info, now time.Time) jobRow {
+func newJobRow(in *service.Info, now time.Time) jobRow {
 	row := jobRow{ID: in.ID, Status: in.Status, Class: "st-" + in.Status, Exit: "-",
 		Command: clip(cleanText(in.Command), 80), Session: in.ParentSessionID, SessionShort: clip(cleanText(in.ParentSessionID), 24),
 		Backend: in.Backend, Started: in.StartedAt.Format(time.RFC3339), Ago: humantime.Ago(in.StartedAt, now), Took: "-"}
@@ -122,7 +124,7 @@ func newJobRow(in *runner.Info, now time.Time) jobRow {
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
 	status, task, session, backend := q.Get("status"), q.Get("task"), q.Get("session"), q.Get("backend")
-	list, err := v.svc.List(v.ctx, runner.ListOptions{Retained: true, TaskID: task})
+	list, err := v.svc.List(v.ctx, service.ListOptions{Retained: true, TaskID: task})
 	if err != nil {
 		http.Error(w, "list: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -165,7 +167,7 @@ func (c *Console) job(w http.ResponseWriter, r *http.Request, v *view) {
 }
 
 func (c *Console) notFound(w http.ResponseWriter, err error) {
-	if errors.Is(err, runner.ErrNotFound) || errors.Is(err, receipts.ErrNotFound) || errors.Is(err, receipts.ErrInvalidID) {
+	if errors.Is(err, service.ErrNotFound) || errors.Is(err, receipts.ErrNotFound) || errors.Is(err, receipts.ErrInvalidID) {
 		http.Error(w, "no such job", http.StatusNotFound)
 		return
 	}
@@ -235,7 +237,7 @@ func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, v *view) 
 		http.Error(w, "sessions: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	jobs, err := v.svc.List(v.ctx, runner.ListOptions{Retained: true})
+	jobs, err := v.svc.List(v.ctx, service.ListOptions{Retained: true})
 	if err != nil {
 		http.Error(w, "list: "+err.Error(), http.StatusServiceUnavailable)
 		return

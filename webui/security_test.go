@@ -1,6 +1,8 @@
 package webui_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"io"
 	"net/http"
@@ -63,9 +65,9 @@ func csrfOf(t *testing.T, c *webui.Console, ck *http.Cookie) string {
 
 // running starts a job that runs until killed, and kills it when the
 // test ends.
-func running(t *testing.T, svc runner.Service, command string) string {
+func running(t *testing.T, svc service.Service, command string) string {
 	t.Helper()
-	in, err := svc.Start(context.Background(), runner.StartRequest{Command: command, Stdin: true})
+	in, err := svc.Start(context.Background(), service.StartRequest{Command: command, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +209,7 @@ func TestPagesAreStrict(t *testing.T) {
 	c, ck := loggedIn(t, svc)
 	// A finished job whose receipt holds a terminal title (OSC), a screen
 	// clear (CSI) and markup, and a running one whose command has markup.
-	in, err := svc.Start(context.Background(), runner.StartRequest{Command: `printf '<img src=x onerror=alert(1)>\033[2J\033]0;%s\007 done\n' pw""ned`})
+	in, err := svc.Start(context.Background(), service.StartRequest{Command: `printf '<img src=x onerror=alert(1)>\033[2J\033]0;%s\007 done\n' pw""ned`})
 	if err != nil {
 		t.Fatal(err)
 	}

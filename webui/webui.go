@@ -19,6 +19,8 @@
 package webui
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -37,7 +39,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/humantime"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -53,12 +54,12 @@ type Tenants interface {
 	Login(secret string) (tenant string, valid func() bool, ok bool)
 	// Service returns the tenant's runner, in-process: the console acts
 	// for the whole tenant through runner.WithScope.
-	Service(ctx context.Context, tenant string) (runner.Service, error)
+	Service(ctx context.Context, tenant string) (service.Service, error)
 	// Start starts command for the tenant as the API would (the
 	// runner's policy on backends and working directories, its limits and
 	// queue), on backend ("" the default), with stdin open. A job that
 	// failed to start comes back with the error.
-	Start(ctx context.Context, tenant, command, backend string) (*runner.Info, error)
+	Start(ctx context.Context, tenant, command, backend string) (*service.Info, error)
 	// Follow streams the output of the tenant's job id to w as the API's
 	// server-sent events ("output", then "end"; "timeout" when the
 	// stream's time is up), resuming after r's Last-Event-ID, so that an
@@ -221,7 +222,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type view struct {
 	tenant string
 	csrf   string
-	svc    runner.Service
+	svc    service.Service
 	ctx    context.Context
 }
 

@@ -1,6 +1,8 @@
 package webui_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -26,7 +28,7 @@ import (
 // as revoked is not set.
 type oneTenant struct {
 	secret  string
-	svc     runner.Service
+	svc     service.Service
 	revoked *atomic.Bool
 }
 
@@ -37,18 +39,18 @@ func (o oneTenant) Login(secret string) (string, func() bool, bool) {
 	return "t", func() bool { return o.revoked == nil || !o.revoked.Load() }, true
 }
 
-func (o oneTenant) Service(context.Context, string) (runner.Service, error) {
+func (o oneTenant) Service(context.Context, string) (service.Service, error) {
 	return o.svc, nil
 }
 
-func (o oneTenant) Start(ctx context.Context, _, command, backend string) (*runner.Info, error) {
-	return o.svc.Start(ctx, runner.StartRequest{Command: command, Backend: backend, Stdin: true})
+func (o oneTenant) Start(ctx context.Context, _, command, backend string) (*service.Info, error) {
+	return o.svc.Start(ctx, service.StartRequest{Command: command, Backend: backend, Stdin: true})
 }
 
 // Follow streams the output as events, without the server's resumption.
 func (o oneTenant) Follow(w http.ResponseWriter, r *http.Request, _, id string) {
 	w.Header().Set("Content-Type", "text/event-stream")
-	err := runner.Follow(r.Context(), o.svc, id, 0, func(ev runner.FollowEvent) error {
+	err := service.Follow(r.Context(), o.svc, id, 0, func(ev service.FollowEvent) error {
 		name := "output"
 		if ev.Final() {
 			name = "end"
@@ -64,7 +66,7 @@ func (o oneTenant) Follow(w http.ResponseWriter, r *http.Request, _, id string) 
 
 // profileWith builds a registry on a file store holding n finished jobs,
 // owned by a handful of sessions.
-func profileWith(tb testing.TB, n int) runner.Service {
+func profileWith(tb testing.TB, n int) service.Service {
 	tb.Helper()
 	dir := tb.TempDir()
 	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{MaxRetained: n + 10})
@@ -93,7 +95,7 @@ func profileWith(tb testing.TB, n int) runner.Service {
 }
 
 // loggedIn returns a console and the cookie of a login to it.
-func loggedIn(tb testing.TB, svc runner.Service) (*webui.Console, *http.Cookie) {
+func loggedIn(tb testing.TB, svc service.Service) (*webui.Console, *http.Cookie) {
 	tb.Helper()
 	c, err := webui.New(webui.Options{Tenants: oneTenant{secret: "s3cret", svc: svc}})
 	if err != nil {
@@ -162,7 +164,7 @@ func BenchmarkJobsPage(b *testing.B) {
 // its trace there; a setting that is not an http(s) address is refused.
 func TestJaegerLink(t *testing.T) {
 	svc := profileWith(t, 0)
-	in, err := svc.Start(context.Background(), runner.StartRequest{Command: "true"})
+	in, err := svc.Start(context.Background(), service.StartRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +237,7 @@ func TestJobControlShown(t *testing.T) {
 }
 
 // withReceipt is a registry whose store holds rec.
-func withReceipt(tb testing.TB, rec *receipts.Receipt) runner.Service {
+func withReceipt(tb testing.TB, rec *receipts.Receipt) service.Service {
 	tb.Helper()
 	dir := tb.TempDir()
 	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{})

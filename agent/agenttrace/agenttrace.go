@@ -23,6 +23,8 @@
 package agenttrace
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"strings"
@@ -34,7 +36,6 @@ import (
 
 	"github.com/hermesrun/hermes/agent"
 	"github.com/hermesrun/hermes/agent/openai"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/redact"
 	"github.com/hermesrun/hermes/tracing"
 )
@@ -176,11 +177,11 @@ func (t *Tracer) StartTurn(ctx context.Context, turn agent.Turn) (context.Contex
 	}
 }
 
-// linkTo is the link to a reported process span. runner.Completion carries
+// linkTo is the link to a reported process span. service.Completion carries
 // only the trace and span ids; the sampled flag is the current trace's
 // when the process ran in it (sampling follows the parent), else unknown
 // and left clear.
-func linkTo(ctx context.Context, c runner.Completion) (trace.Link, bool) {
+func linkTo(ctx context.Context, c service.Completion) (trace.Link, bool) {
 	ids := tracing.ProcessIDs{TraceID: c.TraceID, SpanID: c.SpanID}
 	if !ids.Valid() {
 		return trace.Link{}, false

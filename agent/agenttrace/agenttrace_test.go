@@ -1,6 +1,8 @@
 package agenttrace_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -350,7 +352,7 @@ func TestToolContextReachesRegistry(t *testing.T) {
 	reg := newRegistry(t, p)
 	tr := agenttrace.New(p, "m")
 	ctx, end := tr.StartTool(sessions.WithCurrent(context.Background(), "sess-ctx"), openai.ToolCall{ID: "c1", Function: openai.FunctionCall{Name: "terminal", Arguments: `{"command":"echo $TRACEPARENT"}`}})
-	info, err := reg.Start(ctx, runner.StartRequest{Command: "echo $TRACEPARENT"})
+	info, err := reg.Start(ctx, service.StartRequest{Command: "echo $TRACEPARENT"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +476,7 @@ func TestDisabled(t *testing.T) {
 		tr := agenttrace.New(p, "m")
 		type key struct{}
 		ctx := context.WithValue(context.Background(), key{}, 1)
-		got, end := tr.StartTurn(ctx, agent.Turn{Index: 1, FollowUp: []runner.Completion{{TraceID: strings.Repeat("1", 32), SpanID: strings.Repeat("2", 16)}}})
+		got, end := tr.StartTurn(ctx, agent.Turn{Index: 1, FollowUp: []service.Completion{{TraceID: strings.Repeat("1", 32), SpanID: strings.Repeat("2", 16)}}})
 		end("", nil)
 		if got != ctx {
 			t.Error("StartTurn changed the context while disabled")

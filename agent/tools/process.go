@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/agent/openai"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -93,12 +94,12 @@ func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		list, err := p.opts.Runner.List(ctx, runner.ListOptions{Retained: retained})
+		list, err := p.opts.Runner.List(ctx, service.ListOptions{Retained: retained})
 		if err != nil {
 			return "", err
 		}
 		if list == nil {
-			list = []*runner.Info{}
+			list = []*service.Info{}
 		}
 		return marshal(list), nil
 	}
@@ -118,8 +119,8 @@ func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 		return "", fmt.Errorf("%w: %q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", ErrBadArguments, id)
 	}
 	out, err := p.act(ctx, action, id, a)
-	if errors.Is(err, runner.ErrNotFound) {
-		return marshal(runner.NotFound(action, id)), nil
+	if errors.Is(err, service.ErrNotFound) {
+		return marshal(service.NotFound(action, id)), nil
 	}
 	return out, err
 }
@@ -186,10 +187,10 @@ func (p *Process) search(ctx context.Context, id, filter string, a Args) (string
 	if err != nil {
 		return "", err
 	}
-	res, err := p.opts.Runner.Search(ctx, id, runner.SearchQuery{Pattern: filter, Context: n, Max: maxFilterMatches})
-	if errors.Is(err, runner.ErrInvalid) {
+	res, err := p.opts.Runner.Search(ctx, id, service.SearchQuery{Pattern: filter, Context: n, Max: maxFilterMatches})
+	if errors.Is(err, service.ErrInvalid) {
 		// Registries and runners alike refuse a bad query as invalid.
-		return "", fmt.Errorf("%w: %s", ErrBadArguments, strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+		return "", fmt.Errorf("%w: %s", ErrBadArguments, strings.TrimPrefix(err.Error(), service.ErrInvalid.Error()+": "))
 	}
 	if err != nil {
 		return "", err
@@ -205,7 +206,7 @@ func (p *Process) search(ctx context.Context, id, filter string, a Args) (string
 	return out, nil
 }
 
-func (p *Process) logResult(res *runner.LogResult) string {
+func (p *Process) logResult(res *service.LogResult) string {
 	out, clipped := ClipOutput(res.Output, p.opts.MaxResultChars)
 	r := *res
 	r.Output = out
@@ -226,7 +227,7 @@ func (p *Process) wait(ctx context.Context, id string, a Args) (string, error) {
 	defer cancel()
 	res, err := p.opts.Runner.Wait(wctx, id)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return marshal(runner.StillRunning(id)), nil
+		return marshal(service.StillRunning(id)), nil
 	}
 	if err != nil {
 		return "", err
@@ -257,7 +258,7 @@ func (p *Process) write(ctx context.Context, id, action string, a Args) (string,
 	if err != nil {
 		return "", err
 	}
-	return marshal(runner.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: action == "close"}), nil
+	return marshal(service.WriteResult{ID: id, Status: "ok", BytesWritten: len(data), StdinClosed: action == "close"}), nil
 }
 
 // TerminalToolset is the toolset name of terminal and process_manage.

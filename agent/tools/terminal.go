@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -138,7 +140,7 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	req := runner.StartRequest{
+	req := service.StartRequest{
 		Command: command, Cwd: cwd, Env: t.opts.Env, Backend: t.opts.Backend, Image: t.opts.Image,
 	}
 	if req.Control, err = control(a); err != nil {
@@ -275,7 +277,7 @@ func (t *Terminal) cwd(workdir string) (string, error) {
 // foreground runs req to its end. The supervisor enforces req.Timeout; the
 // wait here allows for that plus the kill grace, and an interrupted agent
 // kills the command rather than leave it running unobserved.
-func (t *Terminal) foreground(ctx context.Context, req runner.StartRequest) (string, error) {
+func (t *Terminal) foreground(ctx context.Context, req service.StartRequest) (string, error) {
 	info, err := t.opts.Runner.Start(ctx, req)
 	if err != nil {
 		return "", err

@@ -7,6 +7,8 @@
 package tools
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/hermesrun/hermes/agent/openai"
-	"github.com/hermesrun/hermes/runner"
 )
 
 // Tool is one function offered to the model.
@@ -33,13 +34,13 @@ type Tool interface {
 // Runner is the part of the process registry the tools drive;
 // *runner.Registry implements it.
 type Runner interface {
-	Start(ctx context.Context, req runner.StartRequest) (*runner.Info, error)
-	List(ctx context.Context, o runner.ListOptions) ([]*runner.Info, error)
-	Poll(ctx context.Context, id string) (*runner.PollResult, error)
-	Log(ctx context.Context, id string, offset, limit int) (*runner.LogResult, error)
-	Search(ctx context.Context, id string, q runner.SearchQuery) (*runner.SearchResult, error)
-	Wait(ctx context.Context, id string) (*runner.LogResult, error)
-	Kill(ctx context.Context, id string) (*runner.Info, error)
+	Start(ctx context.Context, req service.StartRequest) (*service.Info, error)
+	List(ctx context.Context, o service.ListOptions) ([]*service.Info, error)
+	Poll(ctx context.Context, id string) (*service.PollResult, error)
+	Log(ctx context.Context, id string, offset, limit int) (*service.LogResult, error)
+	Search(ctx context.Context, id string, q service.SearchQuery) (*service.SearchResult, error)
+	Wait(ctx context.Context, id string) (*service.LogResult, error)
+	Kill(ctx context.Context, id string) (*service.Info, error)
 	Write(ctx context.Context, id string, data []byte) error
 	CloseStdin(ctx context.Context, id string) error
 }

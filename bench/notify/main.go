@@ -17,6 +17,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -104,7 +106,7 @@ func newRegistry(dir string, n int) (*runner.Registry, error) {
 }
 
 func start(ctx context.Context, reg *runner.Registry) error {
-	_, err := reg.Start(ctx, runner.StartRequest{
+	_, err := reg.Start(ctx, service.StartRequest{
 		Command: command,
 		Env:     []string{"LC_ALL=C"},
 		Owner:   receipts.Owner{NotifyOnComplete: true, ParentSessionID: owner},

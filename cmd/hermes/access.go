@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,7 +70,7 @@ func warn(g *Globals, e *profile.Profile) {
 
 func checkID(id string) error {
 	if !receipts.IsPrefix(id) {
-		return badInput("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", runner.Clip(id))
+		return badInput("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", service.Clip(id))
 	}
 	return nil
 }
@@ -87,19 +89,19 @@ func printJSON(g *Globals, v any) error {
 func notFound(g *Globals, id string) error {
 	where := "among the jobs started with no session (HERMES_SESSION_ID is unset)"
 	if s := g.Getenv("HERMES_SESSION_ID"); s != "" {
-		where = "visible to session " + runner.Clip(s) + " (HERMES_SESSION_ID)"
+		where = "visible to session " + service.Clip(s) + " (HERMES_SESSION_ID)"
 	}
-	return fmt.Errorf("%s: no such process %s; a job belongs to the session that started it (a chat, an agent): list sessions with 'hermes session ls' and read as one with HERMES_SESSION_ID=<id>", runner.Clip(id), where)
+	return fmt.Errorf("%s: no such process %s; a job belongs to the session that started it (a chat, an agent): list sessions with 'hermes session ls' and read as one with HERMES_SESSION_ID=<id>", service.Clip(id), where)
 }
 
 // onProcess runs command op on process id: it checks the id, opens the
 // service (this profile, or the runner), runs fn, and answers an id the
 // caller cannot see as the contract says.
-func onProcess(ctx context.Context, g *Globals, op, id string, fn func(context.Context, runner.Service) error) error {
+func onProcess(ctx context.Context, g *Globals, op, id string, fn func(context.Context, service.Service) error) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	ctx, svc, done, err := service(ctx, g, op)
+	ctx, svc, done, err := connect(ctx, g, op)
 	if err != nil {
 		return err
 	}
@@ -111,8 +113,8 @@ func onProcess(ctx context.Context, g *Globals, op, id string, fn func(context.C
 // caller cannot see prints the contract's not_found answer (with --json)
 // and fails with one line; other errors pass through.
 func answer(g *Globals, op, id string, err error) error {
-	if errors.Is(err, runner.ErrNotFound) && g.JSON {
-		_ = printJSON(g, runner.NotFound(op, id))
+	if errors.Is(err, service.ErrNotFound) && g.JSON {
+		_ = printJSON(g, service.NotFound(op, id))
 	}
 	return explainNotFound(g, id, err)
 }
@@ -121,7 +123,7 @@ func answer(g *Globals, op, id string, err error) error {
 // that says so: the candidates of an ambiguous prefix, else whose jobs
 // were looked in.
 func explainNotFound(g *Globals, id string, err error) error {
-	if !errors.Is(err, runner.ErrNotFound) {
+	if !errors.Is(err, service.ErrNotFound) {
 		return err
 	}
 	var amb *receipts.AmbiguousError
@@ -133,10 +135,10 @@ func explainNotFound(g *Globals, id string, err error) error {
 
 // checkLabels applies the runner's label rule to --task and --session-key.
 func checkLabels(task, sessionKey string) error {
-	if err := runner.CheckLabel("--task", task); err != nil {
+	if err := service.CheckLabel("--task", task); err != nil {
 		return badInput("%v", err)
 	}
-	if err := runner.CheckLabel("--session-key", sessionKey); err != nil {
+	if err := service.CheckLabel("--session-key", sessionKey); err != nil {
 		return badInput("%v", err)
 	}
 	return nil

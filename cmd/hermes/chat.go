@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bufio"
 	"context"
 	"errors"
@@ -20,7 +22,6 @@ import (
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/profile"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/tracing"
 )
@@ -196,7 +197,7 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 
 // service is where the agent's jobs run and its completions are taken:
 // the shared runner with --runner, else this profile's registry.
-func (c *ChatCmd) service(g *Globals, e *profile.Profile) (runner.Service, error) {
+func (c *ChatCmd) service(g *Globals, e *profile.Profile) (service.Service, error) {
 	if g.RunnerURL == "" {
 		return e.Registry(profile.Background)
 	}
@@ -242,7 +243,7 @@ func (c *ChatCmd) oneshot(ctx context.Context, ag *agent.Agent, cfg config.Confi
 // interactive answers -q if given, then requests from stdin, one per line,
 // and reports completions as they arrive while it waits for input. At end
 // of input it waits for the session's notify processes as oneshot does.
-func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, svc runner.Service, cfg config.Config, model string, quiet bool, res *chatResult) error {
+func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, svc service.Service, cfg config.Config, model string, quiet bool, res *chatResult) error {
 	tty := stdinIsTerminal()
 	ask := func(q string) error {
 		tctx := ctx
@@ -408,7 +409,7 @@ func (c *ChatCmd) client(cfg config.Config, e *profile.Profile) (*openai.Client,
 // when set, else the current directory (on a runner: the caller's
 // directory if the runner has it, else the runner's); terminal.env picks
 // the backend.
-func (c *ChatCmd) tools(cfg config.Config, g *Globals, svc runner.Service) (set *tools.Set, delegate bool, err error) {
+func (c *ChatCmd) tools(cfg config.Config, g *Globals, svc service.Service) (set *tools.Set, delegate bool, err error) {
 	cwd := g.Getenv("TERMINAL_CWD")
 	if cwd == "" && g.RunnerURL == "" {
 		wd, err := os.Getwd()
@@ -511,12 +512,12 @@ func (p *chatPrinter) ToolResult(tc openai.ToolCall, content string, err error) 
 }
 
 // FollowUp implements agent.Observer.
-func (p *chatPrinter) FollowUp(cs []runner.Completion) {
+func (p *chatPrinter) FollowUp(cs []service.Completion) {
 	if p.quiet {
 		return
 	}
 	for _, c := range cs {
-		if c.Event == runner.EventOutput {
+		if c.Event == service.EventOutput {
 			fmt.Fprintf(p.err, "[notify] %s printed line %d matching %q\n", c.ID, c.LineNumber, c.Pattern)
 			continue
 		}

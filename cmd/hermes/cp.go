@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"io"
@@ -8,7 +10,6 @@ import (
 	"regexp"
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -34,7 +35,7 @@ type cpResult struct {
 func (c *CpCmd) Run(ctx context.Context, g *Globals) error {
 	max, err := receipts.ParseBytes(c.MaxSize)
 	if err != nil || max <= 0 {
-		return badInput("--max-size %q: want a size such as 512m", runner.Clip(c.MaxSize))
+		return badInput("--max-size %q: want a size such as 512m", service.Clip(c.MaxSize))
 	}
 	in, out := jobPath.FindStringSubmatch(c.Dst), jobPath.FindStringSubmatch(c.Src)
 	switch {
@@ -45,14 +46,14 @@ func (c *CpCmd) Run(ctx context.Context, g *Globals) error {
 	case out != nil:
 		return c.copyOut(ctx, g, out[1], out[2], max)
 	}
-	return badInput("one of %q and %q must be ID:PATH, PATH absolute inside the job", runner.Clip(c.Src), runner.Clip(c.Dst))
+	return badInput("one of %q and %q must be ID:PATH, PATH absolute inside the job", service.Clip(c.Src), service.Clip(c.Dst))
 }
 
 func (c *CpCmd) copyIn(ctx context.Context, g *Globals, id, dir string, max int64) error {
 	if _, err := os.Lstat(c.Src); err != nil {
 		return badInput("%v", err)
 	}
-	return onProcess(ctx, g, "cp", id, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "cp", id, func(ctx context.Context, svc service.Service) error {
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(tarcopy.Pack(pw, c.Src)) }()
 		n := &counter{r: pr}
@@ -67,9 +68,9 @@ func (c *CpCmd) copyIn(ctx context.Context, g *Globals, id, dir string, max int6
 
 func (c *CpCmd) copyOut(ctx context.Context, g *Globals, id, p string, max int64) error {
 	if st, err := os.Stat(c.Dst); err != nil || !st.IsDir() {
-		return badInput("%q: want an existing local directory to copy into", runner.Clip(c.Dst))
+		return badInput("%q: want an existing local directory to copy into", service.Clip(c.Dst))
 	}
-	return onProcess(ctx, g, "cp", id, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "cp", id, func(ctx context.Context, svc service.Service) error {
 		rc, err := svc.CopyOut(ctx, id, p, max)
 		if err != nil {
 			return err

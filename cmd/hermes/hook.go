@@ -58,7 +58,7 @@ func (c *HookCmd) Run(ctx context.Context, g *Globals) error {
 	// the session resuming the conversation should get.
 	ctx, stop := agenthost.WithHost(ctx)
 	defer stop()
-	ctx, svc, done, err := service(ctx, g, "hook")
+	ctx, svc, done, err := connect(ctx, g, "hook")
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -16,7 +17,7 @@ type InspectCmd struct {
 // field, its output included), the live record of one still running or
 // queued. Always JSON: it is for reading every field.
 func (c *InspectCmd) Run(ctx context.Context, g *Globals) error {
-	return onProcess(ctx, g, "inspect", c.ID, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "inspect", c.ID, func(ctx context.Context, svc service.Service) error {
 		in, err := svc.Get(ctx, c.ID)
 		if err != nil {
 			return err

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // KillCmd ends a process.
@@ -23,7 +23,7 @@ type KillCmd struct {
 func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	if len(c.IDs) == 1 {
 		id := c.IDs[0]
-		return onProcess(ctx, g, "kill", id, func(ctx context.Context, svc runner.Service) error {
+		return onProcess(ctx, g, "kill", id, func(ctx context.Context, svc service.Service) error {
 			info, err := svc.Kill(ctx, id)
 			if err != nil {
 				return err
@@ -40,7 +40,7 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 	}
-	ctx, svc, done, err := service(ctx, g, "kill")
+	ctx, svc, done, err := connect(ctx, g, "kill")
 	if err != nil {
 		return err
 	}
@@ -54,8 +54,8 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 			switch {
 			case err == nil:
 				infos[i] = info
-			case errors.Is(err, runner.ErrNotFound):
-				infos[i] = runner.NotFound("kill", id)
+			case errors.Is(err, service.ErrNotFound):
+				infos[i] = service.NotFound("kill", id)
 			}
 			errs[i] = explainNotFound(g, id, err)
 		})
@@ -65,11 +65,11 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	for i, id := range c.IDs {
 		if errs[i] != nil {
 			failed++
-			fmt.Fprintf(g.Stderr, "hermes: error: kill %s: %s\n", runner.Clip(id), oneLine(errs[i].Error()))
+			fmt.Fprintf(g.Stderr, "hermes: error: kill %s: %s\n", service.Clip(id), oneLine(errs[i].Error()))
 			continue
 		}
 		if !g.JSON {
-			info := infos[i].(*runner.Info)
+			info := infos[i].(*service.Info)
 			fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
 		}
 	}

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // LogCmd shows output.
@@ -45,8 +45,8 @@ func (c *LogCmd) Validate() error {
 	}
 	if c.Grep != "" {
 		// Checked here, so that a profile and a runner refuse alike.
-		if _, err := runner.CompileSearch(runner.SearchQuery{Pattern: c.Grep, Context: c.Context, Max: c.MaxCount}); err != nil {
-			return errors.New("--grep: " + strings.TrimPrefix(err.Error(), runner.ErrInvalid.Error()+": "))
+		if _, err := service.CompileSearch(service.SearchQuery{Pattern: c.Grep, Context: c.Context, Max: c.MaxCount}); err != nil {
+			return errors.New("--grep: " + strings.TrimPrefix(err.Error(), service.ErrInvalid.Error()+": "))
 		}
 	}
 	return nil
@@ -54,7 +54,7 @@ func (c *LogCmd) Validate() error {
 
 // Run implements the command.
 func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
-	return onProcess(ctx, g, "log", c.ID, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "log", c.ID, func(ctx context.Context, svc service.Service) error {
 		if c.Follow {
 			return c.follow(ctx, g, svc)
 		}
@@ -79,8 +79,8 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 // search prints the matching lines, grep-style: "12:text" for a match,
 // "11-text" for context, "--" between groups that do not touch; exit 1
 // when nothing matched.
-func (c *LogCmd) search(ctx context.Context, g *Globals, svc runner.Service) error {
-	res, err := svc.Search(ctx, c.ID, runner.SearchQuery{Pattern: c.Grep, Context: c.Context, Max: c.MaxCount})
+func (c *LogCmd) search(ctx context.Context, g *Globals, svc service.Service) error {
+	res, err := svc.Search(ctx, c.ID, service.SearchQuery{Pattern: c.Grep, Context: c.Context, Max: c.MaxCount})
 	if err != nil {
 		return err
 	}
@@ -115,9 +115,9 @@ func (c *LogCmd) search(ctx context.Context, g *Globals, svc runner.Service) err
 // follow prints complete lines as they appear, then the rest at the end,
 // and fails with the process's exit code, as wait does: `log -f` in a
 // script stands for the job.
-func (c *LogCmd) follow(ctx context.Context, g *Globals, svc runner.Service) error {
+func (c *LogCmd) follow(ctx context.Context, g *Globals, svc service.Service) error {
 	var exit *int
-	err := runner.Follow(ctx, svc, c.ID, c.Offset, func(ev runner.FollowEvent) error {
+	err := service.Follow(ctx, svc, c.ID, c.Offset, func(ev service.FollowEvent) error {
 		if ev.Final() {
 			exit = ev.ExitCode
 		}

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +24,6 @@ import (
 	// command to the caller supervisor and exit before the rest starts.
 	"github.com/hermesrun/hermes/internal/handoff"
 	_ "github.com/hermesrun/hermes/internal/hugeheap"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -229,7 +230,7 @@ func command(ctx context.Context, args []string, g *Globals) int {
 		fmt.Fprintf(stderr, "hermes: error: %s (see %s --help)\n", oneLine(err.Error()), helpFor(err))
 		return 2
 	}
-	if err := runner.CheckLabel("HERMES_SESSION_ID", g.Getenv("HERMES_SESSION_ID")); err != nil {
+	if err := service.CheckLabel("HERMES_SESSION_ID", g.Getenv("HERMES_SESSION_ID")); err != nil {
 		fmt.Fprintf(stderr, "hermes: error: %s\n", err)
 		return 2
 	}
@@ -254,10 +255,10 @@ func command(ctx context.Context, args []string, g *Globals) int {
 	default:
 		var ue usageError
 		fmt.Fprintf(stderr, "hermes: error: %s\n", oneLine(err.Error()))
-		if errors.As(err, &ue) || errors.Is(err, runner.ErrInvalid) {
+		if errors.As(err, &ue) || errors.Is(err, service.ErrInvalid) {
 			return 2
 		}
-		if errors.Is(err, admission.ErrRefused) || errors.Is(err, runner.ErrBusy) {
+		if errors.Is(err, admission.ErrRefused) || errors.Is(err, service.ErrBusy) {
 			return exitTempFail
 		}
 		return 1
@@ -371,5 +372,5 @@ const maxErrorLine = 400
 // oneLine folds s onto one line, escapes control characters (an error may
 // repeat input that holds terminal escapes) and clips it to maxErrorLine.
 func oneLine(s string) string {
-	return runner.ClipTo(strings.Join(strings.Fields(s), " "), maxErrorLine)
+	return service.ClipTo(strings.Join(strings.Fields(s), " "), maxErrorLine)
 }

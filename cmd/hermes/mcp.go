@@ -53,7 +53,7 @@ func (c *MCPServeCmd) Run(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return err
 	}
-	ctx, svc, done, err := service(ctx, g, "mcp")
+	ctx, svc, done, err := connect(ctx, g, "mcp")
 	if err != nil {
 		return err
 	}

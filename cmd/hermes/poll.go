@@ -1,10 +1,10 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // PollCmd shows status.
@@ -14,7 +14,7 @@ type PollCmd struct {
 
 // Run implements the command.
 func (c *PollCmd) Run(ctx context.Context, g *Globals) error {
-	return onProcess(ctx, g, "poll", c.ID, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "poll", c.ID, func(ctx context.Context, svc service.Service) error {
 		res, err := svc.Poll(ctx, c.ID)
 		if err != nil {
 			return err

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"os"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/internal/tty"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -21,7 +22,7 @@ const progressEvery = 250 * time.Millisecond
 // in place while a wait lasts: the id, the time waited, the status and the
 // job's last output line. It returns the function that stops and erases
 // it. Not a terminal: nothing is drawn.
-func showWaiting(ctx context.Context, g *Globals, svc runner.Service, id string) (stop func()) {
+func showWaiting(ctx context.Context, g *Globals, svc service.Service, id string) (stop func()) {
 	f, ok := g.Stderr.(*os.File)
 	if !ok || !tty.IsTerminal(f.Fd()) {
 		return func() {}

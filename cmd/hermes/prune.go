@@ -1,11 +1,11 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // PruneCmd removes the receipts of finished processes now.
@@ -19,12 +19,12 @@ func (c *PruneCmd) Run(ctx context.Context, g *Globals) error {
 	if c.OlderThan < 0 {
 		return badInput("--older-than must not be negative")
 	}
-	ctx, svc, done, err := service(ctx, g, "prune")
+	ctx, svc, done, err := connect(ctx, g, "prune")
 	if err != nil {
 		return err
 	}
 	defer done()
-	removed, err := svc.Prune(ctx, runner.PruneOptions{OlderThan: c.OlderThan, Statuses: c.Status})
+	removed, err := svc.Prune(ctx, service.PruneOptions{OlderThan: c.OlderThan, Statuses: c.Status})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bufio"
 	"context"
 	"fmt"
@@ -17,7 +19,6 @@ import (
 
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/internal/tty"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -40,7 +41,7 @@ type psRow struct {
 	PID                                                   int
 }
 
-func rowOf(in *runner.Info) psRow {
+func rowOf(in *service.Info) psRow {
 	r := psRow{ID: in.ID, Status: in.Status, ExitCode: code(in.ExitCode), Signal: in.Signal, Command: in.Command,
 		Backend: in.Backend, Image: in.Image, Session: in.ParentSessionID, Task: in.TaskID, ContainerID: in.ContainerID,
 		Cwd: in.Cwd, TraceID: in.TraceID, Started: in.StartedAt, PID: in.PID, Duration: ranFor(in)}
@@ -80,7 +81,7 @@ func formatError(err error) error {
 
 // ranFor is how long a finished process ran, "-" for one that did not
 // end.
-func ranFor(in *runner.Info) string {
+func ranFor(in *service.Info) string {
 	if in.FinishedAt == nil {
 		return "-"
 	}
@@ -107,17 +108,17 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	for _, st := range c.Status {
 		retained = retained || !receipts.Active(st)
 	}
-	ctx, svc, done, err := service(ctx, g, "ps")
+	ctx, svc, done, err := connect(ctx, g, "ps")
 	if err != nil {
 		return err
 	}
 	defer done()
-	list, err := svc.List(ctx, runner.ListOptions{Retained: retained, TaskID: c.Task, SessionKey: c.SessionKey})
+	list, err := svc.List(ctx, service.ListOptions{Retained: retained, TaskID: c.Task, SessionKey: c.SessionKey})
 	if err != nil {
 		return err
 	}
 	if len(c.Status) > 0 {
-		list = slices.DeleteFunc(list, func(in *runner.Info) bool { return !slices.Contains(c.Status, in.Status) })
+		list = slices.DeleteFunc(list, func(in *service.Info) bool { return !slices.Contains(c.Status, in.Status) })
 	}
 	bw := bufio.NewWriterSize(g.Stdout, 64<<10)
 	switch {

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // RmCmd removes receipts now.
@@ -21,12 +21,12 @@ func (c *RmCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 	}
-	ctx, svc, done, err := service(ctx, g, "rm")
+	ctx, svc, done, err := connect(ctx, g, "rm")
 	if err != nil {
 		return err
 	}
 	defer done()
-	var removed []*runner.Info
+	var removed []*service.Info
 	for _, id := range c.IDs {
 		in, err := svc.Remove(ctx, id, c.Force)
 		if err != nil {

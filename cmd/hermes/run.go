@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"io"
@@ -43,7 +45,7 @@ type RunCmd struct {
 // Run implements the command.
 func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Backend != "" && c.Backend != "local" && c.Backend != "docker" && c.Backend != "kubernetes" {
-		return badInput("--backend %q: want local, docker or kubernetes", runner.Clip(c.Backend))
+		return badInput("--backend %q: want local, docker or kubernetes", service.Clip(c.Backend))
 	}
 	if g.RunnerURL != "" {
 		req, err := c.request(g)
@@ -76,8 +78,8 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 	return c.foreground(ctx, g, reg, req)
 }
 
-func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
-	var req runner.StartRequest
+func (c *RunCmd) request(g *Globals) (service.StartRequest, error) {
+	var req service.StartRequest
 	args := c.Command
 	if len(args) > 0 && args[0] == "--" {
 		args = args[1:]
@@ -95,7 +97,7 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 		req.Command = strings.Join(quoted, " ")
 	}
 	for _, kv := range c.Env {
-		if err := runner.CheckEnv(kv); err != nil {
+		if err := service.CheckEnv(kv); err != nil {
 			return req, badInput("--%v", err)
 		}
 	}
@@ -117,11 +119,11 @@ func (c *RunCmd) request(g *Globals) (runner.StartRequest, error) {
 	if c.Backend == "local" && g.RunnerURL == "" {
 		abs, err := filepath.Abs(cwd)
 		if err != nil {
-			return req, badInput("--cwd %q: %v", runner.Clip(cwd), err)
+			return req, badInput("--cwd %q: %v", service.Clip(cwd), err)
 		}
 		st, err := os.Stat(abs)
 		if err != nil || !st.IsDir() {
-			return req, badInput("--cwd %q: not a directory", runner.Clip(cwd))
+			return req, badInput("--cwd %q: not a directory", service.Clip(cwd))
 		}
 		cwd = abs
 	}
@@ -182,7 +184,7 @@ func (c *RunCmd) control() (receipts.Control, error) {
 	return ctl, nil
 }
 
-func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service, req runner.StartRequest) error {
+func (c *RunCmd) background(ctx context.Context, g *Globals, svc service.Service, req service.StartRequest) error {
 	info, err := svc.Start(ctx, req)
 	if err != nil {
 		if info != nil && g.JSON {
@@ -197,7 +199,7 @@ func (c *RunCmd) background(ctx context.Context, g *Globals, svc runner.Service,
 	return printJSON(g, info.StartReceipt())
 }
 
-func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registry, req runner.StartRequest) error {
+func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registry, req service.StartRequest) error {
 	// A tee marks the run as foreground (the job ends with this process);
 	// with --json its output goes only to the receipt.
 	req.Tee = io.Discard
@@ -234,7 +236,7 @@ func (c *RunCmd) foreground(ctx context.Context, g *Globals, reg *runner.Registr
 // remote runs the command on the shared runner: started there in the
 // background, its output followed (or, with --json, waited for), its
 // receipt read, and its exit code passed on. An interrupt kills it there.
-func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest) error {
+func (c *RunCmd) remote(ctx context.Context, g *Globals, req service.StartRequest) error {
 	ctx, svc, done, err := remote(ctx, g, "run")
 	if err != nil {
 		return err
@@ -253,7 +255,7 @@ func (c *RunCmd) remote(ctx context.Context, g *Globals, req runner.StartRequest
 	if g.JSON {
 		_, err = svc.Wait(ctx, info.ID)
 	} else {
-		err = runner.Follow(ctx, svc, info.ID, 0, func(ev runner.FollowEvent) error {
+		err = service.Follow(ctx, svc, info.ID, 0, func(ev service.FollowEvent) error {
 			_, werr := fmt.Fprint(g.Stdout, ev.Output)
 			return werr
 		})

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/hermesrun/hermes/runner"
 
 	"github.com/hermesrun/hermes/server"
 )
@@ -31,7 +31,7 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	if g.RunnerURL != "" {
 		// A runner does not forward to another: serving here would leave
 		// the caller's jobs where nobody who set the URL looks.
-		return badInput("hermes serve is a runner itself, but --runner or HERMES_RUNNER_URL names another (%s): unset it", runner.Clip(g.RunnerURL))
+		return badInput("hermes serve is a runner itself, but --runner or HERMES_RUNNER_URL names another (%s): unset it", service.Clip(g.RunnerURL))
 	}
 	level := slog.LevelInfo
 	switch strings.ToLower(g.Getenv("HERMES_LOG_LEVEL")) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/duration"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -33,8 +34,8 @@ type SessionStartCmd struct {
 
 // Run implements the command.
 func (c *SessionStartCmd) Run(ctx context.Context, g *Globals) error {
-	return onSessions(ctx, g, "session start", func(ctx context.Context, svc runner.Service) error {
-		s, err := svc.StartSession(ctx, runner.SessionRequest{ID: c.ID, ParentID: c.Parent, Source: c.Source})
+	return onSessions(ctx, g, "session start", func(ctx context.Context, svc service.Service) error {
+		s, err := svc.StartSession(ctx, service.SessionRequest{ID: c.ID, ParentID: c.Parent, Source: c.Source})
 		if err != nil {
 			return err
 		}
@@ -54,7 +55,7 @@ type SessionEndCmd struct {
 
 // Run implements the command.
 func (c *SessionEndCmd) Run(ctx context.Context, g *Globals) error {
-	return onSessions(ctx, g, "session end", func(ctx context.Context, svc runner.Service) error {
+	return onSessions(ctx, g, "session end", func(ctx context.Context, svc service.Service) error {
 		s, err := svc.EndSession(ctx, c.ID, c.Reason)
 		if err != nil {
 			return err
@@ -62,7 +63,7 @@ func (c *SessionEndCmd) Run(ctx context.Context, g *Globals) error {
 		if g.JSON {
 			return printJSON(g, s)
 		}
-		_, err = fmt.Fprintf(g.Stdout, "%s ended (%s)\n", runner.ClipTo(s.ID, 256), s.EndReason)
+		_, err = fmt.Fprintf(g.Stdout, "%s ended (%s)\n", service.ClipTo(s.ID, 256), s.EndReason)
 		return err
 	})
 }
@@ -74,7 +75,7 @@ type SessionResumeCmd struct {
 
 // Run implements the command.
 func (c *SessionResumeCmd) Run(ctx context.Context, g *Globals) error {
-	return onSessions(ctx, g, "session resume", func(ctx context.Context, svc runner.Service) error {
+	return onSessions(ctx, g, "session resume", func(ctx context.Context, svc service.Service) error {
 		s, err := svc.ResumeSession(ctx, c.ID)
 		if err != nil {
 			return err
@@ -82,7 +83,7 @@ func (c *SessionResumeCmd) Run(ctx context.Context, g *Globals) error {
 		if g.JSON {
 			return printJSON(g, s)
 		}
-		_, err = fmt.Fprintf(g.Stdout, "%s resumed\n", runner.ClipTo(s.ID, 256))
+		_, err = fmt.Fprintf(g.Stdout, "%s resumed\n", service.ClipTo(s.ID, 256))
 		return err
 	})
 }
@@ -94,7 +95,7 @@ type SessionShowCmd struct {
 
 // Run implements the command.
 func (c *SessionShowCmd) Run(ctx context.Context, g *Globals) error {
-	return onSessions(ctx, g, "session show", func(ctx context.Context, svc runner.Service) error {
+	return onSessions(ctx, g, "session show", func(ctx context.Context, svc service.Service) error {
 		s, err := svc.Session(ctx, c.ID)
 		if err != nil {
 			return err
@@ -114,7 +115,7 @@ func (c *SessionLsCmd) Run(ctx context.Context, g *Globals) error {
 	if c.Limit < 0 {
 		return badInput("--limit must not be negative")
 	}
-	return onSessions(ctx, g, "session ls", func(ctx context.Context, svc runner.Service) error {
+	return onSessions(ctx, g, "session ls", func(ctx context.Context, svc service.Service) error {
 		list, err := svc.Sessions(ctx, c.Limit)
 		if err != nil {
 			return err
@@ -181,13 +182,13 @@ func (c *SessionCompletionsCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		*f.to = d
 	}
-	if lease > runner.MaxLease {
-		return badInput("--lease: at most %s", runner.MaxLease)
+	if lease > service.MaxLease {
+		return badInput("--lease: at most %s", service.MaxLease)
 	}
 	if g.Getenv("HERMES_SESSION_ID") == "" {
 		return badInput("hermes session completions takes the completions of HERMES_SESSION_ID: set it to the session that started the jobs (or a compression descendant)")
 	}
-	return onSessions(ctx, g, "session completions", func(ctx context.Context, svc runner.Service) error {
+	return onSessions(ctx, g, "session completions", func(ctx context.Context, svc service.Service) error {
 		held := lease
 		if held == 0 {
 			held = printLease
@@ -197,7 +198,7 @@ func (c *SessionCompletionsCmd) Run(ctx context.Context, g *Globals) error {
 			return err
 		}
 		if cs == nil {
-			cs = []runner.Completion{}
+			cs = []service.Completion{}
 		}
 		if err := printJSON(g, cs); err != nil || lease > 0 || len(cs) == 0 {
 			return err
@@ -221,21 +222,21 @@ func (c *SessionAckCmd) Run(ctx context.Context, g *Globals) error {
 	if g.Getenv("HERMES_SESSION_ID") == "" {
 		return badInput("hermes session ack acknowledges completions of HERMES_SESSION_ID: set it to the session that took them")
 	}
-	return onSessions(ctx, g, "session ack", func(ctx context.Context, svc runner.Service) error {
+	return onSessions(ctx, g, "session ack", func(ctx context.Context, svc service.Service) error {
 		return svc.AckCompletions(ctx, c.IDs)
 	})
 }
 
 // onSessions opens the service (this profile, or the runner) for a session
 // command and words its errors for a person.
-func onSessions(ctx context.Context, g *Globals, name string, fn func(context.Context, runner.Service) error) error {
-	ctx, svc, done, err := service(ctx, g, name)
+func onSessions(ctx context.Context, g *Globals, name string, fn func(context.Context, service.Service) error) error {
+	ctx, svc, done, err := connect(ctx, g, name)
 	if err != nil {
 		return err
 	}
 	defer done()
 	err = fn(ctx, svc)
-	if errors.Is(err, runner.ErrInvalid) {
+	if errors.Is(err, service.ErrInvalid) {
 		return usageError{err}
 	}
 	return err

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"net/url"
 	"strings"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // TraceCmd prints where a process sits in its trace.
@@ -29,7 +29,7 @@ func (c *TraceCmd) Run(ctx context.Context, g *Globals) error {
 		base = u
 	}
 	// Through the Service: against this profile, or a runner (--runner).
-	return onProcess(ctx, g, "trace", c.ID, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "trace", c.ID, func(ctx context.Context, svc service.Service) error {
 		info, err := svc.Get(ctx, c.ID)
 		if err != nil {
 			return err
@@ -38,7 +38,7 @@ func (c *TraceCmd) Run(ctx context.Context, g *Globals) error {
 	})
 }
 
-func (c *TraceCmd) print(g *Globals, info *runner.Info, base *url.URL) error {
+func (c *TraceCmd) print(g *Globals, info *service.Info, base *url.URL) error {
 	if info.TraceID == "" {
 		return fmt.Errorf("%s has no trace id", info.ID)
 	}

@@ -22,6 +22,8 @@ package main
 //   - BenchmarkTracingWorkPerRun: only the tracing calls one run makes.
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -156,7 +158,7 @@ func BenchmarkTracingOverheadRegistry(bb *testing.B) {
 	}
 	traced, bare := newReg(noop), newReg(nil)
 	ctx := sessions.WithCurrent(context.Background(), "bench")
-	startWait := func(ctx context.Context, reg *runner.Registry, req runner.StartRequest) {
+	startWait := func(ctx context.Context, reg *runner.Registry, req service.StartRequest) {
 		info, err := reg.Start(ctx, req)
 		if err != nil {
 			bb.Fatal(err)
@@ -169,14 +171,14 @@ func BenchmarkTracingOverheadRegistry(bb *testing.B) {
 		start, cpu0 := time.Now(), cpuNow()
 		sctx := tracing.ContextFromEnv(ctx, func(string) string { return "" })
 		sctx, span := noop.Tracer("hermes/cli").Start(sctx, "hermes run")
-		startWait(sctx, traced, runner.StartRequest{Command: "true"})
+		startWait(sctx, traced, service.StartRequest{Command: "true"})
 		span.End()
 		return sample{wall: time.Since(start), cpu: cpuNow() - cpu0}
 	}
 	ids := tracing.NewProcessSpan(context.Background())
 	without := func() sample {
 		start, cpu0 := time.Now(), cpuNow()
-		startWait(ctx, bare, runner.StartRequest{Command: "true", Trace: receipts.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID}})
+		startWait(ctx, bare, service.StartRequest{Command: "true", Trace: receipts.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID}})
 		return sample{wall: time.Since(start), cpu: cpuNow() - cpu0}
 	}
 	withTracing()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -8,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/server"
 )
 
@@ -22,7 +23,7 @@ type UICmd struct {
 // serves until interrupted.
 func (c *UICmd) Run(ctx context.Context, g *Globals) error {
 	if g.RunnerURL != "" {
-		return badInput("hermes ui serves this profile's console; a runner serves its own at %s/ui", runner.Clip(g.RunnerURL))
+		return badInput("hermes ui serves this profile's console; a runner serves its own at %s/ui", service.Clip(g.RunnerURL))
 	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -27,7 +28,7 @@ func (c *WaitCmd) Validate() error {
 
 // Run implements the command.
 func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
-	return onProcess(ctx, g, "wait", c.ID, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "wait", c.ID, func(ctx context.Context, svc service.Service) error {
 		if c.Timeout != nil && *c.Timeout == 0 {
 			// Do not wait: a poll that leaves the completion alone unless
 			// the process has already ended (then its final log counts as
@@ -73,7 +74,7 @@ func (c *WaitCmd) Run(ctx context.Context, g *Globals) error {
 // like timeout(1).
 func (c *WaitCmd) stillRunning(g *Globals, id string, after time.Duration) error {
 	if g.JSON {
-		_ = printJSON(g, runner.StillRunning(id))
+		_ = printJSON(g, service.StillRunning(id))
 	}
 	fmt.Fprintf(g.Stderr, "hermes: %s still running after %s\n", id, after)
 	return exitError{124}
@@ -81,7 +82,7 @@ func (c *WaitCmd) stillRunning(g *Globals, id string, after time.Duration) error
 
 // statusCell is a job's status in a table: a queued job's place in the
 // queue with it (1 starts next).
-func statusCell(in *runner.Info) string {
+func statusCell(in *service.Info) string {
 	if in.Status == receipts.StatusQueued && in.QueuePosition > 0 {
 		return in.Status + " #" + strconv.Itoa(in.QueuePosition)
 	}

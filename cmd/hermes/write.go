@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"context"
 	"fmt"
 	"io"
 	"os"
-
-	"github.com/hermesrun/hermes/runner"
 )
 
 // maxStdinCopy bounds what `hermes write` copies from its own stdin.
@@ -29,7 +29,7 @@ type WriteCmd struct {
 
 // Run implements the command.
 func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
-	return onProcess(ctx, g, "write", c.ID, func(ctx context.Context, svc runner.Service) error {
+	return onProcess(ctx, g, "write", c.ID, func(ctx context.Context, svc service.Service) error {
 		data := []byte(c.Data)
 		if c.Data == "" && !isTerminal(os.Stdin) {
 			var err error
@@ -54,7 +54,7 @@ func (c *WriteCmd) Run(ctx context.Context, g *Globals) error {
 			}
 		}
 		if g.JSON {
-			return printJSON(g, &runner.WriteResult{ID: c.ID, Status: "ok", BytesWritten: len(data), StdinClosed: c.EOF})
+			return printJSON(g, &service.WriteResult{ID: c.ID, Status: "ok", BytesWritten: len(data), StdinClosed: c.EOF})
 		}
 		return nil
 	})

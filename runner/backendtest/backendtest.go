@@ -11,6 +11,8 @@
 package backendtest
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"bytes"
@@ -482,7 +484,7 @@ func (s *suite) timeout(t *testing.T) {
 	t.Cleanup(func() { _ = reg.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	info, err := reg.Start(ctx, runner.StartRequest{
+	info, err := reg.Start(ctx, service.StartRequest{
 		Command: "echo started; sleep 60",
 		Timeout: time.Second,
 		Cwd:     s.h.Cwd,

@@ -12,6 +12,8 @@
 package helm_test
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -41,7 +43,6 @@ import (
 
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/internal/testenv"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
@@ -135,7 +136,7 @@ func TestChartOnCluster(t *testing.T) {
 	sctx := sessions.WithCurrent(ctx, "e2e-agent")
 
 	// One job, every verb through the other pod.
-	info, err := a.Start(sctx, runner.StartRequest{Command: "echo started; read line; echo got:$line; sleep 300", Stdin: true, Backend: "kubernetes"})
+	info, err := a.Start(sctx, service.StartRequest{Command: "echo started; read line; echo got:$line; sleep 300", Stdin: true, Backend: "kubernetes"})
 	if err != nil {
 		t.Fatalf("start through %s: %v", pods[0], err)
 	}
@@ -144,8 +145,8 @@ func TestChartOnCluster(t *testing.T) {
 		p, err := bb.Poll(sctx, id)
 		return err == nil && p.Status == "running" && strings.Contains(p.OutputTail, "started")
 	})
-	list, err := bb.List(sctx, runner.ListOptions{})
-	if err != nil || !slices.ContainsFunc(list, func(i *runner.Info) bool { return i.ID == id && i.Status == "running" }) {
+	list, err := bb.List(sctx, service.ListOptions{})
+	if err != nil || !slices.ContainsFunc(list, func(i *service.Info) bool { return i.ID == id && i.Status == "running" }) {
 		t.Errorf("list through %s: %v %+v", pods[1], err, list)
 	}
 	followed := make(chan string, 1)
@@ -154,7 +155,7 @@ func TestChartOnCluster(t *testing.T) {
 	go func() {
 		var got strings.Builder
 		errDone := errors.New("done")
-		err := bb.Follow(fctx, id, 0, func(ev runner.FollowEvent) error {
+		err := bb.Follow(fctx, id, 0, func(ev service.FollowEvent) error {
 			got.WriteString(ev.Output)
 			if strings.Contains(got.String(), "got:hello") {
 				return errDone
@@ -182,7 +183,7 @@ func TestChartOnCluster(t *testing.T) {
 
 	// A runner pod deleted mid-job: the job runs on, and its receipt is
 	// written once, by whichever runner sees the end.
-	info, err = a.Start(sctx, runner.StartRequest{Command: "echo long; sleep 15; echo done; exit 4", Owner: receipts.Owner{NotifyOnComplete: true}, Backend: "kubernetes"})
+	info, err = a.Start(sctx, service.StartRequest{Command: "echo long; sleep 15; echo done; exit 4", Owner: receipts.Owner{NotifyOnComplete: true}, Backend: "kubernetes"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestChartOnCluster(t *testing.T) {
 	if p, err := bb.Poll(sctx, long); err != nil || p.Status != "running" {
 		t.Errorf("the job after its runner pod was deleted: %v %+v", err, p)
 	}
-	var got []runner.Completion
+	var got []service.Completion
 	deadline := time.Now().Add(120 * time.Second)
 	for time.Now().Before(deadline) && len(got) == 0 {
 		cs, err := bb.Completions(sctx, 20*time.Second)

@@ -7,6 +7,8 @@
 package shim
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"bufio"
@@ -197,7 +199,7 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	b, _ := json.Marshal(state)
 	draft := env.files.draftState(b)
 	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
-	info, err := reg.Start(ctx, runner.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
+	info, err := reg.Start(ctx, service.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
 		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, BaseEnv: req.Environ,
 		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, Control: m.Control, StartedAt: m.StartedAt,
 		Admitted: true,

@@ -6,16 +6,16 @@ import (
 
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/profile"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
 )
 
-// service opens what a process command talks to: the shared runner named
+// connect opens what a process command talks to: the shared runner named
 // by --runner / HERMES_RUNNER_URL, or else this profile's registry. The
 // returned context carries the caller's session and the command's span;
 // done releases everything.
-func service(ctx context.Context, g *Globals, name string) (context.Context, runner.Service, func(), error) {
+func connect(ctx context.Context, g *Globals, name string) (context.Context, service.Service, func(), error) {
 	if g.RunnerURL != "" {
 		ctx, c, done, err := remote(ctx, g, name)
 		if err != nil {
