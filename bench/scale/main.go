@@ -19,6 +19,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"bufio"
@@ -223,7 +225,7 @@ func (l *liveJobs) start(n int, cwd string) ([]time.Duration, error) {
 	starts := make([]time.Duration, 0, n)
 	for range n {
 		t := time.Now()
-		info, err := l.reg.Start(l.ctx, runner.StartRequest{Command: "sleep 60", Cwd: cwd, Owner: receipts.Owner{ParentSessionID: owner, NotifyOnComplete: true}})
+		info, err := l.reg.Start(l.ctx, service.StartRequest{Command: "sleep 60", Cwd: cwd, Owner: receipts.Owner{ParentSessionID: owner, NotifyOnComplete: true}})
 		if err != nil {
 			return nil, err
 		}
@@ -240,7 +242,7 @@ func (l *liveJobs) reads() error {
 	var lists []time.Duration
 	for range 200 {
 		t := time.Now()
-		ls, err := l.reg.List(l.ctx, runner.ListOptions{})
+		ls, err := l.reg.List(l.ctx, service.ListOptions{})
 		lists = append(lists, time.Since(t))
 		if err != nil {
 			return err

@@ -28,6 +28,8 @@
 package main
 
 import (
+	"github.com/hermesrun/hermes/service"
+
 	"github.com/hermesrun/hermes/backend"
 
 	"bufio"
@@ -353,7 +355,7 @@ func startAll(ctx context.Context, reg *runner.Registry, n int, cwd string) (res
 	c0 := cpuNow()
 	t0 := time.Now()
 	for i := range ids {
-		info, err := reg.Start(ctx, runner.StartRequest{Command: "true", Cwd: cwd})
+		info, err := reg.Start(ctx, service.StartRequest{Command: "true", Cwd: cwd})
 		if err != nil {
 			return result{}, err
 		}
