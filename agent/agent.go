@@ -13,8 +13,6 @@
 package agent
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +25,7 @@ import (
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Defaults of Options fields left zero.

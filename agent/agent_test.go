@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // newAgent builds an agent with the terminal toolset over a real registry.

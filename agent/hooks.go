@@ -1,11 +1,10 @@
 package agent
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 
 	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Observer is told what happens in a conversation, for display. Every

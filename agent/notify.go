@@ -1,9 +1,9 @@
 package agent
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"strings"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // FollowUpMessage is the user message of a follow-up turn: the completions'

@@ -1,8 +1,6 @@
 package agent_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"

@@ -1,8 +1,6 @@
 package agenthost
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Runner is what delivery needs of a runner (a profile's registry, or a

@@ -15,13 +15,13 @@
 package agenthost
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // Host names an agent host.

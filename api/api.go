@@ -4,8 +4,6 @@
 package api
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/duration"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Names shared by both ends.

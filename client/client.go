@@ -10,8 +10,6 @@
 package client
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -31,6 +29,7 @@ import (
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // DefaultTimeout bounds calls whose context has no deadline, except Wait,

@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bytes"
 	"context"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/server"
+	"github.com/hermesrun/hermes/service"
 )
 
 var hermesBin string

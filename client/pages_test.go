@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"slices"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // TestAPIClientPages walks the listings with ListPage and SessionsPage.

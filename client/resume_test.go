@@ -1,8 +1,6 @@
 package client_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bufio"
 	"context"
 	"io"
@@ -17,6 +15,7 @@ import (
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // cutter is a proxy in front of a runner that breaks the first log stream

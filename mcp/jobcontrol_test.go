@@ -1,14 +1,13 @@
 package mcp
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"

@@ -1,8 +1,6 @@
 package mcp
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // The MCP tasks extension (io.modelcontextprotocol/tasks, for protocol

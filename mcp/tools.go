@@ -1,8 +1,6 @@
 package mcp
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // DefaultProgressInterval is how often a blocking wait tells a client that

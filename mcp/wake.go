@@ -1,11 +1,10 @@
 package mcp
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 
 	"github.com/hermesrun/hermes/agenthost"
+	"github.com/hermesrun/hermes/service"
 )
 
 // setWake routes the completions of session to target (Options.Waker).

@@ -3,8 +3,6 @@ package mcp
 //lint:file-ignore SA1019 MCP logging notifications are how issue 15 delivers completions to hosts of the 2025 protocols served here; deprecated only from 2026-07-28.
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // watcher notices the ends of the session's processes and hands each to

@@ -1,8 +1,6 @@
 package profile
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/service"
 )
 
 // dockerWanted reports whether this profile may have docker jobs: it is

@@ -1,14 +1,14 @@
 package profile
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // engine is a Recover backend that counts how often it is asked.

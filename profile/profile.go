@@ -5,8 +5,6 @@
 package profile
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/backends/kubernetes"
 	"github.com/hermesrun/hermes/backends/local"

@@ -1,8 +1,6 @@
 package runner_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // TestAfter: jobs that wait for others, on both ledgers.

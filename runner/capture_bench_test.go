@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"io"
 	"log/slog"
@@ -10,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/outbuf"
 )
 

@@ -5,8 +5,6 @@ package runner_test
 // retried or reported, never turned into a status.
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // flakyStore fails Create and Get while down is set, as Redis does during

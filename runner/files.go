@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -11,6 +9,7 @@ import (
 	"path"
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
+	"github.com/hermesrun/hermes/service"
 )
 
 // CopyIn unpacks the tar stream into dir inside the running job id, at

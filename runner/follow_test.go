@@ -1,8 +1,6 @@
 package runner_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"strings"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // bigJob prints "line N" for N from 1 to lines, pausing now and then so that

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"errors"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Process is one process known to a Registry: started by it, or adopted

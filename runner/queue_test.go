@@ -1,8 +1,6 @@
 package runner_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // queueLedgers are the ledgers the queue rules are checked on: the file

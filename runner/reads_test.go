@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // elsewhereBackend reports one process that runs outside the registry (as

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"io"
 	"sync"
@@ -10,6 +8,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/redact"
 )
 

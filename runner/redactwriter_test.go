@@ -1,13 +1,13 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // syncBuffer is a bytes.Buffer safe for the writer's idle timer.

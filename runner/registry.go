@@ -10,8 +10,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/tracing"

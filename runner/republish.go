@@ -1,12 +1,11 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 

@@ -1,14 +1,13 @@
 package runner_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // TestLocalResources: a local job gets its memory bound as an rlimit, and

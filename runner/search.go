@@ -1,11 +1,11 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"regexp"
 	"strings"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // Search returns the lines of a process's kept output that match q, live

@@ -1,11 +1,11 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 func TestSearchText(t *testing.T) {

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"io"
 	"os"
@@ -10,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // shellHandle is a minimal attached child for registry tests.

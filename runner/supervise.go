@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -17,6 +15,7 @@ import (
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
 	"go.opentelemetry.io/otel/trace"
 )

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bytes"
 	"context"
 	"regexp"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Wake on output (--notify-on): the registry that captures a job's output

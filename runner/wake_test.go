@@ -1,8 +1,6 @@
 package runner_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"errors"
 	"io"
 	"os"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // TestWakeOnOutput (issue 39): a job's output matching one of its

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"context"
@@ -22,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/server/replicas"
+	"github.com/hermesrun/hermes/service"
 )
 
 // HeaderForwardedBy marks a request one replica forwarded to another with

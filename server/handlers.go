@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"bytes"
@@ -27,6 +25,7 @@ import (
 	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // maxEnv bounds the environment entries of one start request.

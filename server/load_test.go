@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -26,6 +24,7 @@ import (
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // storeConfigs are the receipt stores the load and fault tests run on: the

@@ -1,13 +1,12 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"net/http"
 	"time"
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // removeReceipt handles DELETE /v1/receipts/{id}[?force=true]: the receipt

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // The session endpoints. Sessions belong to the tenant: any caller of the

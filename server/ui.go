@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/webui"
 )
 

@@ -1,8 +1,6 @@
 package webui
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"net/http"
@@ -18,6 +16,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // maxSessions bounds the sessions the whole-tenant scope and the sessions

@@ -1,8 +1,6 @@
 package webui_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"io"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/runner"
+	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/webui"
 )
 

@@ -19,8 +19,6 @@
 package webui
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -40,6 +38,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 //go:embed assets templates

@@ -23,8 +23,6 @@
 package agenttrace
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"encoding/json"
 	"strings"
@@ -37,6 +35,7 @@ import (
 	"github.com/hermesrun/hermes/agent"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/runner/redact"
+	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
 )
 

@@ -1,8 +1,6 @@
 package tools
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Defaults and bounds of process_manage.

@@ -7,8 +7,6 @@
 package tools
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Tool is one function offered to the model.

@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"fmt"
 	"sort"
@@ -10,6 +8,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // List returns this profile's containers that still exist: running ones and

@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // Each iteration builds a fresh Backend (a new engine connection and API

@@ -1,11 +1,10 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
 )

@@ -10,8 +10,6 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 

@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +22,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner"
 )
 

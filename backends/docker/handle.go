@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // Handle is one container, started by this process or attached to: a

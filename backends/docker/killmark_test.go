@@ -1,13 +1,13 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"io"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // TestKillSeenByEveryObserver: a job that traps SIGTERM and exits 0 was

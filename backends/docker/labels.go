@@ -1,12 +1,11 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 

@@ -3,14 +3,14 @@
 package docker
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"os"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 func TestFirstProcess(t *testing.T) {

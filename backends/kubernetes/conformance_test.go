@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // PutFiles implements backend.Files: tar, run in the job's container,

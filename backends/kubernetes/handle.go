@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"errors"
@@ -19,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // Handle is one job Pod, created by this process or attached to.

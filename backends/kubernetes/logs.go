@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -15,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // Output is the job's output (stdout and stderr merged in the container),

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 

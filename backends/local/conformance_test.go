@@ -1,11 +1,10 @@
 package local_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"

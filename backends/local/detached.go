@@ -1,8 +1,6 @@
 package local
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bufio"
 	"context"
 	"encoding/base64"
@@ -22,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/safefile"
 	"github.com/hermesrun/hermes/runner/outbuf"

@@ -1,8 +1,6 @@
 package local_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 )
 

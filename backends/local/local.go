@@ -8,8 +8,6 @@
 package local
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/runner/receipts"
 )

@@ -1,8 +1,6 @@
 package local_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"errors"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/testenv"
 )

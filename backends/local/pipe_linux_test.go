@@ -1,13 +1,13 @@
 package local
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"io"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 func pipeSize(t *testing.T, d *deadlineEOF) int {

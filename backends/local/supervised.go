@@ -1,8 +1,6 @@
 package local
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -16,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/callerkey"
 	"github.com/hermesrun/hermes/internal/filelock"
 )

@@ -19,8 +19,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"bufio"
@@ -51,6 +49,7 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 const owner = "bench-scale-owner"

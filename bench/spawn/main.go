@@ -28,8 +28,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"bufio"
@@ -54,6 +52,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // result is one timed run of one mode.

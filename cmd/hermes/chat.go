@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bufio"
 	"context"
 	"errors"
@@ -23,6 +21,7 @@ import (
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
 )
 

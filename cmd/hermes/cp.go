@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // CpCmd copies files into or out of a running container or pod job.

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // InspectCmd prints a process's whole record.

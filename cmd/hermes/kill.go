@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // KillCmd ends a process.

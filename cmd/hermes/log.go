@@ -1,13 +1,13 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // LogCmd shows output.

@@ -3,8 +3,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 	_ "github.com/hermesrun/hermes/internal/hugeheap"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // version, commit and buildDate are stamped by the build (-ldflags

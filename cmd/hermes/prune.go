@@ -1,11 +1,11 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // PruneCmd removes the receipts of finished processes now.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bufio"
 	"context"
 	"fmt"
@@ -20,6 +18,7 @@ import (
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/internal/tty"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // PsCmd lists processes.

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // RmCmd removes receipts now.

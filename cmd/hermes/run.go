@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +12,7 @@ import (
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/service"
 )
 
 // RunCmd runs a command.

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/hermesrun/hermes/server"
+	"github.com/hermesrun/hermes/service"
 )
 
 // ServeCmd runs the shared runner.

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // TraceCmd prints where a process sits in its trace.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +9,7 @@ import (
 	"net"
 
 	"github.com/hermesrun/hermes/server"
+	"github.com/hermesrun/hermes/service"
 )
 
 // UICmd serves the web console of this profile on loopback.

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"context"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/hermesrun/hermes/service"
 )
 
 // maxStdinCopy bounds what `hermes write` copies from its own stdin.

@@ -9,8 +9,6 @@
 package replicas
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/hermesrun/hermes/backend"
 )
 
 // DefaultTTL is how long a heartbeat counts: a replica that has not

@@ -1,8 +1,6 @@
 package replicas_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/server/replicas"
 )

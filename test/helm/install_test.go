@@ -12,8 +12,6 @@
 package helm_test
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -45,6 +43,7 @@ import (
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Settings of the test, from the environment.

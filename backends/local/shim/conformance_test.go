@@ -1,8 +1,6 @@
 package shim_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/runner"

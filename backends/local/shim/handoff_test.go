@@ -1,8 +1,6 @@
 package shim_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/handoff"
 )

@@ -7,8 +7,6 @@
 package shim
 
 import (
-	"github.com/hermesrun/hermes/service"
-
 	"github.com/hermesrun/hermes/backend"
 
 	"bufio"
@@ -31,6 +29,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
+	"github.com/hermesrun/hermes/service"
 )
 
 // Config is what a shim needs besides its request.

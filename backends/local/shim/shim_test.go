@@ -5,8 +5,6 @@ package shim_test
 // starts it as `hermes shim`. The job itself is a real bash child.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -24,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/testenv"

@@ -5,8 +5,6 @@ package shim_test
 // same socket, lock and files that hermes serve uses.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/handoff"
