@@ -5,7 +5,7 @@ import (
 
 	"github.com/hermesrun/hermes/backends/kubernetes"
 	"github.com/hermesrun/hermes/config"
-	"github.com/hermesrun/hermes/runner/receipts/redisstore"
+	"github.com/hermesrun/hermes/internal/redisdb"
 )
 
 // kubernetesWanted reports whether this profile runs kubernetes jobs by
@@ -68,5 +68,5 @@ func (e *Profile) identity() string {
 	if p := e.Config.Store.Prefix; p != "" {
 		return "redis:" + p
 	}
-	return "redis:" + redisstore.ProfilePrefix(e.Home)
+	return "redis:" + redisdb.ProfilePrefix(e.Home)
 }

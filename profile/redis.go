@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
@@ -36,12 +37,12 @@ func (r redisStores) Close() error {
 func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.Logger, lenient bool) (receipts.Store, sessions.Store, admission.Ledger, error) {
 	prefix := prof.Config.Store.Prefix
 	if prefix == "" {
-		prefix = redisstore.ProfilePrefix(prof.Home)
+		prefix = redisdb.ProfilePrefix(prof.Home)
 	}
-	rdb, err := redisstore.Dial(ctx, url)
+	rdb, err := redisdb.Dial(ctx, url)
 	if err != nil && lenient {
 		log.Warn("redis does not answer; receipts wait in the spool", "err", err)
-		rdb, err = redisstore.Connect(url)
+		rdb, err = redisdb.Connect(url)
 	}
 	if err != nil {
 		return nil, nil, nil, err
@@ -52,7 +53,7 @@ func openRedis(ctx context.Context, url string, prof *config.Profile, log *slog.
 		redisstore.WithLogger(log))
 	if err != nil {
 		rdb.Close()
-		return nil, nil, nil, fmt.Errorf("redis store at %s: %w", redisstore.RedactURL(url), err)
+		return nil, nil, nil, fmt.Errorf("redis store at %s: %w", redisdb.RedactURL(url), err)
 	}
 	// Sessions outlive the receipts whose scope they decide.
 	ss := redissessions.New(rdb, prefix, 2*opts.Retention)

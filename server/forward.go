@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/internal/redisdb"
 
 	"context"
 	"errors"
@@ -18,7 +19,6 @@ import (
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/server/replicas"
 	"github.com/hermesrun/hermes/service"
 )
@@ -97,14 +97,11 @@ func openReplicas(home string, opts Options) (*replicas.Directory, error) {
 			return nil, fmt.Errorf("replica name: %w", err)
 		}
 	}
-	rdb, err := redisstore.Connect(cfg.Config.Store.RedisURL)
+	rdb, err := redisdb.Connect(cfg.Config.Store.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("replica directory: %w", err)
 	}
-	prefix := replicas.DefaultPrefix
-	if p := cfg.Config.Store.Prefix; p != "" {
-		prefix = p + "runner:"
-	}
+	prefix := redisdb.ReplicaPrefix(cfg.Config.Store.Prefix)
 	dir, err := replicas.New(rdb, prefix, replicas.Replica{Name: name, URL: opts.Advertise}, opts.ReplicaTTL)
 	if err != nil {
 		rdb.Close()

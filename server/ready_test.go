@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -20,7 +21,7 @@ import (
 func TestAPIReadyzFollowsTheStore(t *testing.T) {
 	rs := testenv.RedisServer(t)
 	ctx := context.Background()
-	st, err := redisstore.New(ctx, rs.URL(), receipts.Options{}, redisstore.ProfilePrefix("readyz-test"),
+	st, err := redisstore.New(ctx, rs.URL(), receipts.Options{}, redisdb.ProfilePrefix("readyz-test"),
 		redisstore.WithSpool(t.TempDir()), redisstore.WithLogger(discardLogger()))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ package main
 
 import (
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/internal/redisdb"
 
 	"bufio"
 	"context"
@@ -453,7 +454,7 @@ func filePart(ctx context.Context, tmp string, n int) error {
 }
 
 func redisPart(ctx context.Context, tmp, url string, n int) error {
-	prefix := redisstore.ProfilePrefix(fmt.Sprintf("bench-scale-%d-%d", os.Getpid(), time.Now().UnixNano()))
+	prefix := redisdb.ProfilePrefix(fmt.Sprintf("bench-scale-%d-%d", os.Getpid(), time.Now().UnixNano()))
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return err

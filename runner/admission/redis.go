@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +19,7 @@ import (
 // of a runner: limits are per tenant, not per replica. Each change is one
 // script, so two replicas admitting at once never both take the last slot.
 //
-// Keys, under the profile's receipt prefix P:
+// Keys, under the profile's receipt prefix P (named by package redisdb):
 //
 //	P adm:run     zset  ids holding a slot, score = when they took it (ms)
 //	P adm:q       zset  queued ids, score = order × 1024 + sequence mod 1024
@@ -42,14 +43,15 @@ type RedisLedger struct {
 // NewRedisLedger returns the ledger under prefix (the profile's receipt
 // prefix, which carries the cluster hash tag).
 func NewRedisLedger(rdb redis.UniversalClient, prefix string) *RedisLedger {
+	k := redisdb.NewKeys(prefix).Admission()
 	return &RedisLedger{rdb: rdb,
-		run: prefix + "adm:run", queue: prefix + "adm:q", seq: prefix + "adm:seq",
-		ents: prefix + "adm:e", bucket: prefix + "adm:bucket", held: prefix + "adm:held",
-		claim: prefix + "adm:claim"}
+		run: k.Running, queue: k.Queue, seq: k.Seq, ents: k.Entries, bucket: k.Bucket, held: k.Held,
+		claim: k.Claim}
 }
 
 func (l *RedisLedger) keys() []string {
-	return []string{l.run, l.queue, l.seq, l.ents, l.bucket, l.held, l.claim}
+	return redisdb.AdmissionKeys{Running: l.run, Queue: l.queue, Seq: l.seq, Entries: l.ents,
+		Bucket: l.bucket, Held: l.held, Claim: l.claim}.All()
 }
 
 // nowMs is the server's clock in ms, inside a script.

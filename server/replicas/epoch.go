@@ -17,7 +17,7 @@ redis.call('SET', KEYS[1], ARGV[1], 'NX')
 return redis.call('GET', KEYS[1])
 `)
 
-func (d *Directory) epochKey() string { return d.prefix + "epoch" }
+func (d *Directory) epochKey() string { return d.keys.Epoch() }
 
 // DataLost reports whether Redis lost what it held since the last call (a
 // restart without persistence, a flush): the mark the replicas keep there

@@ -30,7 +30,7 @@ import (
 // receiver's clock.
 const HopSkew = time.Minute
 
-func (d *Directory) hopKeyKey() string { return d.prefix + "hopkey" }
+func (d *Directory) hopKeyKey() string { return d.keys.HopKey() }
 
 // hopKey is the replicas' shared key, made on first use.
 func (d *Directory) hopKey(ctx context.Context) ([]byte, error) {

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/internal/redisdb"
 )
 
 // DefaultTTL is how long a heartbeat counts: a replica that has not
@@ -36,7 +37,7 @@ const LostAfter = 4
 
 // DefaultPrefix starts the directory's keys when the runner's store names
 // no prefix. The hash tag keeps them in one Redis Cluster slot.
-const DefaultPrefix = "hermes:{runner}:"
+const DefaultPrefix = redisdb.DefaultReplicaPrefix
 
 // Replica is one runner replica: its name, unique among the replicas (the
 // pod name), and the base URL the others reach its API at.
@@ -60,10 +61,10 @@ type Claim struct {
 // Directory is the replicas' shared view in Redis. Its methods are safe
 // for concurrent use.
 type Directory struct {
-	rdb    *redis.Client
-	prefix string
-	self   Replica
-	ttl    time.Duration
+	rdb  *redis.Client
+	keys redisdb.Keys
+	self Replica
+	ttl  time.Duration
 
 	keyMu sync.Mutex
 	key   []byte // the replicas' hop key, once read (hop.go)
@@ -83,12 +84,12 @@ func New(rdb *redis.Client, prefix string, self Replica, ttl time.Duration) (*Di
 		return nil, err
 	}
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = redisdb.DefaultReplicaPrefix
 	}
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Directory{rdb: rdb, prefix: prefix, self: self, ttl: ttl}, nil
+	return &Directory{rdb: rdb, keys: redisdb.NewKeys(prefix), self: self, ttl: ttl}, nil
 }
 
 // CheckName refuses replica names that could not be a key part or a
@@ -127,8 +128,8 @@ func (d *Directory) Self() Replica { return d.self }
 // TTL is the heartbeat's lifetime.
 func (d *Directory) TTL() time.Duration { return d.ttl }
 
-func (d *Directory) replicaKey(name string) string { return d.prefix + "replica:" + name }
-func (d *Directory) claimsKey() string             { return d.prefix + "claims" }
+func (d *Directory) replicaKey(name string) string { return d.keys.Replica(name) }
+func (d *Directory) claimsKey() string             { return d.keys.Claims() }
 
 // field is a claim's hash field: tenant names never hold a slash.
 func field(tenant, id string) string { return tenant + "/" + id }

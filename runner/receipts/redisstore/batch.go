@@ -112,7 +112,14 @@ func (s *Store) writer() {
 func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error) {
 	args := make([]any, 0, 2+8*len(batch))
 	args = append(args, s.prefix, s.opts.MaxRetained)
+	keys := s.scriptKeys()
+	owners := make(map[string]bool)
 	for _, w := range batch {
+		keys = append(keys, s.keys.Receipt(w.r.ID))
+		if o := w.r.ParentSessionID; !owners[o] {
+			owners[o] = true
+			keys = append(keys, s.keys.OwnerFinished(o), s.keys.OwnerIDs(o), s.keys.Pending(o))
+		}
 		finished := w.r.FinishedAt
 		if finished.IsZero() {
 			finished = time.Now()
@@ -124,7 +131,7 @@ func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error
 		args = append(args, w.r.ID, w.r.ParentSessionID, w.body,
 			finished.UnixMilli(), max(w.ttl.Milliseconds(), 1), w.mode, w.wrote, notify)
 	}
-	res, err := writeScript.Run(ctx, s.rdb, nil, args...).Int64Slice()
+	res, err := writeScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +199,7 @@ func (s *Store) reader() {
 		}
 		keys := make([]string, len(batch))
 		for i, q := range batch {
-			keys[i] = s.prefix + "r:" + q.id
+			keys[i] = s.keys.Receipt(q.id)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 		vals, err := s.rdb.MGet(ctx, keys...).Result()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore/redistest"
@@ -33,7 +34,7 @@ func benchStore(b *testing.B) *redisstore.Store {
 	}
 	url += fmt.Sprintf("%spool_size=%d", sep, benchClients)
 	s, err := redisstore.New(context.Background(), url, receipts.Options{},
-		redisstore.ProfilePrefix(fmt.Sprintf("bench-%d", time.Now().UnixNano())),
+		redisdb.ProfilePrefix(fmt.Sprintf("bench-%d", time.Now().UnixNano())),
 		redisstore.WithSpool(b.TempDir()), redisstore.WithSweepInterval(0))
 	if err != nil {
 		b.Fatal(err)

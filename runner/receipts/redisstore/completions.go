@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -33,7 +34,7 @@ func (s *Store) LeaseCompletions(ctx context.Context, scope receipts.Scope, leas
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	bodies, err := s.take(ctx, owners, lease, "c:", "cl:", "r:")
+	bodies, err := s.take(ctx, owners, lease, false)
 	if err != nil {
 		return nil, fmt.Errorf("take completions: %w", err)
 	}
@@ -49,14 +50,18 @@ func (s *Store) LeaseCompletions(ctx context.Context, scope receipts.Scope, leas
 	return out, nil
 }
 
-// take runs takeScript over the sets of one kind of notice.
-func (s *Store) take(ctx context.Context, owners []string, lease time.Duration, pending, leased, bodies string) ([]string, error) {
+// take runs takeScript over the sets of one kind of notice: wakes, or
+// completions.
+func (s *Store) take(ctx context.Context, owners []string, lease time.Duration, wakes bool) ([]string, error) {
+	pending, leased, bodies := redisdb.NoticeFamilies(wakes)
 	args := make([]any, 0, 5+len(owners))
 	args = append(args, s.prefix, max(lease.Milliseconds(), 0), pending, leased, bodies)
+	keys := s.scriptKeys()
 	for _, o := range owners {
 		args = append(args, o)
+		keys = append(keys, s.prefix+pending+o, s.prefix+leased+o)
 	}
-	out, err := takeScript.Run(ctx, s.rdb, nil, args...).StringSlice()
+	out, err := takeScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
@@ -78,7 +83,7 @@ func (s *Store) AddWake(ctx context.Context, w *receipts.Wake) error {
 	if err != nil {
 		return fmt.Errorf("wake %s: %w", w.Key, err)
 	}
-	if err := addWakeScript.Run(ctx, s.rdb, nil, s.prefix, w.Owner, w.Key, b, s.opts.Retention.Milliseconds()).Err(); err != nil {
+	if err := addWakeScript.Run(ctx, s.rdb, s.scriptKeys(s.keys.WakeBody(w.Key), s.keys.PendingWakes(w.Owner)), s.prefix, w.Owner, w.Key, b, s.opts.Retention.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("wake %s: redis: %w", w.Key, err)
 	}
 	s.afterRedisOK()
@@ -91,7 +96,7 @@ func (s *Store) LeaseWakes(ctx context.Context, scope receipts.Scope, lease time
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	bodies, err := s.take(ctx, owners, lease, "wc:", "wcl:", "wb:")
+	bodies, err := s.take(ctx, owners, lease, true)
 	if err != nil {
 		return nil, fmt.Errorf("take wakes: %w", err)
 	}
@@ -130,12 +135,12 @@ func (s *Store) AckCompletions(ctx context.Context, scope receipts.Scope, ids []
 	pipe := s.rdb.Pipeline()
 	for _, o := range dedupe(scope.Owners) {
 		if len(done) > 0 {
-			pipe.ZRem(ctx, s.prefix+"c:"+o, done...)
-			pipe.ZRem(ctx, s.prefix+"cl:"+o, done...)
+			pipe.ZRem(ctx, s.keys.Pending(o), done...)
+			pipe.ZRem(ctx, s.keys.Leased(o), done...)
 		}
 		if len(wakes) > 0 {
-			pipe.ZRem(ctx, s.prefix+"wc:"+o, wakes...)
-			pipe.ZRem(ctx, s.prefix+"wcl:"+o, wakes...)
+			pipe.ZRem(ctx, s.keys.PendingWakes(o), wakes...)
+			pipe.ZRem(ctx, s.keys.LeasedWakes(o), wakes...)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

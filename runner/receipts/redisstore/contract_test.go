@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
@@ -36,7 +37,7 @@ func TestContract(t *testing.T) {
 						o = append(o, redisstore.WithSpool(filepath.Join(root, profile)))
 					}
 					s, err := redisstore.New(context.Background(), url, opts,
-						redisstore.ProfilePrefix(run+"-"+variant.name+"-"+profile), o...)
+						redisdb.ProfilePrefix(run+"-"+variant.name+"-"+profile), o...)
 					if err != nil {
 						t.Fatal(err)
 					}

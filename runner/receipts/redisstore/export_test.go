@@ -13,9 +13,9 @@ import (
 // and Sweep to clean.
 func (s *Store) ExpireForTest(ctx context.Context, id string) error {
 	pipe := s.rdb.TxPipeline()
-	pipe.PExpire(ctx, s.prefix+"r:"+id, time.Millisecond)
+	pipe.PExpire(ctx, s.keys.Receipt(id), time.Millisecond)
 	old := time.Now().Add(-s.opts.Retention - time.Second).UnixMilli()
-	pipe.ZAddXX(ctx, s.prefix+"idx", redis.Z{Score: float64(old), Member: id})
+	pipe.ZAddXX(ctx, s.keys.Written(), redis.Z{Score: float64(old), Member: id})
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
@@ -135,7 +136,7 @@ func TestPasswordAndACLUser(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			url := "redis://" + tc.userinfo + srv.Addr() + "/0"
-			s, err := redisstore.New(ctx, url, receipts.Options{}, redisstore.ProfilePrefix("acl"), redisstore.WithSweepInterval(0))
+			s, err := redisstore.New(ctx, url, receipts.Options{}, redisdb.ProfilePrefix("acl"), redisstore.WithSweepInterval(0))
 			if !tc.ok {
 				if err == nil {
 					s.Close()
@@ -182,8 +183,8 @@ func TestTLS(t *testing.T) {
 	if !strings.HasPrefix(srv.URL(), "rediss://") {
 		t.Fatalf("URL %s", srv.URL())
 	}
-	s, err := redisstore.New(ctx, srv.URL(), receipts.Options{}, redisstore.ProfilePrefix("tls"),
-		redisstore.WithDial(redisstore.WithTLSConfig(&tls.Config{RootCAs: caPool})))
+	s, err := redisstore.New(ctx, srv.URL(), receipts.Options{}, redisdb.ProfilePrefix("tls"),
+		redisstore.WithDial(redisdb.WithTLSConfig(&tls.Config{RootCAs: caPool})))
 	if err != nil {
 		t.Fatalf("rediss with the CA: %v", err)
 	}
@@ -261,7 +262,7 @@ func TestOutageRestart(t *testing.T) {
 	srv := testenv.RedisServer(t)
 	ctx := context.Background()
 	spool := t.TempDir()
-	prefix := redisstore.ProfilePrefix("outage")
+	prefix := redisdb.ProfilePrefix("outage")
 	s := open(t, srv.URL()+fast, prefix, spool)
 	owner := receipts.Scope{Owners: []string{"sess"}}
 	if err := s.Put(ctx, receipt("proc_0000000000ff", "sess")); err != nil {
@@ -340,7 +341,7 @@ func TestOutagePartition(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	spool := t.TempDir()
-	prefix := redisstore.ProfilePrefix("partition")
+	prefix := redisdb.ProfilePrefix("partition")
 	s := open(t, srv.URL()+fast, prefix, spool)
 	owner := receipts.Scope{Owners: []string{"sess"}}
 	first := receipt("proc_b00000000001", "sess")
@@ -402,7 +403,7 @@ func TestSpoolReplayedByNextProcess(t *testing.T) {
 	srv := testenv.RedisServer(t)
 	ctx := context.Background()
 	spool := t.TempDir()
-	prefix := redisstore.ProfilePrefix("replay")
+	prefix := redisdb.ProfilePrefix("replay")
 	s := open(t, srv.URL()+fast, prefix, spool)
 	stop(t, srv)
 	if err := s.Create(ctx, receipt("proc_e00000000001", "")); err != nil {
@@ -429,7 +430,7 @@ func TestIndices(t *testing.T) {
 	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer raw.Close()
 	const max = 10
-	prefix := redisstore.ProfilePrefix("indices")
+	prefix := redisdb.ProfilePrefix("indices")
 	s, err := redisstore.New(ctx, srv.URL(), receipts.Options{MaxRetained: max}, prefix, redisstore.WithSweepInterval(0))
 	if err != nil {
 		t.Fatal(err)

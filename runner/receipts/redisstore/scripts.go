@@ -1,11 +1,20 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"github.com/redis/go-redis/v9"
 
-// The scripts build every key from the profile prefix passed as ARGV[1], so
-// all keys of a profile stay in one hash slot when the prefix carries a hash
-// tag ("hermes:{profile}:"). Each runs atomically on the server: a reader
-// never sees a receipt without its index entries or the reverse.
+	"github.com/hermesrun/hermes/internal/redisdb"
+)
+
+// Every script declares the keys it knows before it runs: KEYS[1] is the
+// profile's index of every receipt ("P idx"), KEYS[2] its owners hash, and
+// the keys of the receipts, owners and wakes a call names follow (see
+// scriptKeys). Keys a script finds only in the data (the receipts a trim
+// drops, a receipt's former owner) it builds from the profile prefix passed
+// as ARGV[1] and the key families of package redisdb, which names every key;
+// the prefix's hash tag ("hermes:{profile}:") keeps them all in the declared
+// keys' cluster slot. Each runs atomically on the server: a reader never
+// sees a receipt without its index entries or the reverse.
 //
 // Inside a script each redis.call costs about as much server time as a whole
 // SET from a client, so the scripts touch every structure once per batch
@@ -17,7 +26,8 @@ import "github.com/redis/go-redis/v9"
 // Lua's limit on unpack. drop removes receipts with every index entry that
 // names them. now_ms reads the server clock, so that index times and key
 // TTLs come from one clock whatever the clients' clocks say.
-const luaHelpers = `
+var luaHelpers = redisdb.LuaFamilies() + `
+local IDX, OWNERS = KEYS[1], KEYS[2]
 local function bulk(cmd, key, args)
   for i = 1, #args, 4000 do
     redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
@@ -27,7 +37,7 @@ local function drop(p, ids)
   if #ids == 0 then
     return
   end
-  local owners = p .. 'owners'
+  local owners = OWNERS
   local by = {}
   for i = 1, #ids, 4000 do
     local chunk = {unpack(ids, i, math.min(i + 3999, #ids))}
@@ -41,16 +51,16 @@ local function drop(p, ids)
     end
   end
   for o, list in pairs(by) do
-    bulk('ZREM', p .. 's:' .. o, list)
-    bulk('ZREM', p .. 'sl:' .. o, list)
-    bulk('ZREM', p .. 'c:' .. o, list)
-    bulk('ZREM', p .. 'cl:' .. o, list)
+    bulk('ZREM', p .. S .. o, list)
+    bulk('ZREM', p .. SL .. o, list)
+    bulk('ZREM', p .. C .. o, list)
+    bulk('ZREM', p .. CL .. o, list)
   end
   local keys = {}
   for i, id in ipairs(ids) do
-    keys[i] = p .. 'r:' .. id
+    keys[i] = p .. R .. id
   end
-  bulk('ZREM', p .. 'idx', ids)
+  bulk('ZREM', IDX, ids)
   bulk('HDEL', owners, ids)
   for i = 1, #keys, 4000 do
     redis.call('DEL', unpack(keys, i, math.min(i + 3999, #keys)))
@@ -83,7 +93,7 @@ local function pair(t, key, score, member)
   l[#l + 1] = member
 end
 local p, max = ARGV[1], tonumber(ARGV[2])
-local owners, pr = p .. 'owners', p .. 'r:'
+local owners, pr = OWNERS, p .. R
 local now = now_ms()
 local ids = {}
 for i = 3, #ARGV, 8 do
@@ -129,8 +139,8 @@ if #order > 0 then
     local old = before[id]
     if old ~= owner then
       if old then
-        redis.call('ZREM', p .. 's:' .. old, id)
-        redis.call('ZREM', p .. 'sl:' .. old, id)
+        redis.call('ZREM', p .. S .. old, id)
+        redis.call('ZREM', p .. SL .. old, id)
       end
       hs[#hs + 1] = id
       hs[#hs + 1] = owner
@@ -141,15 +151,15 @@ if #order > 0 then
     ix[#ix + 1] = id
   end
   for o, list in pairs(s) do
-    bulk('ZADD', p .. 's:' .. o, list)
+    bulk('ZADD', p .. S .. o, list)
   end
   for o, list in pairs(sl) do
-    bulk('ZADD', p .. 'sl:' .. o, list)
+    bulk('ZADD', p .. SL .. o, list)
   end
   if #hs > 0 then
     bulk('HSET', owners, hs)
   end
-  bulk('ZADD', p .. 'idx', ix)
+  bulk('ZADD', IDX, ix)
   local c, ttl = {}, {}
   for _, i in ipairs(pending) do
     local o = ARGV[i + 1]
@@ -157,12 +167,12 @@ if #order > 0 then
     ttl[o] = math.max(ttl[o] or 0, tonumber(ARGV[i + 4]))
   end
   for o, list in pairs(c) do
-    bulk('ZADD', p .. 'c:' .. o, list)
-    redis.call('PEXPIRE', p .. 'c:' .. o, ttl[o])
+    bulk('ZADD', p .. C .. o, list)
+    redis.call('PEXPIRE', p .. C .. o, ttl[o])
   end
-  local n = redis.call('ZCARD', p .. 'idx')
+  local n = redis.call('ZCARD', IDX)
   if n > max then
-    drop(p, redis.call('ZRANGE', p .. 'idx', 0, n - max - 1))
+    drop(p, redis.call('ZRANGE', IDX, 0, n - max - 1))
   end
 end
 return out
@@ -180,8 +190,8 @@ local p, pre = ARGV[1], ARGV[2]
 local found, gone = nil, {}
 for i = 3, #ARGV do
   local o = ARGV[i]
-  for _, id in ipairs(redis.call('ZRANGEBYLEX', p .. 'sl:' .. o, '[' .. pre, '[' .. pre .. '\255')) do
-    if redis.call('EXISTS', p .. 'r:' .. id) == 1 then
+  for _, id in ipairs(redis.call('ZRANGEBYLEX', p .. SL .. o, '[' .. pre, '[' .. pre .. '\255')) do
+    if redis.call('EXISTS', p .. R .. id) == 1 then
       if found and found ~= id then
         drop(p, gone)
         return {found, false, id}
@@ -190,8 +200,8 @@ for i = 3, #ARGV do
     else
       -- Remove from this owner's indices by name too, so that even an
       -- entry the owners hash lost cannot linger.
-      redis.call('ZREM', p .. 'sl:' .. o, id)
-      redis.call('ZREM', p .. 's:' .. o, id)
+      redis.call('ZREM', p .. SL .. o, id)
+      redis.call('ZREM', p .. S .. o, id)
       gone[#gone + 1] = id
     end
   end
@@ -200,7 +210,7 @@ drop(p, gone)
 if not found then
   return {}
 end
-return {found, redis.call('GET', p .. 'r:' .. found)}
+return {found, redis.call('GET', p .. R .. found)}
 `)
 
 // cleanScript removes the index entries of receipts that have gone, for ids
@@ -210,7 +220,7 @@ return {found, redis.call('GET', p .. 'r:' .. found)}
 var cleanScript = redis.NewScript(luaHelpers + `
 local p, gone = ARGV[1], {}
 for i = 2, #ARGV do
-  if redis.call('EXISTS', p .. 'r:' .. ARGV[i]) == 0 then
+  if redis.call('EXISTS', p .. R .. ARGV[i]) == 0 then
     gone[#gone + 1] = ARGV[i]
   end
 end
@@ -222,16 +232,16 @@ return #gone
 // completion and wakes. Returns 1 if it was there. ARGV: prefix, id.
 var deleteScript = redis.NewScript(luaHelpers + `
 local p, id = ARGV[1], ARGV[2]
-local was = redis.call('EXISTS', p .. 'r:' .. id)
-local owner = redis.call('HGET', p .. 'owners', id)
+local was = redis.call('EXISTS', p .. R .. id)
+local owner = redis.call('HGET', OWNERS, id)
 drop(p, {id})
 if owner then
   local mine = id .. '.out'
-  for _, set in ipairs({p .. 'wc:' .. owner, p .. 'wcl:' .. owner}) do
+  for _, set in ipairs({p .. WC .. owner, p .. WCL .. owner}) do
     for _, key in ipairs(redis.call('ZRANGE', set, 0, -1)) do
       if string.sub(key, 1, #mine) == mine then
         redis.call('ZREM', set, key)
-        redis.call('DEL', p .. 'wb:' .. key)
+        redis.call('DEL', p .. WB .. key)
       end
     end
   end
@@ -247,10 +257,10 @@ return was
 // ARGV: prefix, retention ms, batch size.
 var sweepScript = redis.NewScript(luaHelpers + `
 local p, retention, batch = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', p .. 'idx', '-inf', now_ms() - retention, 'LIMIT', 0, batch)
+local ids = redis.call('ZRANGEBYSCORE', IDX, '-inf', now_ms() - retention, 'LIMIT', 0, batch)
 local gone = {}
 for _, id in ipairs(ids) do
-  if redis.call('EXISTS', p .. 'r:' .. id) == 0 then
+  if redis.call('EXISTS', p .. R .. id) == 0 then
     gone[#gone + 1] = id
   end
 end
@@ -314,10 +324,10 @@ return out
 // ARGV: prefix, owner, key, body, ttl ms.
 var addWakeScript = redis.NewScript(luaHelpers + `
 local p, owner, key, body, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-if not redis.call('SET', p .. 'wb:' .. key, body, 'PX', ttl, 'NX') then
+if not redis.call('SET', p .. WB .. key, body, 'PX', ttl, 'NX') then
   return 0
 end
-local set = p .. 'wc:' .. owner
+local set = p .. WC .. owner
 redis.call('ZADD', set, now_ms(), key)
 redis.call('PEXPIRE', set, math.max(redis.call('PTTL', set), ttl))
 return 1

@@ -5,21 +5,12 @@
 // # Key layout
 //
 // Every key of a profile starts with a configurable prefix, by default
-// "hermes:{<profile>}:" (ProfilePrefix). The braces are a hash tag, so a
-// profile's keys share one cluster slot. Below, P is that prefix and O an
-// owner session id (parent_session_id; the empty string for receipts with no
-// owner, whose indices are then "P s:" and "P sl:" with nothing after the
-// colon).
-//
-//	P r:<id>     string  the sanitized receipt as JSON; PX = retention
-//	P s:O        zset    owner O's receipts, score = finished_at (Unix ms)
-//	P sl:O       zset    the same ids, score 0: a lexicographic index for prefix lookup
-//	P idx        zset    every receipt of the profile, score = when it was written (server clock, Unix ms)
-//	P owners     hash    id → owner, to find a receipt's indices once its key is gone
-//	P c:O        zset    owner O's pending completions, score = finished_at (completions.go)
-//	P cl:O       zset    owner O's leased completions, score = when the lease ends (completions.go)
-//	P wb:<key>   string  a wake of a running job (receipts.Wake) as JSON; PX = retention
-//	P wc:O       zset    owner O's pending wakes, score = when made; P wcl:O the leased ones
+// "hermes:{<profile>}:" (redisdb.ProfilePrefix); package redisdb names
+// every key and documents the layout. Per receipt there is its key (JSON,
+// PX = retention), an entry in its owner's indices (by finish time, and by
+// id for prefix lookups), in the profile's index by write time and in the
+// owners hash; a notify receipt also leaves a pending completion for its
+// owner.
 //
 // A write is one Lua script: it sets the receipt with its TTL, adds it to
 // the indices and trims the profile to MaxRetained by dropping the receipts
@@ -68,6 +59,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -85,13 +77,6 @@ const (
 	mgetBatch    = 256
 )
 
-// ProfilePrefix is the key prefix of a profile: "hermes:{profile}:". Braces
-// in the name are replaced, since they would break the hash tag.
-func ProfilePrefix(profile string) string {
-	profile = strings.NewReplacer("{", "_", "}", "_").Replace(profile)
-	return "hermes:{" + profile + "}:"
-}
-
 // Option configures a Store.
 type Option func(*config)
 
@@ -101,7 +86,7 @@ type config struct {
 	retryMin   time.Duration
 	retryMax   time.Duration
 	log        *slog.Logger
-	dial       []DialOption
+	dial       []redisdb.DialOption
 }
 
 // WithSpool keeps the writes Redis cannot take in dir until it can. Without
@@ -122,13 +107,16 @@ func WithRetryBackoff(minDelay, maxDelay time.Duration) Option {
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithDial passes options to Dial, such as WithTLSConfig.
-func WithDial(o ...DialOption) Option { return func(c *config) { c.dial = append(c.dial, o...) } }
+func WithDial(o ...redisdb.DialOption) Option {
+	return func(c *config) { c.dial = append(c.dial, o...) }
+}
 
 // Store is a receipts.Store on Redis. It is safe for concurrent use.
 type Store struct {
 	rdb       *redis.Client
 	ownClient bool
 	prefix    string
+	keys      redisdb.Keys
 	opts      receipts.Options
 	spool     *spool
 	log       *slog.Logger
@@ -160,7 +148,7 @@ var _ receipts.Store = (*Store)(nil)
 // for the profile whose keys start with prefix (see ProfilePrefix).
 func New(ctx context.Context, url string, opts receipts.Options, prefix string, o ...Option) (*Store, error) {
 	c := newConfig(o)
-	rdb, err := Dial(ctx, url, c.dial...)
+	rdb, err := redisdb.Dial(ctx, url, c.dial...)
 	if err != nil {
 		return nil, fmt.Errorf("receipt store: %w", err)
 	}
@@ -199,6 +187,7 @@ func newStore(rdb *redis.Client, opts receipts.Options, prefix string, c *config
 	s := &Store{
 		rdb:    rdb,
 		prefix: prefix,
+		keys:   redisdb.NewKeys(prefix),
 		opts:   opts.WithDefaults(),
 		log:    c.log.With("store", "redis", "prefix", prefix),
 		kick:   make(chan struct{}, 1),
@@ -328,7 +317,7 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 	for _, o := range owners {
 		args = append(args, o)
 	}
-	res, err := resolveScript.Run(ctx, s.rdb, nil, args...).Slice()
+	res, err := resolveScript.Run(ctx, s.rdb, s.ownerIndexKeys(owners), args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("receipt %s: redis: %w", idOrPrefix, err)
 	}
@@ -419,7 +408,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("receipt %s: spool: %w", id, err)
 		}
 	}
-	n, err := deleteScript.Run(ctx, s.rdb, nil, s.prefix, id).Int()
+	n, err := deleteScript.Run(ctx, s.rdb, s.scriptKeys(s.keys.Receipt(id)), s.prefix, id).Int()
 	if err != nil {
 		return fmt.Errorf("receipt %s: redis: %w", id, err)
 	}
@@ -442,10 +431,10 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 	pipe := s.rdb.Pipeline()
 	var idx []*redis.StringSliceCmd
 	if scope.All {
-		idx = append(idx, pipe.ZRevRange(ctx, s.prefix+"idx", 0, -1)) // the profile's every receipt
+		idx = append(idx, pipe.ZRevRange(ctx, s.keys.Written(), 0, -1)) // the profile's every receipt
 	} else {
 		for _, o := range owners {
-			idx = append(idx, pipe.ZRevRange(ctx, s.prefix+"s:"+o, 0, -1))
+			idx = append(idx, pipe.ZRevRange(ctx, s.keys.OwnerFinished(o), 0, -1))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -481,7 +470,7 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 		}
 	}
 	if len(gone) > 0 {
-		if err := cleanScript.Run(ctx, s.rdb, nil, append([]any{s.prefix}, gone...)...).Err(); err != nil {
+		if err := cleanScript.Run(ctx, s.rdb, s.receiptKeys(gone), append([]any{s.prefix}, gone...)...).Err(); err != nil {
 			s.log.Debug("cannot clean index entries of expired receipts", "err", err)
 		}
 	}
@@ -502,7 +491,7 @@ func (s *Store) mget(ctx context.Context, ids []string) ([]any, error) {
 		end := min(start+mgetBatch, len(ids))
 		keys := make([]string, 0, end-start)
 		for _, id := range ids[start:end] {
-			keys = append(keys, s.prefix+"r:"+id)
+			keys = append(keys, s.keys.Receipt(id))
 		}
 		cmds = append(cmds, pipe.MGet(ctx, keys...))
 	}
@@ -564,7 +553,7 @@ func (s *Store) wake() {
 func (s *Store) Sweep(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		res, err := sweepScript.Run(ctx, s.rdb, nil, s.prefix, s.opts.Retention.Milliseconds(), sweepBatch).Int64Slice()
+		res, err := sweepScript.Run(ctx, s.rdb, s.scriptKeys(), s.prefix, s.opts.Retention.Milliseconds(), sweepBatch).Int64Slice()
 		if err != nil {
 			return total, fmt.Errorf("receipt sweep: redis: %w", err)
 		}
@@ -730,4 +719,30 @@ func dedupe(owners []string) []string {
 		}
 	}
 	return out
+}
+
+// scriptKeys is what every script declares: the profile's index of every
+// receipt and its owners hash (KEYS[1], KEYS[2]), then more.
+func (s *Store) scriptKeys(more ...string) []string {
+	return append([]string{s.keys.Written(), s.keys.Owners()}, more...)
+}
+
+// ownerIndexKeys declares the indices of owners, for a prefix lookup.
+func (s *Store) ownerIndexKeys(owners []string) []string {
+	keys := s.scriptKeys()
+	for _, o := range owners {
+		keys = append(keys, s.keys.OwnerIDs(o), s.keys.OwnerFinished(o))
+	}
+	return keys
+}
+
+// receiptKeys declares the receipts ids, given as script arguments.
+func (s *Store) receiptKeys(ids []any) []string {
+	keys := s.scriptKeys()
+	for _, id := range ids {
+		if id, ok := id.(string); ok {
+			keys = append(keys, s.keys.Receipt(id))
+		}
+	}
+	return keys
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/internal/testenv"
-	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/runner/sessions/redissessions"
 	"github.com/hermesrun/hermes/runner/sessions/sessiontest"
@@ -25,7 +25,7 @@ func TestContract(t *testing.T) {
 			sessiontest.Run(t, sessiontest.Harness{
 				Open: func(t *testing.T, profile string) sessions.Store {
 					s, err := redissessions.Open(context.Background(), url,
-						redisstore.ProfilePrefix(run+"-"+ttl.String()+"-"+profile), ttl)
+						redisdb.ProfilePrefix(run+"-"+ttl.String()+"-"+profile), ttl)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -44,7 +44,7 @@ func TestTTL(t *testing.T) {
 	ctx := context.Background()
 	b := make([]byte, 4)
 	rand.Read(b)
-	s, err := redissessions.Open(ctx, url, redisstore.ProfilePrefix("ttl-"+hex.EncodeToString(b)), 300*time.Millisecond)
+	s, err := redissessions.Open(ctx, url, redisdb.ProfilePrefix("ttl-"+hex.EncodeToString(b)), 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hermesrun/hermes/runner/receipts/redisstore"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/sessions"
 )
 
@@ -30,27 +30,27 @@ const maxIDLen = 256
 type Store struct {
 	rdb       *redis.Client
 	ownClient bool
-	prefix    string
+	keys      redisdb.Keys
 	ttl       time.Duration
 	now       func() time.Time
 }
 
 var _ sessions.Store = (*Store)(nil)
 
-// New returns a store on rdb (see redisstore.Dial) for the profile whose
-// keys start with prefix (redisstore.ProfilePrefix). A ttl of zero or less
+// New returns a store on rdb (see redisdb.Dial) for the profile whose
+// keys start with prefix (redisdb.ProfilePrefix). A ttl of zero or less
 // keeps sessions forever.
 func New(rdb *redis.Client, prefix string, ttl time.Duration) *Store {
-	return &Store{rdb: rdb, prefix: prefix, ttl: max(ttl, 0), now: time.Now}
+	return &Store{rdb: rdb, keys: redisdb.NewKeys(prefix), ttl: max(ttl, 0), now: time.Now}
 }
 
-// Open connects to the Redis server at url (see redisstore.Dial) and returns
+// Open connects to the Redis server at url (see redisdb.Dial) and returns
 // a store that owns the connection; Close releases it.
-func Open(ctx context.Context, url, prefix string, ttl time.Duration, o ...redisstore.DialOption) (*Store, error) {
+func Open(ctx context.Context, url, prefix string, ttl time.Duration, o ...redisdb.DialOption) (*Store, error) {
 	if prefix == "" {
 		return nil, errors.New("session store: empty redis key prefix")
 	}
-	rdb, err := redisstore.Dial(ctx, url, o...)
+	rdb, err := redisdb.Dial(ctx, url, o...)
 	if err != nil {
 		return nil, fmt.Errorf("session store: %w", err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) key(id string) (string, error) {
 	if id == "" || len(id) > maxIDLen {
 		return "", fmt.Errorf("invalid session id %q", id)
 	}
-	return s.prefix + "sess:" + id, nil
+	return s.keys.Session(id), nil
 }
 
 // createScript: KEYS[1] the session, KEYS[2] the profile's session index;
@@ -105,12 +105,13 @@ end
 return 1
 `)
 
-// pruneScript: KEYS[1] the session index; ARGV: key prefix, id... Drops
-// the ids whose session key is gone; returns how many.
+// pruneScript: KEYS[1] the session index, then the key of each session
+// ARGV names (ARGV[i] is KEYS[i+1]'s id). Drops the ids whose session key
+// is gone; returns how many.
 var pruneScript = redis.NewScript(`
 local n = 0
-for i = 2, #ARGV do
-  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 0 then
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then
     n = n + redis.call('ZREM', KEYS[1], ARGV[i])
   end
 end
@@ -154,7 +155,7 @@ func (s *Store) Reopen(ctx context.Context, id string) error {
 
 // index is the zset of the profile's session ids, scored by start time.
 // Entries of sessions that expired are dropped by the List that meets them.
-func (s *Store) index() string { return s.prefix + "sessions" }
+func (s *Store) index() string { return s.keys.Sessions() }
 
 // Create implements sessions.Store.
 func (s *Store) Create(ctx context.Context, id, source, parent string) error {
@@ -245,7 +246,7 @@ func (s *Store) List(ctx context.Context, limit int) ([]*sessions.Session, error
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, len(ids))
 		for i, id := range ids {
-			cmds[i] = pipe.HGetAll(ctx, s.prefix+"sess:"+id)
+			cmds[i] = pipe.HGetAll(ctx, s.keys.Session(id))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("session list: redis: %w", err)
@@ -269,7 +270,11 @@ func (s *Store) List(ctx context.Context, limit int) ([]*sessions.Session, error
 		if len(gone) > 0 {
 			// Expired sessions: their index entries go now, unless the
 			// session was created again meanwhile.
-			n, err := pruneScript.Run(ctx, s.rdb, []string{s.index()}, append([]any{s.prefix + "sess:"}, gone...)...).Int64()
+			keys := []string{s.index()}
+			for _, id := range gone {
+				keys = append(keys, s.keys.Session(id.(string)))
+			}
+			n, err := pruneScript.Run(ctx, s.rdb, keys, gone...).Int64()
 			if err != nil {
 				return nil, fmt.Errorf("session list: redis: %w", err)
 			}
