@@ -1,8 +1,6 @@
 package profile
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // dockerWanted reports whether this profile may have docker jobs: it is

@@ -6,8 +6,6 @@ package profile_test
 // a clear failed start without disturbing local jobs.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"net"
@@ -29,6 +27,7 @@ import (
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // openProfile opens the profile home (a fresh one when empty) with env on

@@ -5,8 +5,6 @@ package runner_test
 // retried or reported, never turned into a status.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"io"
@@ -21,6 +19,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // flakyStore fails Create and Get while down is set, as Redis does during

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // CopyIn unpacks the tar stream into dir inside the running job id, at

@@ -4,8 +4,6 @@ package runner_test
 // file stores: real bash children, real receipt files.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"errors"
@@ -25,6 +23,7 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // home is one profile: stores under a temporary $HERMES_HOME.

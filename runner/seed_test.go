@@ -6,8 +6,6 @@ package runner
 // them without replaying completions.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // seedSecret is assembled so that no scanner flags this file.

@@ -1,8 +1,6 @@
 package webui_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/webui"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // oneTenant is a runner of one tenant opened by one secret, for as long

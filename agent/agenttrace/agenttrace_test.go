@@ -1,8 +1,6 @@
 package agenttrace_test
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +28,7 @@ import (
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // secret appears in the commands the model asks for; no span may carry it.

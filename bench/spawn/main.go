@@ -28,8 +28,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -53,6 +51,7 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // result is one timed run of one mode.

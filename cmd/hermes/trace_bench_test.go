@@ -22,8 +22,6 @@ package main
 //   - BenchmarkTracingWorkPerRun: only the tracing calls one run makes.
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"math"
 	"os"
@@ -43,6 +41,7 @@ import (
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
+	"github.com/hermesrun/hermes/backend"
 )
 
 // sample is one timed run: wall time, and CPU time (user+sys) where the
