@@ -337,12 +337,12 @@ func startedProcess(content string) string {
 		return ""
 	}
 	var r struct {
-		SessionID string `json:"session_id"`
+		ID string `json:"session_id"` // a process id, in the tool contract's name
 	}
 	if json.Unmarshal([]byte(content), &r) != nil {
 		return ""
 	}
-	return clip(r.SessionID)
+	return clip(r.ID)
 }
 
 // endWith ends span, marking it failed when err is set.

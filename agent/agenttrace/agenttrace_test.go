@@ -22,13 +22,13 @@ import (
 	"github.com/hermesrun/hermes/agent/agenttrace"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // secret appears in the commands the model asks for; no span may carry it.

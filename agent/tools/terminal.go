@@ -103,10 +103,11 @@ func (t *Terminal) Definition() openai.Tool {
 
 // ForegroundResult is the tool result of a foreground command.
 type ForegroundResult struct {
-	SessionID string `json:"session_id"`
-	Status    string `json:"status"`
-	ExitCode  *int   `json:"exit_code"`
-	Output    string `json:"output"`
+	// ID is the process id; the tool contract calls it session_id.
+	ID       string `json:"session_id"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	Output   string `json:"output"`
 	// OutputTruncated is set when the output was cut, here or in the
 	// receipt; process_manage log pages through what the receipt kept.
 	OutputTruncated bool   `json:"output_truncated,omitempty"`
@@ -297,7 +298,7 @@ func (t *Terminal) foreground(ctx context.Context, req service.StartRequest) (st
 	}
 	out, clipped := ClipOutput(res.Output, t.opts.MaxResultChars)
 	fr := ForegroundResult{
-		SessionID: res.ID, Status: res.Status, ExitCode: res.ExitCode, Output: out,
+		ID: res.ID, Status: res.Status, ExitCode: res.ExitCode, Output: out,
 		OutputTruncated: clipped || res.OutputTruncated,
 	}
 	if res.Status == receipts.StatusTimeout {
