@@ -267,16 +267,10 @@ const RedactMargin = 8192
 // recognised before the cut.
 const SnapshotChars = receipts.MaxOutputChars + RedactMargin
 
-// ClipSnapshot cuts s to its last SnapshotChars characters, and says
-// whether it did: the Snapshot of every backend is bounded alike.
-func ClipSnapshot(s string) (string, bool) {
-	out, cut, _ := ClipSnapshotLines(s)
-	return out, cut
-}
-
-// ClipSnapshotLines is ClipSnapshot for a snapshot of everything a
-// process printed: it also numbers the line the clipped output begins
-// with, for LineSnapshotter.
+// ClipSnapshotLines cuts s, everything a process printed, to its last
+// SnapshotChars characters, so that the Snapshot of every backend is
+// bounded alike. It says whether it cut, and numbers the line the clipped
+// output begins with, for LineSnapshotter.
 func ClipSnapshotLines(s string) (string, bool, int64) {
 	if utf8.RuneCountInString(s) <= SnapshotChars {
 		return s, false, 0
