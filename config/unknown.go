@@ -28,6 +28,8 @@ func unknownKeys(b []byte) []string {
 	return out
 }
 
+// walkKnown appends to out what unknownKeys reports of n, read into a
+// value of type t at path.
 func walkKnown(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -47,44 +49,74 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, out *[]string) {
 			walkKnown(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), out)
 		}
 	case reflect.Struct:
-		fields := map[string]reflect.Type{}
-		enums := map[string]string{}
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name != "" && name != "-" {
-				fields[name] = f.Type
-				enums[name] = f.Tag.Get("enum")
-			}
+		walkStruct(n, t, path, out)
+	}
+}
+
+// walkStruct is walkKnown for a mapping read into the struct type t.
+func walkStruct(n *yaml.Node, t reflect.Type, path string, out *[]string) {
+	fields, enums := yamlFields(t)
+	if len(fields) == 0 {
+		return // a scalar type with its own YAML form (Duration)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		ft, ok := fields[k.Value]
+		if !ok {
+			*out = append(*out, unknownKey(path, k, fields))
+			continue
 		}
-		if len(fields) == 0 {
-			return // a scalar type with its own YAML form (Duration)
+		v := n.Content[i+1]
+		if msg := notInEnum(join(path, k.Value), v, enums[k.Value]); msg != "" {
+			*out = append(*out, msg)
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			ft, ok := fields[k.Value]
-			if !ok {
-				msg := fmt.Sprintf("config.yaml: unknown key %s (line %d)", join(path, clip(k.Value)), k.Line)
-				if near := nearest(k.Value, slices.Collect(maps.Keys(fields))); near != "" {
-					msg += "; did you mean " + join(path, near) + "?"
-				}
-				*out = append(*out, msg)
-				continue
-			}
-			v := n.Content[i+1]
-			if enum := enums[k.Value]; enum != "" && v.Kind == yaml.ScalarNode && v.Value != "" {
-				allowed := strings.Split(enum, ",")
-				if !slices.Contains(allowed, v.Value) {
-					msg := fmt.Sprintf("config.yaml: %s: %q is not one of %s (line %d)", join(path, k.Value), clip(v.Value), strings.Join(allowed, ", "), v.Line)
-					if near := nearest(v.Value, allowed); near != "" {
-						msg += "; did you mean " + near + "?"
-					}
-					*out = append(*out, msg)
-				}
-			}
-			walkKnown(v, ft, join(path, k.Value), out)
+		walkKnown(v, ft, join(path, k.Value), out)
+	}
+}
+
+// yamlFields returns the type of each field of the struct type t by its
+// yaml name, and the values its enum tag allows (comma-separated, "" for
+// any).
+func yamlFields(t reflect.Type) (fields map[string]reflect.Type, enums map[string]string) {
+	fields = map[string]reflect.Type{}
+	enums = map[string]string{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name != "" && name != "-" {
+			fields[name] = f.Type
+			enums[name] = f.Tag.Get("enum")
 		}
 	}
+	return fields, enums
+}
+
+// unknownKey is the report of the key k at path, which names none of
+// fields, with the nearest that does when one is near enough.
+func unknownKey(path string, k *yaml.Node, fields map[string]reflect.Type) string {
+	msg := fmt.Sprintf("config.yaml: unknown key %s (line %d)", join(path, clip(k.Value)), k.Line)
+	if near := nearest(k.Value, slices.Collect(maps.Keys(fields))); near != "" {
+		msg += "; did you mean " + join(path, near) + "?"
+	}
+	return msg
+}
+
+// notInEnum is the report of the value v of the key at path when the key
+// takes only the values of enum (an enum tag) and v is not one of them;
+// else "". An empty or non-scalar value is left to the decoder.
+func notInEnum(path string, v *yaml.Node, enum string) string {
+	if enum == "" || v.Kind != yaml.ScalarNode || v.Value == "" {
+		return ""
+	}
+	allowed := strings.Split(enum, ",")
+	if slices.Contains(allowed, v.Value) {
+		return ""
+	}
+	msg := fmt.Sprintf("config.yaml: %s: %q is not one of %s (line %d)", path, clip(v.Value), strings.Join(allowed, ", "), v.Line)
+	if near := nearest(v.Value, allowed); near != "" {
+		msg += "; did you mean " + near + "?"
+	}
+	return msg
 }
 
 func join(path, key string) string {

@@ -243,6 +243,26 @@ func (a *accumulator) addToolCall(d toolCallDelta) error {
 	if err != nil {
 		return fmt.Errorf("tool call arguments: %w", err)
 	}
+	pc := a.findCall(d)
+	if pc == nil {
+		pc = a.newCall(d.Index)
+	}
+	a.lastCall = pc
+	if pc.id == "" {
+		pc.id = d.ID
+	}
+	if pc.typ == "" {
+		pc.typ = d.Type
+	}
+	if pc.name == "" {
+		pc.name = d.Function.Name
+	}
+	pc.args.WriteString(args)
+	return nil
+}
+
+// findCall returns the call that d continues, or nil when d starts one.
+func (a *accumulator) findCall(d toolCallDelta) *partialCall {
 	var pc *partialCall
 	switch {
 	case d.Index != nil:
@@ -259,30 +279,22 @@ func (a *accumulator) addToolCall(d toolCallDelta) error {
 		pc = a.lastCall
 	}
 	if pc != nil && d.ID != "" && pc.id != "" && pc.id != d.ID {
-		pc = nil
+		return nil
 	}
-	if pc == nil {
-		pc = &partialCall{}
-		a.calls = append(a.calls, pc)
-		if d.Index != nil {
-			if a.byIndex == nil {
-				a.byIndex = make(map[int]*partialCall)
-			}
-			a.byIndex[*d.Index] = pc
+	return pc
+}
+
+// newCall starts a call, to be found by index from then on when it has one.
+func (a *accumulator) newCall(index *int) *partialCall {
+	pc := &partialCall{}
+	a.calls = append(a.calls, pc)
+	if index != nil {
+		if a.byIndex == nil {
+			a.byIndex = make(map[int]*partialCall)
 		}
+		a.byIndex[*index] = pc
 	}
-	a.lastCall = pc
-	if pc.id == "" {
-		pc.id = d.ID
-	}
-	if pc.typ == "" {
-		pc.typ = d.Type
-	}
-	if pc.name == "" {
-		pc.name = d.Function.Name
-	}
-	pc.args.WriteString(args)
-	return nil
+	return pc
 }
 
 func (a *accumulator) result() (*Response, error) {

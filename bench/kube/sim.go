@@ -123,36 +123,18 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 		return simResult{}, err
 	}
 	defer func() { w.Stop() }()
-	var mu sync.Mutex
-	created := map[string]time.Time{}
+	tally := newSimTally()
 	start := time.Now()
 	errs := make(chan error, 1)
 	go func() {
 		errs <- parallel(o.n, o.concurrency, func(i int) error {
 			name := fmt.Sprintf("bench-sim-%s-%d", label, i)
-			t := time.Now()
-			mu.Lock()
-			created[name] = t
-			mu.Unlock()
+			tally.create(name)
 			_, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{})
 			return err
 		})
 	}()
-	running, ended := map[string]bool{}, map[string]time.Duration{}
-	var lastRunning time.Time
-	see := func(p *corev1.Pod) {
-		if p.Status.Phase != corev1.PodPending && !running[p.Name] {
-			running[p.Name], lastRunning = true, time.Now()
-		}
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			if _, seen := ended[p.Name]; !seen {
-				mu.Lock()
-				ended[p.Name] = time.Since(created[p.Name])
-				mu.Unlock()
-			}
-		}
-	}
-	for len(ended) < o.n {
+	for len(tally.ended) < o.n {
 		select {
 		case err := <-errs:
 			if err != nil {
@@ -165,21 +147,15 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 				// would not buffer): list what is there, and watch on
 				// from that list.
 				w.Stop()
-				list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label})
+				next, err := b.rewatch(ctx, label, tally)
 				if err != nil {
 					return simResult{}, err
 				}
-				for i := range list.Items {
-					see(&list.Items[i])
-				}
-				if w, err = b.cs.CoreV1().Pods(b.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label,
-					ResourceVersion: list.ResourceVersion}); err != nil {
-					return simResult{}, err
-				}
+				w = next
 				continue
 			}
 			if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
-				see(p)
+				tally.see(p)
 			}
 		case <-ctx.Done():
 			return simResult{}, ctx.Err()
@@ -191,9 +167,59 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 	}
 	zero := int64(0)
 	_ = b.cs.CoreV1().Pods(b.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{LabelSelector: "bench-sim=" + label})
-	res := simResult{throughput: float64(o.n) / lastRunning.Sub(start).Seconds(), requests: float64(after-before) / float64(o.n)}
-	res.endP50, res.endP99 = percentiles(ended)
+	res := simResult{throughput: float64(o.n) / tally.lastRunning.Sub(start).Seconds(), requests: float64(after-before) / float64(o.n)}
+	res.endP50, res.endP99 = percentiles(tally.ended)
 	return res, nil
+}
+
+// rewatch lists the pods of the round labelled label into tally and
+// returns a watch that goes on from that list.
+func (b *bench) rewatch(ctx context.Context, label string, tally *simTally) (watch.Interface, error) {
+	list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		tally.see(&list.Items[i])
+	}
+	return b.cs.CoreV1().Pods(b.ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench-sim=" + label,
+		ResourceVersion: list.ResourceVersion})
+}
+
+// simTally is what the bare loop learns of its pods: when each was
+// created, when the last began running, and how long each took to end.
+type simTally struct {
+	mu          sync.Mutex // created is written by the creating goroutines
+	created     map[string]time.Time
+	running     map[string]bool
+	ended       map[string]time.Duration
+	lastRunning time.Time
+}
+
+func newSimTally() *simTally {
+	return &simTally{created: map[string]time.Time{}, running: map[string]bool{}, ended: map[string]time.Duration{}}
+}
+
+// create notes that the pod name is being created, now.
+func (t *simTally) create(name string) {
+	at := time.Now()
+	t.mu.Lock()
+	t.created[name] = at
+	t.mu.Unlock()
+}
+
+// see takes in the state of pod p as the watch or a list shows it.
+func (t *simTally) see(p *corev1.Pod) {
+	if p.Status.Phase != corev1.PodPending && !t.running[p.Name] {
+		t.running[p.Name], t.lastRunning = true, time.Now()
+	}
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if _, seen := t.ended[p.Name]; !seen {
+			t.mu.Lock()
+			t.ended[p.Name] = time.Since(t.created[p.Name])
+			t.mu.Unlock()
+		}
+	}
 }
 
 func (b *bench) simHermes(o simOpts, round int) (simResult, error) {

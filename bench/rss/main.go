@@ -188,34 +188,15 @@ func background(exe, producer string) (sample, error) {
 	}
 	defer os.RemoveAll(home)
 	start := time.Now()
-	cli := exec.Command(exe, "run", "--background", "--", producer)
-	cli.Env = profileEnv(home)
-	cli.Stderr = os.Stderr
-	out, err := cli.Output()
+	id, shimPID, err := startBackground(exe, producer, home)
 	if err != nil {
-		return sample{}, fmt.Errorf("hermes run --background: %w (stdout %q)", err, out)
+		return sample{}, err
 	}
-	var sr struct {
-		ID string `json:"session_id"`
-	}
-	if err := json.Unmarshal(out, &sr); err != nil {
-		return sample{}, fmt.Errorf("start receipt %q: %w", out, err)
-	}
-	var st struct {
-		ShimPID int `json:"shim_pid"`
-	}
-	b, err := os.ReadFile(filepath.Join(home, "run", sr.ID+".json"))
-	if err != nil {
-		return sample{}, fmt.Errorf("shim state (the job may have ended already): %w", err)
-	}
-	if err := json.Unmarshal(b, &st); err != nil || st.ShimPID <= 0 {
-		return sample{}, fmt.Errorf("shim state %s: %v", b, err)
-	}
-	stop := watchHWM(st.ShimPID)
+	stop := watchHWM(shimPID)
 	// The job is over when its state file goes (after its receipt). A
 	// shim exits then; a supervisor shared by callers would wait 10 s for
 	// more jobs, so it is told to stop, which it does at once with none.
-	statePath := filepath.Join(home, "run", sr.ID+".json")
+	statePath := filepath.Join(home, "run", id+".json")
 	for {
 		if _, err := os.Lstat(statePath); errors.Is(err, os.ErrNotExist) {
 			break
@@ -223,31 +204,67 @@ func background(exe, producer string) (sample, error) {
 		time.Sleep(2 * time.Millisecond)
 	}
 	wall := time.Since(start)
-	if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.ShimPID)); bytes.Contains(cmdline, []byte("supervise")) {
-		_ = syscall.Kill(st.ShimPID, syscall.SIGTERM)
-	}
-	var ws syscall.WaitStatus
-	var ru syscall.Rusage
-	for {
-		_, err = syscall.Wait4(st.ShimPID, &ws, 0, &ru)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
+	ws, ru, err := endShim(shimPID)
 	s := sample{wall: wall, vmHWM: stop(), maxRSS: ru.Maxrss}
 	if err != nil {
-		return s, fmt.Errorf("wait4 on shim %d (not re-parented here?): %w", st.ShimPID, err)
+		return s, fmt.Errorf("wait4 on shim %d (not re-parented here?): %w", shimPID, err)
 	}
 	if !ws.Exited() || ws.ExitStatus() != 0 {
 		return s, fmt.Errorf("shim ended with %v", ws)
 	}
-	logCmd := exec.Command(exe, "--json", "log", sr.ID)
+	logCmd := exec.Command(exe, "--json", "log", id)
 	logCmd.Env, logCmd.Stderr = profileEnv(home), os.Stderr
 	logOut, err := logCmd.Output()
 	if err != nil {
 		return s, fmt.Errorf("hermes log: %w", err)
 	}
 	return s, s.receipt(logOut, home)
+}
+
+// startBackground runs hermes run --background with the profile at home
+// and returns the job's id and the pid of the shim or supervisor that
+// supervises it, from the job's state file.
+func startBackground(exe, producer, home string) (id string, shimPID int, err error) {
+	cli := exec.Command(exe, "run", "--background", "--", producer)
+	cli.Env = profileEnv(home)
+	cli.Stderr = os.Stderr
+	out, err := cli.Output()
+	if err != nil {
+		return "", 0, fmt.Errorf("hermes run --background: %w (stdout %q)", err, out)
+	}
+	var sr struct {
+		ID string `json:"session_id"`
+	}
+	if err := json.Unmarshal(out, &sr); err != nil {
+		return "", 0, fmt.Errorf("start receipt %q: %w", out, err)
+	}
+	var st struct {
+		ShimPID int `json:"shim_pid"`
+	}
+	b, err := os.ReadFile(filepath.Join(home, "run", sr.ID+".json"))
+	if err != nil {
+		return "", 0, fmt.Errorf("shim state (the job may have ended already): %w", err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.ShimPID <= 0 {
+		return "", 0, fmt.Errorf("shim state %s: %v", b, err)
+	}
+	return sr.ID, st.ShimPID, nil
+}
+
+// endShim stops the supervisor at pid, which would otherwise wait for
+// more jobs (a shim has exited by itself), and reaps it.
+func endShim(pid int) (syscall.WaitStatus, syscall.Rusage, error) {
+	if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(cmdline, []byte("supervise")) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	var ws syscall.WaitStatus
+	var ru syscall.Rusage
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, &ru)
+		if !errors.Is(err, syscall.EINTR) {
+			return ws, ru, err
+		}
+	}
 }
 
 // receipt checks the final JSON that a run printed (a receipt or a log)

@@ -42,6 +42,27 @@ func writeFileIdentity(h hash.Hash, file string) {
 // of open files (the runtime raises its own at start and hands its children
 // the original) and the blocked-signal mask its children start with.
 func writeContext(h hash.Hash) error {
+	if err := writeStatus(h); err != nil {
+		return err
+	}
+	if err := writeProcFiles(h); err != nil {
+		return err
+	}
+	writeScheduling(h)
+	for _, ns := range namespaces {
+		// A kernel without one of them (time: before 5.6) has no link:
+		// the same absence on both sides.
+		field(h, "ns "+ns, readlink("/proc/self/ns/"+ns))
+	}
+	if err := writeLimits(h); err != nil {
+		return err
+	}
+	return writeRootAndExe(h)
+}
+
+// writeStatus writes the lines of /proc/self/status a child inherits, and
+// fails with ErrConfined under no_new_privs.
+func writeStatus(h hash.Hash) error {
 	status, err := earlystart.ReadFile("/proc/self/status")
 	if err != nil {
 		return &contextError{"process status", err}
@@ -62,6 +83,12 @@ func writeContext(h hash.Hash) error {
 		}
 		field(h, "status", line)
 	}
+	return nil
+}
+
+// writeProcFiles writes the files of /proc/self whose whole content a
+// child inherits.
+func writeProcFiles(h hash.Hash) error {
 	for _, f := range []string{"/proc/self/cgroup", "/proc/self/oom_score_adj", "/proc/self/personality",
 		"/proc/self/timerslack_ns", "/proc/self/loginuid", "/proc/self/sessionid"} {
 		b, err := earlystart.ReadFile(f)
@@ -76,9 +103,13 @@ func writeContext(h hash.Hash) error {
 		b, _ := earlystart.ReadFile(f)
 		field(h, f, b)
 	}
-	// I/O priority and CPU scheduling policy (ionice, chrt): children
-	// inherit both. The policy comes with SCHED_RESET_ON_FORK, and the
-	// nice value is the priority below.
+	return nil
+}
+
+// writeScheduling writes the I/O priority and CPU scheduling policy
+// (ionice, chrt): children inherit both. The policy comes with
+// SCHED_RESET_ON_FORK, and the nice value is writeLimits's.
+func writeScheduling(h hash.Hash) {
 	const ioprioWhoProcess = 1
 	ioprio, _, errno := syscall.Syscall(syscall.SYS_IOPRIO_GET, ioprioWhoProcess, 0, 0)
 	numbers(h, "ioprio", int64(ioprio), int64(errno))
@@ -86,11 +117,11 @@ func writeContext(h hash.Hash) error {
 	var param struct{ priority int32 }
 	_, _, perrno := syscall.RawSyscall(syscall.SYS_SCHED_GETPARAM, 0, uintptr(unsafe.Pointer(&param)), 0)
 	numbers(h, "sched", int64(policy), int64(errno), int64(param.priority), int64(perrno))
-	for _, ns := range namespaces {
-		// A kernel without one of them (time: before 5.6) has no link:
-		// the same absence on both sides.
-		field(h, "ns "+ns, readlink("/proc/self/ns/"+ns))
-	}
+}
+
+// writeLimits writes the resource limits and the nice value. The soft
+// limit of open files is written as 0: see writeContext.
+func writeLimits(h hash.Hash) error {
 	for r := 0; r < 16; r++ {
 		var lim syscall.Rlimit
 		if err := syscall.Getrlimit(r, &lim); err != nil {
@@ -106,13 +137,18 @@ func writeContext(h hash.Hash) error {
 		return &contextError{"priority", err}
 	}
 	numbers(h, "prio", int64(prio))
+	return nil
+}
+
+// writeRootAndExe writes the root directory and the executable, down to
+// its content's last change: a rebuilt hermes must not hand its jobs to
+// the supervisor of the old one.
+func writeRootAndExe(h hash.Hash) error {
 	var root syscall.Stat_t
 	if err := syscall.Stat("/", &root); err != nil {
 		return &contextError{"root", err}
 	}
 	numbers(h, "root", int64(root.Dev), int64(root.Ino))
-	// The executable, down to its content's last change: a rebuilt hermes
-	// must not hand its jobs to the supervisor of the old one.
 	exe := readlink("/proc/self/exe")
 	var st syscall.Stat_t
 	if exe == nil {

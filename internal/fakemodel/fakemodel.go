@@ -206,26 +206,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := strings.TrimSuffix(r.URL.Path, "/")
+	if s.modelPath(r.Method, path) {
+		s.model(w, r, req)
+		return
+	}
+	s.record(req)
 	switch {
 	case r.Method == http.MethodHead || (r.Method == http.MethodGet && (path == "" || path == "/api/hello")):
 		// Claude Code's connectivity probe, when its other traffic is on.
-		s.record(req)
 		w.WriteHeader(http.StatusOK)
 	case r.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
-		s.record(req)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"object":"list","data":[],"models":[]}`))
 	case r.Method == http.MethodPost && s.api == Anthropic && strings.HasSuffix(path, "/messages/count_tokens"):
-		s.record(req)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"input_tokens":%d}`, max(1, len(body)/4))
-	case r.Method == http.MethodPost && s.api == Anthropic && strings.HasSuffix(path, "/messages"),
-		r.Method == http.MethodPost && s.api == Responses && strings.HasSuffix(path, "/responses"):
-		s.model(w, r, req)
 	default:
-		s.record(req)
 		writeError(w, s.api, http.StatusNotFound, "fakemodel: no such endpoint: "+r.Method+" "+r.URL.Path)
 	}
+}
+
+// modelPath reports whether a request for path asks the server's API for
+// a model turn. Such a request is recorded by model, with the
+// conversation it parsed; any other is recorded as it comes.
+func (s *Server) modelPath(method, path string) bool {
+	return method == http.MethodPost && (s.api == Anthropic && strings.HasSuffix(path, "/messages") ||
+		s.api == Responses && strings.HasSuffix(path, "/responses"))
 }
 
 // model answers a model request.

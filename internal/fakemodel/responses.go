@@ -44,19 +44,7 @@ func ParseResponses(body []byte) (*Conversation, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("fakemodel: responses request: %w", err)
 	}
-	c := &Conversation{Model: req.Model, Stream: req.Stream, System: req.Instructions}
-	for _, t := range req.Tools {
-		switch {
-		case t.Type == "namespace":
-			for _, f := range t.Tools {
-				if f.Name != "" {
-					c.Tools = append(c.Tools, Tool{Namespace: t.Name, Name: f.Name})
-				}
-			}
-		case t.Name != "":
-			c.Tools = append(c.Tools, Tool{Name: t.Name})
-		}
-	}
+	c := &Conversation{Model: req.Model, Stream: req.Stream, System: req.Instructions, Tools: responsesTools(req.Tools)}
 	var prompt string
 	var items []responsesItem
 	switch {
@@ -69,29 +57,57 @@ func ParseResponses(body []byte) (*Conversation, error) {
 		return nil, errors.New("fakemodel: responses input is neither text nor items")
 	}
 	for _, it := range items {
-		switch {
-		case it.Type == "message" || (it.Type == "" && it.Role != ""):
-			role := it.Role
-			if role == "developer" {
-				role = "system"
-			}
-			c.Messages = append(c.Messages, Message{Role: role, Parts: []Part{{Type: TextPart, Text: jsonText(it.Content)}}})
-		case it.Type == "function_call" || it.Type == "custom_tool_call":
-			args := it.Arguments
-			if it.Type == "custom_tool_call" {
-				args = it.Input
-			}
-			input := json.RawMessage(args)
-			if !json.Valid(input) {
-				input, _ = json.Marshal(args)
-			}
-			name := Tool{Namespace: it.Namespace, Name: it.Name}.FullName()
-			c.Messages = append(c.Messages, Message{Role: "assistant", Parts: []Part{{Type: ToolCallPart, CallID: it.CallID, Name: name, Input: input}}})
-		case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
-			c.Messages = append(c.Messages, Message{Role: "tool", Parts: []Part{{Type: ToolResultPart, CallID: it.CallID, Text: jsonText(it.Output)}}})
+		if m, ok := responsesMessage(it); ok {
+			c.Messages = append(c.Messages, m)
 		}
 	}
 	return c, nil
+}
+
+// responsesTools returns the functions of a request's tools, those of a
+// namespace (an MCP server's, to Codex) under its name.
+func responsesTools(tools []responsesTool) []Tool {
+	var out []Tool
+	for _, t := range tools {
+		switch {
+		case t.Type == "namespace":
+			for _, f := range t.Tools {
+				if f.Name != "" {
+					out = append(out, Tool{Namespace: t.Name, Name: f.Name})
+				}
+			}
+		case t.Name != "":
+			out = append(out, Tool{Name: t.Name})
+		}
+	}
+	return out
+}
+
+// responsesMessage returns the message an input item stands for, and
+// false for an item of any other type, which a conversation does not keep.
+func responsesMessage(it responsesItem) (Message, bool) {
+	switch {
+	case it.Type == "message" || (it.Type == "" && it.Role != ""):
+		role := it.Role
+		if role == "developer" {
+			role = "system"
+		}
+		return Message{Role: role, Parts: []Part{{Type: TextPart, Text: jsonText(it.Content)}}}, true
+	case it.Type == "function_call" || it.Type == "custom_tool_call":
+		args := it.Arguments
+		if it.Type == "custom_tool_call" {
+			args = it.Input
+		}
+		input := json.RawMessage(args)
+		if !json.Valid(input) {
+			input, _ = json.Marshal(args)
+		}
+		name := Tool{Namespace: it.Namespace, Name: it.Name}.FullName()
+		return Message{Role: "assistant", Parts: []Part{{Type: ToolCallPart, CallID: it.CallID, Name: name, Input: input}}}, true
+	case it.Type == "function_call_output" || it.Type == "custom_tool_call_output":
+		return Message{Role: "tool", Parts: []Part{{Type: ToolResultPart, CallID: it.CallID, Text: jsonText(it.Output)}}}, true
+	}
+	return Message{}, false
 }
 
 // writeResponses streams reply as a Responses API response: one output

@@ -59,17 +59,38 @@ func ReadRegularInfo(path string, maxBytes int64) ([]byte, fs.FileInfo, error) {
 		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer syscall.Close(fd)
+	size, err := sameRegular(fd, path, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := readFD(fd, path, size, maxBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, st, nil
+}
+
+// sameRegular checks that fd, opened at path, is the regular file lstat
+// described as st, not one swapped in between the two, and returns its
+// size as fstat gives it.
+func sameRegular(fd int, path string, st fs.FileInfo) (int64, error) {
 	var fst syscall.Stat_t
 	if err := ignoringEINTR(func() error { return syscall.Fstat(fd, &fst) }); err != nil {
-		return nil, nil, &fs.PathError{Op: "fstat", Path: path, Err: err}
+		return 0, &fs.PathError{Op: "fstat", Path: path, Err: err}
 	}
 	lst, ok := st.Sys().(*syscall.Stat_t)
 	if fst.Mode&syscall.S_IFMT != syscall.S_IFREG || !ok || lst.Dev != fst.Dev || lst.Ino != fst.Ino {
-		return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return 0, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
+	return fst.Size, nil
+}
+
+// readFD reads the file open at fd, of fstat's size fsize, to its end and
+// at most maxBytes of it.
+func readFD(fd int, path string, fsize, maxBytes int64) ([]byte, error) {
 	// Sized from fstat, one read takes the whole file; a short read of a
 	// regular file is its end. The bound still holds if the file grew.
-	size := min(fst.Size, maxBytes)
+	size := min(fsize, maxBytes)
 	buf := make([]byte, size+1)
 	n := 0
 	for n < len(buf) {
@@ -79,20 +100,20 @@ func ReadRegularInfo(path string, maxBytes int64) ([]byte, fs.FileInfo, error) {
 			return err
 		})
 		if err != nil {
-			return nil, nil, &fs.PathError{Op: "read", Path: path, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 		}
 		if k == 0 {
 			break
 		}
 		n += k
-		if int64(n) <= size && n < len(buf) && int64(n) == fst.Size {
+		if int64(n) <= size && n < len(buf) && int64(n) == fsize {
 			break // all fstat promised: one read, not a second to see the end
 		}
 	}
 	if int64(n) > maxBytes {
-		return nil, nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
+		return nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
 	}
-	return buf[:n:n], st, nil
+	return buf[:n:n], nil
 }
 
 func ignoringEINTR(f func() error) error {

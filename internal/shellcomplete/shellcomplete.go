@@ -91,17 +91,7 @@ func bash(w io.Writer, root *Command, zsh bool) error {
 	}
 	fmt.Fprintf(&b, "%s() {\n\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\" path=\"\" i w\n\tlocal -a where=()\n", name)
 	b.WriteString("\tfor ((i = 1; i < COMP_CWORD; i++)); do\n\t\tw=\"${COMP_WORDS[i]}\"\n\t\t[[ $w == -- ]] && return 0\n")
-	// The root's flags that take a value travel with ArgsFrom's command.
-	var where []string
-	for _, f := range root.Flags {
-		if f.TakesValue {
-			where = append(where, "--"+f.Long)
-		}
-	}
-	if len(where) > 0 {
-		fmt.Fprintf(&b, "\t\tcase \"$w\" in\n\t\t%s) where+=(\"$w\" \"${COMP_WORDS[i+1]}\") ;;\n\t\t%s) where+=(\"$w\") ;;\n\t\tesac\n",
-			strings.Join(where, "|"), strings.Join(where, "=*|")+"=*")
-	}
+	bashWhere(&b, root)
 	b.WriteString("\t\tcase \"$path $w\" in\n")
 	walk(root, nil, func(path []string, c *Command, _ []Flag) {
 		if len(path) == 0 {
@@ -111,55 +101,87 @@ func bash(w io.Writer, root *Command, zsh bool) error {
 	})
 	b.WriteString("\t\tesac\n\tdone\n\tcase \"$path\" in\n")
 	walk(root, nil, func(path []string, c *Command, flags []Flag) {
-		var words []string
-		for _, sub := range c.Commands {
-			words = append(words, sub.Name)
-		}
-		var values []string
-		for _, f := range flags {
-			words = append(words, "--"+f.Long)
-			if f.Short != 0 {
-				words = append(words, "-"+string(f.Short))
-			}
-			if len(f.Values) > 0 {
-				opts := "--" + f.Long
-				if f.Short != 0 {
-					opts += "|-" + string(f.Short)
-				}
-				values = append(values, fmt.Sprintf("\t\t\t%s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return 0 ;;\n", opts, strings.Join(f.Values, " ")))
-			}
-		}
-		fmt.Fprintf(&b, "\t%q)\n", strings.Join(path, " "))
-		if len(values) > 0 {
-			b.WriteString("\t\tcase \"$prev\" in\n")
-			for _, v := range values {
-				b.WriteString(v)
-			}
-			b.WriteString("\t\tesac\n")
-		}
-		var takes []string // flags whose value is free text: nothing to offer
-		for _, f := range flags {
-			if f.TakesValue && len(f.Values) == 0 {
-				takes = append(takes, "--"+f.Long)
-				if f.Short != 0 {
-					takes = append(takes, "-"+string(f.Short))
-				}
-			}
-		}
-		if (len(c.Args) > 0 || len(c.ArgsFrom) > 0) && len(takes) > 0 {
-			fmt.Fprintf(&b, "\t\tcase \"$prev\" in %s) return 0 ;; esac\n", strings.Join(takes, "|"))
-		}
-		switch {
-		case len(c.Args) > 0:
-			fmt.Fprintf(&b, "\t\t[[ $cur != -* ]] && { COMPREPLY=($(compgen -W %q -- \"$cur\")); return 0; }\n", strings.Join(c.Args, " "))
-		case len(c.ArgsFrom) > 0:
-			fmt.Fprintf(&b, "\t\t[[ $cur != -* ]] && { COMPREPLY=($(compgen -W \"$(\"${COMP_WORDS[0]}\" \"${where[@]}\" %s 2>/dev/null)\" -- \"$cur\")); return 0; }\n", shellWords(c.ArgsFrom))
-		}
-		fmt.Fprintf(&b, "\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", strings.Join(words, " "))
+		bashCommand(&b, path, c, flags)
 	})
 	fmt.Fprintf(&b, "\tesac\n}\ncomplete -o default -F %s %s\n", name, root.Name)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// bashWhere writes the part of the loop over the words typed that gathers
+// the root's flags that take a value: they travel with ArgsFrom's command,
+// which needs them to know where to look.
+func bashWhere(b *strings.Builder, root *Command) {
+	var where []string
+	for _, f := range root.Flags {
+		if f.TakesValue {
+			where = append(where, "--"+f.Long)
+		}
+	}
+	if len(where) > 0 {
+		fmt.Fprintf(b, "\t\tcase \"$w\" in\n\t\t%s) where+=(\"$w\" \"${COMP_WORDS[i+1]}\") ;;\n\t\t%s) where+=(\"$w\") ;;\n\t\tesac\n",
+			strings.Join(where, "|"), strings.Join(where, "=*|")+"=*")
+	}
+}
+
+// bashCommand writes the case of the command c at path, which takes flags:
+// the values of an enumerated flag after it, then c's arguments, then its
+// subcommands and flags.
+func bashCommand(b *strings.Builder, path []string, c *Command, flags []Flag) {
+	var words []string
+	for _, sub := range c.Commands {
+		words = append(words, sub.Name)
+	}
+	var values []string
+	for _, f := range flags {
+		words = append(words, flagNames(f)...)
+		if len(f.Values) > 0 {
+			values = append(values, fmt.Sprintf("\t\t\t%s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return 0 ;;\n", strings.Join(flagNames(f), "|"), strings.Join(f.Values, " ")))
+		}
+	}
+	fmt.Fprintf(b, "\t%q)\n", strings.Join(path, " "))
+	if len(values) > 0 {
+		b.WriteString("\t\tcase \"$prev\" in\n")
+		for _, v := range values {
+			b.WriteString(v)
+		}
+		b.WriteString("\t\tesac\n")
+	}
+	bashArgs(b, c, flags)
+	fmt.Fprintf(b, "\t\tCOMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", strings.Join(words, " "))
+}
+
+// bashArgs writes what completes the arguments of c, which takes flags.
+// After a flag whose value is free text there is nothing to offer: not
+// its arguments.
+func bashArgs(b *strings.Builder, c *Command, flags []Flag) {
+	if len(c.Args) == 0 && len(c.ArgsFrom) == 0 {
+		return
+	}
+	var takes []string
+	for _, f := range flags {
+		if f.TakesValue && len(f.Values) == 0 {
+			takes = append(takes, flagNames(f)...)
+		}
+	}
+	if len(takes) > 0 {
+		fmt.Fprintf(b, "\t\tcase \"$prev\" in %s) return 0 ;; esac\n", strings.Join(takes, "|"))
+	}
+	switch {
+	case len(c.Args) > 0:
+		fmt.Fprintf(b, "\t\t[[ $cur != -* ]] && { COMPREPLY=($(compgen -W %q -- \"$cur\")); return 0; }\n", strings.Join(c.Args, " "))
+	case len(c.ArgsFrom) > 0:
+		fmt.Fprintf(b, "\t\t[[ $cur != -* ]] && { COMPREPLY=($(compgen -W \"$(\"${COMP_WORDS[0]}\" \"${where[@]}\" %s 2>/dev/null)\" -- \"$cur\")); return 0; }\n", shellWords(c.ArgsFrom))
+	}
+}
+
+// flagNames returns how f is written: --long, and -s when it has a short
+// form.
+func flagNames(f Flag) []string {
+	if f.Short != 0 {
+		return []string{"--" + f.Long, "-" + string(f.Short)}
+	}
+	return []string{"--" + f.Long}
 }
 
 // fish writes complete(1) lines: each command offered where its parent

@@ -98,12 +98,7 @@ func (r *TailReader) ReadTail(path string, want int64) (Tail, error) {
 }
 
 func (r *TailReader) readTail(path string, want int64, anyCounts bool) (Tail, bool, error) {
-	var side segmentLines
-	if b, err := os.ReadFile(LinesPath(path)); err == nil {
-		if json.Unmarshal(b, &side) != nil {
-			side = segmentLines{}
-		}
-	}
+	side := readCounts(path)
 	cur, err := openSegment(path)
 	if err != nil || cur == nil {
 		return Tail{}, true, err
@@ -124,25 +119,48 @@ func (r *TailReader) readTail(path string, want int64, anyCounts bool) (Tail, bo
 	// Only a tail holding the whole segment continues into the previous
 	// one: a tail cut to a line boundary already has less than want.
 	if int64(len(text)) == cur.fi.Size() && int64(len(text)) < want {
-		prev, err := openSegment(path + ".1")
-		if err != nil {
-			return Tail{}, true, err
+		return r.withPrevious(path, t, curID, side.PrevBefore, want, anyCounts)
+	}
+	return t, true, nil
+}
+
+// readCounts reads the line counts beside the spill log at path. Counts
+// that are missing or unreadable come back as zero, which readTail takes
+// for a log never rotated when no previous segment exists.
+func readCounts(path string) segmentLines {
+	var side segmentLines
+	if b, err := os.ReadFile(LinesPath(path)); err == nil {
+		if json.Unmarshal(b, &side) != nil {
+			side = segmentLines{}
 		}
-		if prev != nil {
-			defer prev.Close()
-			if statID(prev.fi) == curID {
-				// Rotated between the two opens: what was current is
-				// now the previous segment.
-				return Tail{}, anyCounts, nil
-			}
-			ptext, pfirst, err := r.segmentTail(prev, side.PrevBefore, want-int64(len(text)))
-			if err != nil {
-				return Tail{}, true, err
-			}
-			if len(ptext) > 0 {
-				t.Text, t.First, t.Truncated = append(ptext, text...), pfirst, true
-			}
-		}
+	}
+	return side
+}
+
+// withPrevious continues t, which holds the whole current segment (curID),
+// with the end of the previous segment, whose first line is numbered
+// before, up to want bytes in all. Like readTail, it reports false when a
+// rotation got in the way and the read is to be retried.
+func (r *TailReader) withPrevious(path string, t Tail, curID uint64, before, want int64, anyCounts bool) (Tail, bool, error) {
+	prev, err := openSegment(path + ".1")
+	if err != nil {
+		return Tail{}, true, err
+	}
+	if prev == nil {
+		return t, true, nil
+	}
+	defer prev.Close()
+	if statID(prev.fi) == curID {
+		// Rotated between the two opens: what was current is
+		// now the previous segment.
+		return Tail{}, anyCounts, nil
+	}
+	ptext, pfirst, err := r.segmentTail(prev, before, want-int64(len(t.Text)))
+	if err != nil {
+		return Tail{}, true, err
+	}
+	if len(ptext) > 0 {
+		t.Text, t.First, t.Truncated = append(ptext, t.Text...), pfirst, true
 	}
 	return t, true, nil
 }

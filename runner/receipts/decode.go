@@ -104,6 +104,10 @@ func (d *fastDecoder) key() (string, bool) {
 	return "", false
 }
 
+// field reads the value of the field key names into r. A key that is not
+// one of the receipt's fields the fast path knows fails, and so does a
+// value not of its field's type. The fields are looked up in groups of
+// the struct's sections, in the order the stores write them.
 func (d *fastDecoder) field(key string, r *Receipt) bool {
 	switch key {
 	case "session_id":
@@ -131,6 +135,14 @@ func (d *fastDecoder) field(key string, r *Receipt) bool {
 		ok := d.int(&n)
 		r.OutputFirstLine = int64(n)
 		return ok
+	}
+	return d.linkField(key, r)
+}
+
+// linkField is field for the receipt's links to a task and a trace (its
+// Owner and Trace).
+func (d *fastDecoder) linkField(key string, r *Receipt) bool {
+	switch key {
 	case "task_id":
 		return d.str(&r.TaskID)
 	case "owner_task_id":
@@ -141,8 +153,6 @@ func (d *fastDecoder) field(key string, r *Receipt) bool {
 		return d.str(&r.ParentSessionID)
 	case "notify_on_complete":
 		return d.bool(&r.NotifyOnComplete)
-	case "cwd":
-		return d.str(&r.Cwd)
 	case "trace_id":
 		return d.str(&r.TraceID)
 	case "span_id":
@@ -151,6 +161,16 @@ func (d *fastDecoder) field(key string, r *Receipt) bool {
 		return d.str(&r.ParentSpanID)
 	case "trace_sampled":
 		return d.bool(&r.TraceSampled)
+	}
+	return d.processField(key, r)
+}
+
+// processField is field for where and as what the command ran, and the
+// error that ended it.
+func (d *fastDecoder) processField(key string, r *Receipt) bool {
+	switch key {
+	case "cwd":
+		return d.str(&r.Cwd)
 	case "pid":
 		return d.int(&r.PID)
 	case "container_id":
@@ -256,6 +276,12 @@ func (d *fastDecoder) str(v *string) bool {
 		d.i++
 		return true
 	}
+	return d.escapedStr(v, start)
+}
+
+// escapedStr is str for a string with escapes, from its content's start
+// to d.i, where the first escape or control character is.
+func (d *fastDecoder) escapedStr(v *string, start int) bool {
 	out := make([]byte, 0, len(d.b)-start) // unescaping only shortens
 	out = append(out, d.b[start:d.i]...)
 	for d.i < len(d.b) {
@@ -280,34 +306,30 @@ func (d *fastDecoder) str(v *string) bool {
 		if d.i+1 >= len(d.b) {
 			return false
 		}
-		e := d.b[d.i+1]
-		d.i += 2
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			if d.i+4 > len(d.b) {
-				return false
-			}
-			n, err := strconv.ParseUint(string(d.b[d.i:d.i+4]), 16, 16)
-			if err != nil || (n >= 0xD800 && n < 0xE000) {
-				return false
-			}
-			d.i += 4
-			out = utf8.AppendRune(out, rune(n))
-		default:
+		if c := unescaped[d.b[d.i+1]]; c != 0 {
+			out = append(out, c)
+			d.i += 2
+			continue
+		}
+		// Any other escape than \uXXXX fails, and so does a surrogate,
+		// which encoding/json pairs up or replaces.
+		if d.b[d.i+1] != 'u' || d.i+6 > len(d.b) {
 			return false
 		}
+		n, err := strconv.ParseUint(string(d.b[d.i+2:d.i+6]), 16, 16)
+		if err != nil || (n >= 0xD800 && n < 0xE000) {
+			return false
+		}
+		d.i += 6
+		out = utf8.AppendRune(out, rune(n))
 	}
 	return false
+}
+
+// unescaped maps the letter of each one-letter escape (\n, \") to the
+// byte it stands for, and every other byte to 0: one lookup decodes the
+// escapes an output is full of (a line break each line).
+var unescaped = [256]byte{
+	'"': '"', '\\': '\\', '/': '/',
+	'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t',
 }

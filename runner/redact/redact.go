@@ -216,7 +216,7 @@ func found(start, end int) match {
 }
 
 // matchAt tries the rules that the trigger byte s[i] can start; prev is
-// what stands behind s[i].
+// what stands behind s[i]. s[i+1] exists: no rule starts at the last byte.
 func matchAt(s string, i int, prev behind) match {
 	switch s[i] {
 	case 's':
@@ -226,9 +226,9 @@ func matchAt(s string, i int, prev behind) match {
 			return m
 		}
 		return matchVendor(s, i)
-	case 'n':
-		return matchShort(s, i)
-	case 'h':
+	case 'n', 'h':
+		// No vendor token starts with 'n': for it, matchVendor only
+		// confirms the miss.
 		if m := matchShort(s, i); m.hit {
 			return m
 		}
@@ -244,16 +244,7 @@ func matchAt(s string, i int, prev behind) match {
 	case 'b', 'B':
 		return matchBearer(s, i)
 	case '-':
-		if m := matchPEM(s, i); m.hit {
-			return m
-		}
-		if m := matchPEMTail(s, i, prev); m.hit {
-			return m
-		}
-		if m := matchFlag(s, i, prev); m.hit {
-			return m
-		}
-		return matchShortFlag(s, i, prev)
+		return matchDash(s, i, prev)
 	case ':':
 		if strings.HasPrefix(s[i+1:], "//") {
 			return matchURL(s, i)
@@ -263,4 +254,21 @@ func matchAt(s string, i int, prev behind) match {
 		return matchKeyValue(s, i, prev)
 	}
 	return match{}
+}
+
+// matchDash tries the rules that a '-' at s[i] can start. A second '-'
+// begins a PEM armor line or a long flag, anything else at most a short
+// flag, so only the rules that can match are called: a '-' is common in
+// commands.
+func matchDash(s string, i int, prev behind) match {
+	if s[i+1] != '-' {
+		return matchShortFlag(s, i, prev)
+	}
+	if m := matchPEM(s, i); m.hit {
+		return m
+	}
+	if m := matchPEMTail(s, i, prev); m.hit {
+		return m
+	}
+	return matchFlag(s, i, prev)
 }

@@ -76,48 +76,65 @@ func matchShortFlag(s string, i int, prev behind) match {
 	if c, ok := prev.at(s, i-1); ok && !isFlagBefore[c] {
 		return match{}
 	}
-	flag := s[i+1]
-	if strings.IndexByte("pPau", flag) < 0 {
-		return match{}
-	}
-	next := s[i+2]
-	switch {
+	switch flag := s[i+1]; {
 	case flag == 'u':
-		// curl -u user:password (also attached, -uuser:pw).
-		vs := i + 2
-		if isBlank[next] {
-			vs = span(s, vs, isBlank)
-		}
-		start, end, ok := valueAt(s, vs)
-		if !ok {
-			return match{}
-		}
-		colon := strings.IndexByte(s[start:end], ':')
-		if colon < 0 || start+colon+1 >= end {
-			return match{}
-		}
-		return found(start+colon+1, end)
-	case isBlank[next]:
-		vs := span(s, i+2, isBlank)
-		if vs >= len(s) || s[vs] == '-' || !passwordCommandBefore(s, prev, i, flag) {
-			return match{}
-		}
-		start, end, ok := valueAt(s, vs)
-		if !ok {
-			return match{}
-		}
-		return found(start, end)
-	case flag == 'p' && !isValueStop[next] && next != '-' && next != '=':
-		// Attached: -pSECRET. Short runs of lower-case letters are
-		// bundled flags (cp -pr, rsync -pavz), not passwords.
-		end := span(s, i+2, notValueStop)
-		v := s[i+2 : end]
-		if len(v) < 4 || len(v) < 8 && strings.Trim(v, "abcdefghijklmnopqrstuvwxyz") == "" {
-			return match{}
-		}
-		return found(i+2, end)
+		return matchUserPassword(s, i+2)
+	case strings.IndexByte("pPa", flag) < 0:
+		return match{}
+	case isBlank[s[i+2]]:
+		return matchSeparatePassword(s, i, prev, flag)
+	case flag == 'p':
+		return matchAttachedPassword(s, i+2)
 	}
 	return match{}
+}
+
+// matchUserPassword masks the password of curl -u user:password (also
+// attached, -uuser:pw), the user:password credentials starting at s[vs]
+// or after the blanks there.
+func matchUserPassword(s string, vs int) match {
+	if isBlank[s[vs]] {
+		vs = span(s, vs, isBlank)
+	}
+	start, end, ok := valueAt(s, vs)
+	if !ok {
+		return match{}
+	}
+	colon := strings.IndexByte(s[start:end], ':')
+	if colon < 0 || start+colon+1 >= end {
+		return match{}
+	}
+	return found(start+colon+1, end)
+}
+
+// matchSeparatePassword masks the value after the short flag at s[i] and
+// the blanks that follow it, when the command in front takes a password
+// there: a value starting with '-' is the next flag, not a password.
+func matchSeparatePassword(s string, i int, prev behind, flag byte) match {
+	vs := span(s, i+2, isBlank)
+	if vs >= len(s) || s[vs] == '-' || !passwordCommandBefore(s, prev, i, flag) {
+		return match{}
+	}
+	start, end, ok := valueAt(s, vs)
+	if !ok {
+		return match{}
+	}
+	return found(start, end)
+}
+
+// matchAttachedPassword masks the password attached to -p (-pSECRET) that
+// starts at s[vs]. Short runs of lower-case letters are bundled flags
+// (cp -pr, rsync -pavz), not passwords.
+func matchAttachedPassword(s string, vs int) match {
+	if next := s[vs]; isValueStop[next] || next == '-' || next == '=' {
+		return match{}
+	}
+	end := span(s, vs, notValueStop)
+	v := s[vs:end]
+	if len(v) < 4 || len(v) < 8 && strings.Trim(v, "abcdefghijklmnopqrstuvwxyz") == "" {
+		return match{}
+	}
+	return found(vs, end)
 }
 
 // passwordCommands take a password as the value of the short flag.
@@ -133,6 +150,19 @@ var passwordCommands = []struct {
 // passwordCommandBefore reports whether the line in front of s[i] runs a
 // command that takes a password after -flag.
 func passwordCommandBefore(s string, prev behind, i int, flag byte) bool {
+	line := prev.text(s, commandStart(s, prev, i), i)
+	for _, pc := range passwordCommands {
+		if pc.flag == flag && hasCommandWord(line, pc.word) {
+			return true
+		}
+	}
+	return false
+}
+
+// commandStart returns where the command that s[i] is part of begins: after
+// the last line break or shell separator in front of it, looking back at
+// most 256 bytes so that the scan stays linear on one long line.
+func commandStart(s string, prev behind, i int) int {
 	from := i
 	for n := 0; n < 256; n++ {
 		c, ok := prev.at(s, from-1)
@@ -141,23 +171,24 @@ func passwordCommandBefore(s string, prev behind, i int, flag byte) bool {
 		}
 		from--
 	}
-	line := prev.text(s, from, i)
-	for _, pc := range passwordCommands {
-		if pc.flag != flag {
-			continue
+	return from
+}
+
+// hasCommandWord reports whether word stands in line as a whole word: a
+// letter, digit, '_' or (in front) '-' next to it makes it part of a longer
+// name (mysqldump holds no mysql, --login no login).
+func hasCommandWord(line, word string) bool {
+	for j := strings.Index(line, word); j >= 0; {
+		before := j == 0 || !isWord[line[j-1]] && line[j-1] != '-'
+		after := j+len(word) == len(line) || !isWord[line[j+len(word)]]
+		if before && after {
+			return true
 		}
-		for j := strings.Index(line, pc.word); j >= 0; {
-			before := j == 0 || !isWord[line[j-1]] && line[j-1] != '-'
-			after := j+len(pc.word) == len(line) || !isWord[line[j+len(pc.word)]]
-			if before && after {
-				return true
-			}
-			k := strings.Index(line[j+1:], pc.word)
-			if k < 0 {
-				break
-			}
-			j += 1 + k
+		k := strings.Index(line[j+1:], word)
+		if k < 0 {
+			break
 		}
+		j += 1 + k
 	}
 	return false
 }
