@@ -406,13 +406,7 @@ func (s *FileStore) trim(wrote string, added bool) {
 	s.mu.Lock()
 	now := s.now()
 	sweep := s.ages == nil || now.Sub(s.lastSweep) >= sweepEvery
-	if !sweep && s.unlisted+1 <= s.room/listFraction && now.Sub(s.lastList) < listEvery {
-		s.unlisted++
-		delete(s.ages, wrote) // rewritten: its age changed
-		s.mu.Unlock()
-		return
-	}
-	if added && !sweep && s.full != nil && now.Sub(s.lastList) < listEvery && s.dropOldest(wrote) {
+	if !sweep && s.trimmedUnlisted(wrote, added, now) {
 		s.mu.Unlock()
 		return
 	}
@@ -436,6 +430,44 @@ func (s *FileStore) trim(wrote string, added bool) {
 			return
 		}
 	}
+	live := s.liveAges(ids, now)
+	if sweep {
+		s.sweepCompletions(now)
+		filepool.Sweep(idleReceiptDir(s.dir)) // kept by stores in processes that are gone
+	}
+	if len(live) < s.opts.MaxRetained {
+		return
+	}
+	// Full: sorted once for the writes until the next listing, which
+	// then push out one each (dropOldest) without listing.
+	slices.SortFunc(live, func(a, b aged) int {
+		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.id, b.id))
+	})
+	excess := len(live) - s.opts.MaxRetained
+	s.full = live[excess:]
+	for _, e := range live[:excess] {
+		s.removeAsListed(e)
+	}
+}
+
+// trimmedUnlisted does a write's trim without listing the directory when
+// it can: room is known to be left, or the store is full and the oldest
+// known receipt makes way. s.mu is held.
+func (s *FileStore) trimmedUnlisted(wrote string, added bool, now time.Time) bool {
+	recent := now.Sub(s.lastList) < listEvery
+	if recent && s.unlisted+1 <= s.room/listFraction {
+		s.unlisted++
+		delete(s.ages, wrote) // rewritten: its age changed
+		return true
+	}
+	return added && recent && s.full != nil && s.dropOldest(wrote)
+}
+
+// liveAges returns the receipts among ids that have not expired, with
+// their ages, and removes those that have. An age known from an earlier
+// listing is trusted for a retention; the others are read. It forgets the
+// ages of files that are gone. s.mu is held.
+func (s *FileStore) liveAges(ids []string, now time.Time) []aged {
 	live := make([]aged, 0, len(ids))
 	ages := make(map[string]time.Time, len(ids))
 	for _, id := range ids {
@@ -454,24 +486,8 @@ func (s *FileStore) trim(wrote string, added bool) {
 		ages[id] = mod
 		live = append(live, aged{id, mod})
 	}
-	s.ages = ages // forgets files that are gone
-	if sweep {
-		s.sweepCompletions(now)
-		filepool.Sweep(idleReceiptDir(s.dir)) // kept by stores in processes that are gone
-	}
-	if len(live) < s.opts.MaxRetained {
-		return
-	}
-	// Full: sorted once for the writes until the next listing, which
-	// then push out one each (dropOldest) without listing.
-	slices.SortFunc(live, func(a, b aged) int {
-		return cmp.Or(a.mod.Compare(b.mod), strings.Compare(a.id, b.id))
-	})
-	excess := len(live) - s.opts.MaxRetained
-	s.full = live[excess:]
-	for _, e := range live[:excess] {
-		s.removeAsListed(e)
-	}
+	s.ages = ages
+	return live
 }
 
 // removeAsListed removes receipt e if its file is still as it was listed,

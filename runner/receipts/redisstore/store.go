@@ -312,31 +312,28 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 	if err != nil {
 		return nil, err
 	}
-	args := make([]any, 0, 2+len(owners))
-	args = append(args, s.prefix, idOrPrefix)
-	for _, o := range owners {
-		args = append(args, o)
-	}
-	res, err := resolveScript.Run(ctx, s.rdb, s.ownerIndexKeys(owners), args...).Slice()
+	found, body, err := s.resolve(ctx, idOrPrefix, owners)
 	if err != nil {
-		return nil, fmt.Errorf("receipt %s: redis: %w", idOrPrefix, err)
+		return nil, err
 	}
-	s.afterRedisOK()
-	// Candidates: what Redis resolved, superseded by newer spooled copies,
-	// plus what waits in the spool only.
+	cands := s.candidates(found, body, spooled, scope)
+	if len(cands) > 1 {
+		return nil, receipts.Ambiguous(idOrPrefix, slices.Collect(maps.Keys(cands))...)
+	}
+	for id, r := range cands {
+		if r != nil {
+			return r, nil
+		}
+		return s.getID(ctx, id, scope) // a superseded rival left this one
+	}
+	return nil, receipts.ErrNotFound
+}
+
+// candidates are the receipts a prefix may name: what Redis resolved
+// (found, with body when it was one), superseded by newer spooled copies,
+// plus what waits in the spool only. A nil value is one to read again.
+func (s *Store) candidates(found []string, body string, spooled map[string]*spoolEntry, scope receipts.Scope) map[string]*receipts.Receipt {
 	cands := map[string]*receipts.Receipt{}
-	var found []string
-	var body string
-	switch len(res) {
-	case 2: // {id, json}
-		id, _ := res[0].(string)
-		body, _ = res[1].(string)
-		found = []string{id}
-	case 3: // {id1, false, id2}: ambiguous in Redis
-		a, _ := res[0].(string)
-		b, _ := res[2].(string)
-		found = []string{a, b}
-	}
 	for _, id := range found {
 		if _, newer := spooled[id]; newer || id == "" {
 			continue
@@ -351,19 +348,33 @@ func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope
 			cands[id] = e.Receipt
 		}
 	}
-	if len(cands) > 1 {
-		return nil, receipts.Ambiguous(idOrPrefix, slices.Collect(maps.Keys(cands))...)
+	return cands
+}
+
+// resolve runs resolveScript for the id prefix among owners: the ids it
+// matched (none, one with its body, or two when ambiguous).
+func (s *Store) resolve(ctx context.Context, idOrPrefix string, owners []string) (found []string, body string, err error) {
+	args := make([]any, 0, 2+len(owners))
+	args = append(args, s.prefix, idOrPrefix)
+	for _, o := range owners {
+		args = append(args, o)
 	}
-	if len(cands) == 0 {
-		return nil, receipts.ErrNotFound
+	res, err := resolveScript.Run(ctx, s.rdb, s.ownerIndexKeys(owners), args...).Slice()
+	if err != nil {
+		return nil, "", fmt.Errorf("receipt %s: redis: %w", idOrPrefix, err)
 	}
-	for id, r := range cands {
-		if r != nil {
-			return r, nil
-		}
-		return s.getID(ctx, id, scope) // a superseded rival left this one
+	s.afterRedisOK()
+	switch len(res) {
+	case 2: // {id, json}
+		id, _ := res[0].(string)
+		body, _ = res[1].(string)
+		return []string{id}, body, nil
+	case 3: // {id1, false, id2}: ambiguous in Redis
+		a, _ := res[0].(string)
+		b, _ := res[2].(string)
+		return []string{a, b}, "", nil
 	}
-	return nil, receipts.ErrNotFound
+	return nil, "", nil
 }
 
 // getID reads one receipt by its full id.
@@ -428,21 +439,9 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 	if err != nil {
 		return nil, err
 	}
-	pipe := s.rdb.Pipeline()
-	var idx []*redis.StringSliceCmd
-	if scope.All {
-		idx = append(idx, pipe.ZRevRange(ctx, s.keys.Written(), 0, -1)) // the profile's every receipt
-	} else {
-		for _, o := range owners {
-			idx = append(idx, pipe.ZRevRange(ctx, s.keys.OwnerFinished(o), 0, -1))
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	ids, err := s.listIDs(ctx, scope.All, owners)
+	if err != nil {
 		return nil, fmt.Errorf("receipt list: redis: %w", err)
-	}
-	var ids []string
-	for _, c := range idx {
-		ids = append(ids, c.Val()...)
 	}
 	bodies, err := s.mget(ctx, ids)
 	if err != nil {
@@ -469,15 +468,44 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 			out = append(out, r)
 		}
 	}
-	if len(gone) > 0 {
-		if err := cleanScript.Run(ctx, s.rdb, s.receiptKeys(gone), append([]any{s.prefix}, gone...)...).Err(); err != nil {
-			s.log.Debug("cannot clean index entries of expired receipts", "err", err)
-		}
-	}
+	s.clean(ctx, gone)
 	slices.SortFunc(out, func(a, b *receipts.Receipt) int {
 		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
+}
+
+// listIDs reads the ids of the profile's every receipt (all), or of the
+// owners', newest first.
+func (s *Store) listIDs(ctx context.Context, all bool, owners []string) ([]string, error) {
+	pipe := s.rdb.Pipeline()
+	var idx []*redis.StringSliceCmd
+	if all {
+		idx = append(idx, pipe.ZRevRange(ctx, s.keys.Written(), 0, -1))
+	} else {
+		for _, o := range owners {
+			idx = append(idx, pipe.ZRevRange(ctx, s.keys.OwnerFinished(o), 0, -1))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, c := range idx {
+		ids = append(ids, c.Val()...)
+	}
+	return ids, nil
+}
+
+// clean removes the index entries of receipts a reader found listed but
+// gone (expired). It is best effort: the sweeper gets what it misses.
+func (s *Store) clean(ctx context.Context, gone []any) {
+	if len(gone) == 0 {
+		return
+	}
+	if err := cleanScript.Run(ctx, s.rdb, s.receiptKeys(gone), append([]any{s.prefix}, gone...)...).Err(); err != nil {
+		s.log.Debug("cannot clean index entries of expired receipts", "err", err)
+	}
 }
 
 // mget fetches receipt bodies in batches, one round trip for all of them.
