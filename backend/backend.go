@@ -287,6 +287,18 @@ type LineSnapshotter interface {
 	SnapshotLines(ctx context.Context) (output string, truncated bool, first int64, err error)
 }
 
+// SnapshotLines is Handle.Snapshot with the number of the line its output
+// begins with among all the process printed, for handles that can tell
+// (LineSnapshotter), else 0. Wrappers of a Handle implement
+// LineSnapshotter with it, so that embedding does not hide the numbers.
+func SnapshotLines(ctx context.Context, h Handle) (string, bool, int64, error) {
+	if ls, ok := h.(LineSnapshotter); ok {
+		return ls.SnapshotLines(ctx)
+	}
+	out, trunc, err := h.Snapshot(ctx)
+	return out, trunc, 0, err
+}
+
 // Errors of the backend contract. Callers test them with errors.Is.
 var (
 	// ErrNoProcess is returned by Peek and Attach when no live process has

@@ -10,10 +10,10 @@ import (
 
 	units "github.com/docker/go-units"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/service"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // dockerWanted reports whether this profile may have docker jobs: it is
@@ -29,8 +29,8 @@ func (e *Profile) dockerWanted() bool {
 
 // markedDocker gates d's lookups on the profile's marks of docker jobs:
 // a command on a profile without live containers never contacts dockerd.
-func (e *Profile) markedDocker(d *docker.Backend) marked {
-	return newMarked(d, e.MarkDir(d.Name()))
+func (e *Profile) markedDocker(d *docker.Backend) docker.Marked {
+	return docker.NewMarked(d, e.MarkDir(d.Name()))
 }
 
 // Docker returns the profile's docker backend, created on first use.
@@ -121,8 +121,8 @@ func (e *Profile) RunWatch(ctx context.Context, id, name string) error {
 			// job before it spawns the watcher, so this is the mark
 			// made again), and the mark goes with the job.
 			m := e.markedDocker(d)
-			if err = m.claim(ctx, id); err == nil {
-				b, unmark = m, func() { m.unmark(id) }
+			if err = m.Claim(ctx, id); err == nil {
+				b, unmark = m, func() { m.Unmark(id) }
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package profile
+package docker
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -19,8 +18,8 @@ import (
 // one can take this long on a loaded engine.
 const markGrace = time.Minute
 
-// marked wraps a Recover backend whose engine costs a round trip to ask
-// (dockerd), so that a profile without live jobs there never contacts it.
+// Marked wraps a Recover backend whose engine costs a round trip to ask
+// (dockerd, for the docker Backend), so that a profile without live jobs there never contacts it.
 // Start leaves a mark, an empty file named after the job, in dir before it
 // launches the job; the handle's Release removes it once the receipt is
 // stored. List, Peek and Attach ask the engine only while a mark says there
@@ -29,23 +28,25 @@ const markGrace = time.Minute
 // Before dir exists the marks are not yet trusted (a profile that ran
 // containers before marks existed): List asks the engine, marks what it
 // finds, and from then on the marks decide.
-type marked struct {
+type Marked struct {
 	backend.Backend
 	dir string
 	now func() time.Time
 }
 
 // Unwrap implements backend.Wrapper.
-func (m marked) Unwrap() backend.Backend { return m.Backend }
+func (m Marked) Unwrap() backend.Backend { return m.Backend }
 
-func newMarked(b backend.Backend, dir string) marked {
-	return marked{Backend: b, dir: dir, now: time.Now}
+// NewMarked gates b's lookups on the marks in dir (a profile's
+// run/marks/docker).
+func NewMarked(b backend.Backend, dir string) Marked {
+	return Marked{Backend: b, dir: dir, now: time.Now}
 }
 
-func (m marked) path(id string) string { return filepath.Join(m.dir, id) }
+func (m Marked) path(id string) string { return filepath.Join(m.dir, id) }
 
 // mark records that job id may be live. It creates dir on first use.
-func (m marked) mark(id string) error {
+func (m Marked) mark(id string) error {
 	if !receipts.IsID(id) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
@@ -59,14 +60,15 @@ func (m marked) mark(id string) error {
 	return f.Close()
 }
 
-func (m marked) unmark(id string) {
+// Unmark removes job id's mark: it has ended and its receipt is stored.
+func (m Marked) Unmark(id string) {
 	if receipts.IsID(id) {
 		_ = os.Remove(m.path(id))
 	}
 }
 
 // marks returns the marked ids and whether the marks are trusted yet.
-func (m marked) marks() (map[string]time.Time, bool, error) {
+func (m Marked) marks() (map[string]time.Time, bool, error) {
 	entries, err := os.ReadDir(m.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -88,9 +90,9 @@ func (m marked) marks() (map[string]time.Time, bool, error) {
 	return out, true, nil
 }
 
-// claim marks job id as live: one about to start, or one a watcher was
+// Claim marks job id as live: one about to start, or one a watcher was
 // told is its own.
-func (m marked) claim(ctx context.Context, id string) error {
+func (m Marked) Claim(ctx context.Context, id string) error {
 	if _, trusted, _ := m.marks(); !trusted {
 		// Mark what already runs before the first mark makes the marks
 		// authoritative. An engine that cannot list would not start or
@@ -107,21 +109,21 @@ func (m marked) claim(ctx context.Context, id string) error {
 }
 
 // Start marks the job, then starts it; a failed start takes the mark back.
-func (m marked) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
-	if err := m.claim(ctx, spec.ID); err != nil {
+func (m Marked) Start(ctx context.Context, spec backend.Spec) (backend.Handle, error) {
+	if err := m.Claim(ctx, spec.ID); err != nil {
 		return nil, err
 	}
 	h, err := m.Backend.Start(ctx, spec)
 	if err != nil {
-		m.unmark(spec.ID)
+		m.Unmark(spec.ID)
 		return nil, err
 	}
-	return markedHandle{Handle: h, unmark: func() { m.unmark(spec.ID) }}, nil
+	return markedHandle{Handle: h, unmark: func() { m.Unmark(spec.ID) }}, nil
 }
 
 // List asks the engine only when some job is marked (or the marks are not
 // trusted yet), and forgets marks whose job the engine no longer has.
-func (m marked) List(ctx context.Context) ([]backend.Live, error) {
+func (m Marked) List(ctx context.Context) ([]backend.Live, error) {
 	marks, trusted, err := m.marks()
 	if err != nil {
 		return nil, fmt.Errorf("%s: read marks: %w", m.Name(), err)
@@ -150,7 +152,7 @@ func (m marked) List(ctx context.Context) ([]backend.Live, error) {
 	}
 	for id, at := range marks {
 		if !listed[id] && m.now().Sub(at) > markGrace {
-			m.unmark(id)
+			m.Unmark(id)
 		}
 	}
 	return list, nil
@@ -161,14 +163,14 @@ func (m marked) List(ctx context.Context) ([]backend.Live, error) {
 // either way, and every later one is answered from the marks. An engine
 // that cannot list leaves them untrusted, and has asks it about each job
 // as before.
-func (m marked) trust(ctx context.Context) {
+func (m Marked) trust(ctx context.Context) {
 	if _, err := os.Stat(m.dir); errors.Is(err, fs.ErrNotExist) {
 		_, _ = m.List(ctx)
 	}
 }
 
 // has says whether the engine must be asked about job id.
-func (m marked) has(id string) bool {
+func (m Marked) has(id string) bool {
 	if !receipts.IsID(id) {
 		return false
 	}
@@ -180,7 +182,7 @@ func (m marked) has(id string) bool {
 }
 
 // Peek asks the engine only about a marked job.
-func (m marked) Peek(ctx context.Context, id string) (backend.Live, error) {
+func (m Marked) Peek(ctx context.Context, id string) (backend.Live, error) {
 	m.trust(ctx)
 	if !m.has(id) {
 		return backend.Live{}, backend.ErrNoProcess
@@ -189,7 +191,7 @@ func (m marked) Peek(ctx context.Context, id string) (backend.Live, error) {
 }
 
 // Attach asks the engine only about a marked job.
-func (m marked) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
+func (m Marked) Attach(ctx context.Context, id string) (backend.Handle, backend.Live, error) {
 	m.trust(ctx)
 	if !m.has(id) {
 		return nil, backend.Live{}, backend.ErrNoProcess
@@ -198,7 +200,7 @@ func (m marked) Attach(ctx context.Context, id string) (backend.Handle, backend.
 	if err != nil {
 		return nil, l, err
 	}
-	return markedHandle{Handle: h, unmark: func() { m.unmark(id) }}, l, nil
+	return markedHandle{Handle: h, unmark: func() { m.Unmark(id) }}, l, nil
 }
 
 // markedHandle removes the job's mark once its receipt is stored and the
@@ -210,7 +212,7 @@ type markedHandle struct {
 
 // SnapshotLines implements backend.LineSnapshotter for the wrapped handle.
 func (h markedHandle) SnapshotLines(ctx context.Context) (string, bool, int64, error) {
-	return runner.SnapshotLines(ctx, h.Handle)
+	return backend.SnapshotLines(ctx, h.Handle)
 }
 
 func (h markedHandle) Release(ctx context.Context) error {

@@ -1,4 +1,4 @@
-package profile
+package docker
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func TestMarkedAsksTheEngineOnlyForMarkedJobs(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "marks", "docker")
 	e := &engine{live: map[string]bool{idA: true}} // a container from before marks
-	m := newMarked(e, dir)
+	m := NewMarked(e, dir)
 
 	// Untrusted marks: the engine is asked, and what it has gets marked.
 	list, err := m.List(ctx)
@@ -124,7 +124,7 @@ func TestMarkedStart(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "docker")
 	e := &engine{live: map[string]bool{}}
-	m := newMarked(e, dir)
+	m := NewMarked(e, dir)
 
 	h, err := m.Start(ctx, backend.Spec{ID: idA})
 	if err != nil {
@@ -160,7 +160,7 @@ func TestMarkedListForgetsStaleMarks(t *testing.T) {
 	dir := t.TempDir()
 	e := &engine{live: map[string]bool{}}
 	now := time.Now()
-	m := newMarked(e, dir)
+	m := NewMarked(e, dir)
 	m.now = func() time.Time { return now }
 	for _, id := range []string{idA, idB} {
 		if err := m.mark(id); err != nil {
@@ -190,7 +190,7 @@ func TestMarkedListForgetsStaleMarks(t *testing.T) {
 func TestMarkedFirstLookupTrusts(t *testing.T) {
 	ctx := context.Background()
 	e := &engine{live: map[string]bool{idA: true}}
-	m := newMarked(e, filepath.Join(t.TempDir(), "marks", "docker"))
+	m := NewMarked(e, filepath.Join(t.TempDir(), "marks", "docker"))
 	if _, err := m.Peek(ctx, idB); !errors.Is(err, backend.ErrNoProcess) || e.calls != 1 {
 		t.Fatalf("first Peek = %v after %d calls; want ErrNoProcess after one listing", err, e.calls)
 	}
@@ -215,15 +215,15 @@ func TestMarkedClaim(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "marks", "docker")
 	e := &engine{live: map[string]bool{idA: true, idB: true}, failList: true}
-	m := newMarked(e, dir)
-	if err := m.claim(ctx, idB); err == nil {
+	m := NewMarked(e, dir)
+	if err := m.Claim(ctx, idB); err == nil {
 		t.Fatal("claim with an engine that cannot list succeeded")
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("marks made trusted without a listing: %v", err)
 	}
 	e.failList = false
-	if err := m.claim(ctx, idB); err != nil {
+	if err := m.Claim(ctx, idB); err != nil {
 		t.Fatal(err)
 	}
 	marks, trusted, err := m.marks()
