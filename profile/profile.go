@@ -278,34 +278,22 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 		// and records the end even when this process is killed.
 		backends = append(backends, e.Detached())
 	}
-	if len(allowed) == 0 && !e.dockerWanted() {
-		absent["docker"] = "hermes uses a Docker engine when /var/run/docker.sock exists, DOCKER_HOST is set, or config.yaml sets terminal.env: docker"
-	}
-	if len(allowed) == 0 && !e.kubernetesWanted() {
-		absent["kubernetes"] = "a profile runs jobs as pods when its config.yaml sets terminal.env: kubernetes (the cluster from terminal.kubernetes.kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster credentials); a runner when started with --backends ...,kubernetes"
+	if len(allowed) == 0 {
+		absent = e.absentHints()
 	}
 	if ok("docker") && (e.dockerWanted() || len(allowed) > 0) {
 		dk, err := e.Docker()
 		if err != nil {
 			return nil, err
 		}
-		d := e.markedDocker(dk)
-		if mode == Background {
-			backends = append(backends, watched{Backend: d, e: e})
-		} else {
-			backends = append(backends, d)
-		}
+		backends = append(backends, e.inMode(mode, e.markedDocker(dk)))
 	}
 	if ok("kubernetes") && (e.kubernetesWanted() || slices.Contains(allowed, "kubernetes")) {
 		k, err := e.Kubernetes()
 		if err != nil {
 			return nil, err
 		}
-		if mode == Background {
-			backends = append(backends, watched{Backend: k, e: e})
-		} else {
-			backends = append(backends, k)
-		}
+		backends = append(backends, e.inMode(mode, k))
 	}
 	return runner.New(runner.Options{
 		Store: e.Store, Sessions: e.Sessions, Backends: backends,
@@ -316,6 +304,33 @@ func (e *Profile) Registry(mode Mode, allowed ...string) (*runner.Registry, erro
 		RedactLive: e.RedactLive(), Logger: e.Logger, Tracing: e.Tracing,
 		Admission: e.admission(),
 	})
+}
+
+// absentHints say, for each backend this profile does not want, how to
+// want it.
+func (e *Profile) absentHints() map[string]string {
+	absent := map[string]string{}
+	if !e.dockerWanted() {
+		absent["docker"] = "hermes uses a Docker engine when /var/run/docker.sock exists, DOCKER_HOST is set, or config.yaml sets terminal.env: docker"
+	}
+	if !e.kubernetesWanted() {
+		absent["kubernetes"] = "a profile runs jobs as pods when its config.yaml sets terminal.env: kubernetes (the cluster from terminal.kubernetes.kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster credentials); a runner when started with --backends ...,kubernetes"
+	}
+	return absent
+}
+
+// inMode is container backend b as a registry of mode uses it. In the
+// background a job must outlive a short-lived starter, so a detached
+// watcher follows each. A long-lived runner follows its pod jobs itself
+// (one shared informer): should it go, each pod's own deadline still ends
+// it on time, and a replica, or the runner restarted, records its end
+// (Registry.Recover, RecoverEnded). A process per pod would then buy
+// nothing, and it was a runner's largest cost per job (bench/kwok.sh).
+func (e *Profile) inMode(mode Mode, b backend.Backend) backend.Backend {
+	if mode != Background || (e.longLived && b.Capabilities().Shared) {
+		return b
+	}
+	return watched{Backend: b, e: e}
 }
 
 // Defer runs f when the engine closes, before the tracing provider flushes

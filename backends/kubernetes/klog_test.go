@@ -5,10 +5,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
 
@@ -43,5 +48,41 @@ func TestIsRemovedLog(t *testing.T) {
 		if got := isRemovedLog([]byte(body)); got != want {
 			t.Errorf("isRemovedLog(%q) = %v", body, got)
 		}
+	}
+}
+
+// TestPodClientRequestsAreQuiet: every request of the pod client runs in a
+// context that carries the backend's logger, so that client-go's reports
+// of a body cut short never reach stderr.
+func TestPodClientRequestsAreQuiet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodDelete {
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p"}}`))
+	}))
+	t.Cleanup(srv.Close)
+	calls := 0
+	pc, err := newPodClient(&rest.Config{Host: srv.URL}, "ns", func(ctx context.Context) context.Context {
+		calls++
+		return ctx
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if _, err := pc.Get(ctx, "p", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Create(ctx, &corev1.Pod{}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 {
+		t.Fatalf("quiet called %d times for 3 requests", calls)
 	}
 }

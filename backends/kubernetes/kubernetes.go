@@ -184,11 +184,10 @@ func New(opts Options) (*Backend, error) {
 	if cfg.Burst <= 0 {
 		cfg.Burst = max(int(2*cfg.QPS), 1)
 	}
-	pc, err := newPodClient(cfg, ns)
-	if err != nil {
+	b := &Backend{opts: opts, cfg: cfg, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}
+	if b.pc, err = newPodClient(cfg, ns, b.quietly); err != nil {
 		return nil, fmt.Errorf("kubernetes backend: client: %w", err)
 	}
-	b := &Backend{opts: opts, cfg: cfg, pc: pc, namespace: ns, resources: res, log: opts.Logger.With("backend", "kubernetes")}
 	b.watcher = &podWatch{b: b, shared: opts.SharedWatch}
 	return b, nil
 }

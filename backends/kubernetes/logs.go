@@ -157,7 +157,7 @@ func (h *Handle) sleepUnlessEnded(ctx context.Context, d time.Duration) bool {
 // the pod cuts the stream as soon as its status says the job ended (ended
 // is then true, and the caller's final read delivers what is left).
 func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) (ended bool, err error) {
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancel(h.b.quietly(ctx))
 	defer cancel()
 	var endSeen atomic.Bool
 	go func() {
@@ -186,7 +186,7 @@ func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) (ended
 // whose container has not started has an empty log; one that is gone is
 // backend.ErrLost.
 func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
-	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container}).Stream(ctx)
+	rc, err := h.b.pods().GetLogs(h.name, &corev1.PodLogOptions{Container: container}).Stream(h.b.quietly(ctx))
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("kubernetes log %s: pod %s is gone: %w", h.id, h.name, backend.ErrLost)
 	}

@@ -27,10 +27,15 @@ type podClient struct {
 	rc     *rest.RESTClient
 	ns     string
 	params runtime.ParameterCodec
+	// quiet gives each request's context the backend's logger (see
+	// Backend.quietly): client-go reports a body cut short by a cancelled
+	// context on klog, which would otherwise print it on stderr.
+	quiet func(context.Context) context.Context
 }
 
-// newPodClient builds a REST client for core/v1 on cfg, which it copies.
-func newPodClient(cfg *rest.Config, namespace string) (*podClient, error) {
+// newPodClient builds a REST client for core/v1 on cfg, which it copies;
+// quiet prepares each request's context.
+func newPodClient(cfg *rest.Config, namespace string, quiet func(context.Context) context.Context) (*podClient, error) {
 	scheme := runtime.NewScheme()
 	// core/v1's registration adds meta/v1's options and WatchEvent to the
 	// group version too, which encoding options and decoding watches need.
@@ -48,10 +53,11 @@ func newPodClient(cfg *rest.Config, namespace string) (*podClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &podClient{rc: rc, ns: namespace, params: runtime.NewParameterCodec(scheme)}, nil
+	return &podClient{rc: rc, ns: namespace, params: runtime.NewParameterCodec(scheme), quiet: quiet}, nil
 }
 
 func (c *podClient) Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error) {
+	ctx = c.quiet(ctx)
 	out := &corev1.Pod{}
 	err := c.rc.Post().Namespace(c.ns).Resource("pods").
 		VersionedParams(&opts, c.params).Body(pod).Do(ctx).Into(out)
@@ -59,6 +65,7 @@ func (c *podClient) Create(ctx context.Context, pod *corev1.Pod, opts metav1.Cre
 }
 
 func (c *podClient) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error) {
+	ctx = c.quiet(ctx)
 	out := &corev1.Pod{}
 	err := c.rc.Get().Namespace(c.ns).Resource("pods").Name(name).
 		VersionedParams(&opts, c.params).Do(ctx).Into(out)
@@ -66,6 +73,7 @@ func (c *podClient) Get(ctx context.Context, name string, opts metav1.GetOptions
 }
 
 func (c *podClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	ctx = c.quiet(ctx)
 	out := &corev1.PodList{}
 	req := c.rc.Get().Namespace(c.ns).Resource("pods").VersionedParams(&opts, c.params)
 	if opts.TimeoutSeconds != nil {
@@ -76,6 +84,7 @@ func (c *podClient) List(ctx context.Context, opts metav1.ListOptions) (*corev1.
 }
 
 func (c *podClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	ctx = c.quiet(ctx)
 	opts.Watch = true
 	req := c.rc.Get().Namespace(c.ns).Resource("pods").VersionedParams(&opts, c.params)
 	if opts.TimeoutSeconds != nil {
@@ -85,6 +94,7 @@ func (c *podClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.I
 }
 
 func (c *podClient) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions) (*corev1.Pod, error) {
+	ctx = c.quiet(ctx)
 	out := &corev1.Pod{}
 	err := c.rc.Patch(pt).Namespace(c.ns).Resource("pods").Name(name).
 		VersionedParams(&opts, c.params).Body(data).Do(ctx).Into(out)
@@ -92,10 +102,12 @@ func (c *podClient) Patch(ctx context.Context, name string, pt types.PatchType, 
 }
 
 func (c *podClient) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	ctx = c.quiet(ctx)
 	return c.rc.Delete().Namespace(c.ns).Resource("pods").Name(name).Body(&opts).Do(ctx).Error()
 }
 
 func (c *podClient) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, list metav1.ListOptions) error {
+	ctx = c.quiet(ctx)
 	return c.rc.Delete().Namespace(c.ns).Resource("pods").
 		VersionedParams(&list, c.params).Body(&opts).Do(ctx).Error()
 }
