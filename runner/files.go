@@ -6,9 +6,9 @@ import (
 	"io"
 	"path"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/service"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // CopyIn unpacks the tar stream into dir inside the running job id, at

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // elsewhereBackend reports one process that runs outside the registry (as

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // seedSecret is assembled so that no scanner flags this file.

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/webui"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // oneTenant is a runner of one tenant opened by one secret, for as long

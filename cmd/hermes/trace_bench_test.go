@@ -35,13 +35,13 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
-	"github.com/hermesrun/hermes/backend"
 )
 
 // sample is one timed run: wall time, and CPU time (user+sys) where the
