@@ -1,9 +1,6 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/internal/redisdb"
-
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +13,9 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/server/replicas"

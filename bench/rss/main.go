@@ -17,8 +17,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/internal/osproc"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -33,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/osproc"
 )
 
 type sample struct {

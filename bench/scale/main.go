@@ -19,9 +19,6 @@
 package main
 
 import (
-	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/internal/redisdb"
-
 	"bufio"
 	"context"
 	"encoding/json"
@@ -45,7 +42,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
