@@ -51,12 +51,26 @@ func main() {
 	env := append(os.Environ(), "HERMES_HOME="+home, "HERMES_SESSION_ID=", "HERMES_RUNNER_URL=")
 	h := hermes{exe: exe, env: env}
 
-	// start: interleaved rounds of each.
-	var ids []string
-	var basePIDs []int
+	ids, basePIDs := startAll(h, *jobs, *round)
+
+	// memory while they all run.
+	procs := processesOf(exe)
+	var rss int64
+	for _, p := range procs {
+		rss += statusKiB(p, "VmRSS")
+	}
+	fmt.Printf("memory    %d hermes processes, %d KiB resident: %.1f KiB per live job\n", len(procs), rss, float64(rss)/float64(len(ids)))
+
+	killAll(h, ids, basePIDs)
+	soakShort(h, exe, *soak)
+}
+
+// startAll starts jobs sleeps through hermes and as many through a shell,
+// in interleaved rounds, and prints both rates.
+func startAll(h hermes, jobs, round int) (ids []string, basePIDs []int) {
 	var hermesTime, baseTime time.Duration
-	for len(ids) < *jobs {
-		n := min(*round, *jobs-len(ids))
+	for len(ids) < jobs {
+		n := min(round, jobs-len(ids))
 		t0 := time.Now()
 		for range n {
 			ids = append(ids, h.start("sleep 600"))
@@ -70,16 +84,12 @@ func main() {
 	}
 	hr, br := float64(len(ids))/hermesTime.Seconds(), float64(len(basePIDs))/baseTime.Seconds()
 	fmt.Printf("start     hermes %.0f/s, shell %.0f/s: %.2fx (load %s)\n", hr, br, hr/br, load())
+	return ids, basePIDs
+}
 
-	// memory while they all run.
-	procs := processesOf(exe)
-	var rss int64
-	for _, p := range procs {
-		rss += statusKiB(p, "VmRSS")
-	}
-	fmt.Printf("memory    %d hermes processes, %d KiB resident: %.1f KiB per live job\n", len(procs), rss, float64(rss)/float64(len(ids)))
-
-	// kill all.
+// killAll kills every hermes job through the CLI and every baseline sleep
+// with kill(2), and prints how long each took.
+func killAll(h hermes, ids []string, basePIDs []int) {
 	t0 := time.Now()
 	for _, id := range ids {
 		h.run("kill", id)
@@ -99,22 +109,26 @@ func main() {
 		fail(fmt.Errorf("%d jobs still live after kill", left))
 	}
 	fmt.Printf("kill      hermes %.2f s for %d, kill(2) %.3f s (load %s)\n", hermesKill.Seconds(), len(ids), baseKill.Seconds(), load())
+}
 
-	// soak.
+// soakShort runs n short jobs in a row, sampling the supervisor that runs
+// them at the first, the middle and the last.
+func soakShort(h hermes, exe string, n int) {
 	var samples []string
 	sup := 0
-	t0 = time.Now()
-	for i := range *soak {
+	t0 := time.Now()
+	for i := range n {
 		h.start("true")
-		if i == 0 || i == *soak/2 || i == *soak-1 {
-			if i == 0 {
-				sup = supervisorOf(exe)
-			}
+		if i == 0 {
+			sup = supervisorOf(exe)
+		}
+		if i == 0 || i == n/2 || i == n-1 {
 			samples = append(samples, sample(sup, i+1))
 		}
 	}
+	took := time.Since(t0)
 	fmt.Printf("soak      %d short jobs in %.1f s (%.0f/s), supervisor %d: %s (load %s)\n",
-		*soak, time.Since(t0).Seconds(), float64(*soak)/time.Since(t0).Seconds(), sup, strings.Join(samples, "; "), load())
+		n, took.Seconds(), float64(n)/took.Seconds(), sup, strings.Join(samples, "; "), load())
 }
 
 type hermes struct {
