@@ -79,24 +79,6 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 	return append(b, '}')
 }
 
-// appendJSONTime is time.Time's MarshalJSON. A time it refuses (a year
-// outside 0-9999) cannot come from a receipt, whose times were decoded
-// from JSON or read from the clock.
-func appendJSONTime(b []byte, t time.Time) []byte {
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
-}
-
-// appendJSONIntPtr is a *int as encoding/json encodes it: null or the
-// number.
-func appendJSONIntPtr(b []byte, n *int) []byte {
-	if n == nil {
-		return append(b, "null"...)
-	}
-	return strconv.AppendInt(b, int64(*n), 10)
-}
-
 // AppendJSON appends res as encoding/json encodes it (escapeHTML as for
 // Info.AppendJSON), byte for byte: `hermes log --json` of a full receipt spent a tenth
 // of its time in reflection's string encoding.
@@ -142,4 +124,22 @@ func (res *PollResult) AppendJSON(b []byte, escapeHTML bool) []byte {
 		b = jsonappend.String(b, res.Error, escapeHTML)
 	}
 	return append(b, '}')
+}
+
+// appendJSONTime is time.Time's MarshalJSON. A time it refuses (a year
+// outside 0-9999) cannot come from a receipt, whose times were decoded
+// from JSON or read from the clock.
+func appendJSONTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
+}
+
+// appendJSONIntPtr is a *int as encoding/json encodes it: null or the
+// number.
+func appendJSONIntPtr(b []byte, n *int) []byte {
+	if n == nil {
+		return append(b, "null"...)
+	}
+	return strconv.AppendInt(b, int64(*n), 10)
 }
