@@ -556,61 +556,15 @@ func (c *Client) Receipt(ctx context.Context, id string) (*receipts.Receipt, err
 // is resumed where it stopped: after the last event emitted, by its id in
 // Last-Event-ID, and by line offset for runners that send no ids.
 func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(service.FollowEvent) error) error {
-	next := offset
-	lastID := ""
+	f := &follower{c: c, id: id, emit: emit, next: offset}
 	failures := 0
 	for {
-		q := url.Values{"follow": {"1"}, "offset": {strconv.Itoa(next)}, "timeout": {api.MaxWait.String()}}
-		h := http.Header{"Accept": {"text/event-stream"}}
-		if lastID != "" {
-			h.Set(api.HeaderLastEventID, lastID)
-		}
-		resp, err := c.requestWith(ctx, http.MethodGet, procPath(id, "/log"), q, nil, "", h)
-		if err != nil {
+		resp, err := f.open(ctx)
+		if resp == nil {
 			return err
 		}
-		if resp.StatusCode != http.StatusOK {
-			err := c.decode(resp, nil)
-			resp.Body.Close()
-			if errors.Is(err, service.ErrNotFound) {
-				return fmt.Errorf("%s: %w", id, service.ErrNotFound)
-			}
-			return err
-		}
-		progressed := false
-		ended, err := readEvents(resp.Body, func(name, eventID string, data []byte) (bool, error) {
-			switch name {
-			case api.EventOutput, api.EventEnd, api.EventTimeout:
-			case api.EventError:
-				var we api.Error
-				_ = json.Unmarshal(data, &we)
-				return true, &Error{StatusCode: http.StatusInternalServerError, Code: we.Code, Message: we.Error}
-			default:
-				return false, nil // unknown events are for newer clients
-			}
-			var ev service.FollowEvent
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return true, fmt.Errorf("hermes runner at %s sent a bad event: %w", c.base, err)
-			}
-			switch name {
-			case api.EventOutput:
-				progressed = true
-				if err := emit(ev); err != nil {
-					return true, err
-				}
-				next, lastID = ev.Offset+strings.Count(ev.Output, "\n"), eventID
-				return false, nil
-			case api.EventEnd:
-				if ev.Status == receipts.StatusNotFound {
-					return true, fmt.Errorf("%s: %w", id, service.ErrNotFound)
-				}
-				return true, emit(ev)
-			default: // timeout: resume where the runner stopped
-				next, lastID = ev.Offset, eventID
-				progressed = true
-				return true, errResume
-			}
-		})
+		f.progressed = false
+		ended, err := readEvents(resp.Body, f.event)
 		resp.Body.Close()
 		switch {
 		case ended && err == nil:
@@ -624,7 +578,7 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(se
 			return ctx.Err()
 		}
 		// The stream broke: resume, but not forever against a dead runner.
-		if progressed {
+		if f.progressed {
 			failures = 0
 		}
 		if failures++; failures > 3 {
@@ -635,6 +589,79 @@ func (c *Client) Follow(ctx context.Context, id string, offset int, emit func(se
 			return ctx.Err()
 		case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
 		}
+	}
+}
+
+// follower is one Follow of the log of process id: where its next stream
+// resumes.
+type follower struct {
+	c    *Client
+	id   string
+	emit func(service.FollowEvent) error
+	// next is the line offset to resume at, lastID the id of the last
+	// event emitted.
+	next   int
+	lastID string
+	// progressed says the current stream brought something: a break
+	// after it is not counted against the runner.
+	progressed bool
+}
+
+// open requests the event stream from where the last one stopped. A nil
+// response comes with the error that ends the follow.
+func (f *follower) open(ctx context.Context) (*http.Response, error) {
+	q := url.Values{"follow": {"1"}, "offset": {strconv.Itoa(f.next)}, "timeout": {api.MaxWait.String()}}
+	h := http.Header{"Accept": {"text/event-stream"}}
+	if f.lastID != "" {
+		h.Set(api.HeaderLastEventID, f.lastID)
+	}
+	resp, err := f.c.requestWith(ctx, http.MethodGet, procPath(f.id, "/log"), q, nil, "", h)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		err := f.c.decode(resp, nil)
+		resp.Body.Close()
+		if errors.Is(err, service.ErrNotFound) {
+			return nil, fmt.Errorf("%s: %w", f.id, service.ErrNotFound)
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// event handles one event of the stream, as readEvents calls it.
+func (f *follower) event(name, eventID string, data []byte) (stop bool, err error) {
+	switch name {
+	case api.EventOutput, api.EventEnd, api.EventTimeout:
+	case api.EventError:
+		var we api.Error
+		_ = json.Unmarshal(data, &we)
+		return true, &Error{StatusCode: http.StatusInternalServerError, Code: we.Code, Message: we.Error}
+	default:
+		return false, nil // unknown events are for newer clients
+	}
+	var ev service.FollowEvent
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return true, fmt.Errorf("hermes runner at %s sent a bad event: %w", f.c.base, err)
+	}
+	switch name {
+	case api.EventOutput:
+		f.progressed = true
+		if err := f.emit(ev); err != nil {
+			return true, err
+		}
+		f.next, f.lastID = ev.Offset+strings.Count(ev.Output, "\n"), eventID
+		return false, nil
+	case api.EventEnd:
+		if ev.Status == receipts.StatusNotFound {
+			return true, fmt.Errorf("%s: %w", f.id, service.ErrNotFound)
+		}
+		return true, f.emit(ev)
+	default: // timeout: resume where the runner stopped
+		f.next, f.lastID = ev.Offset, eventID
+		f.progressed = true
+		return true, errResume
 	}
 }
 
@@ -658,8 +685,7 @@ func isStreamBreak(err error) bool {
 // whether fn stopped it; a stream that ends before that is a streamBreak.
 func readEvents(r io.Reader, fn func(name, id string, data []byte) (bool, error)) (bool, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
-	var name, lastID string
-	var data []byte
+	var ev sseEvent
 	for {
 		line, err := readLine(br)
 		if err != nil {
@@ -668,32 +694,46 @@ func readEvents(r io.Reader, fn func(name, id string, data []byte) (bool, error)
 			}
 			return false, streamBreak{err}
 		}
-		switch {
-		case line == "":
-			if name != "" || data != nil {
-				stop, err := fn(name, lastID, data)
-				if stop || err != nil {
-					return stop, err
-				}
-			}
-			name, data = "", nil
-		case strings.HasPrefix(line, ":"):
-			// comment: a keepalive
-		case strings.HasPrefix(line, "event:"):
-			name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-		case line == "id" || strings.HasPrefix(line, "id:"):
-			// A bare "id" clears it; an id with a NUL is ignored, as the
-			// standard says.
-			v := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(line, "id"), ":"), " ")
-			if !strings.ContainsRune(v, 0) {
-				lastID = v
-			}
-		case strings.HasPrefix(line, "data:"):
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
+		if line != "" {
+			ev.field(line)
+			continue
 		}
+		if ev.name != "" || ev.data != nil {
+			stop, err := fn(ev.name, ev.lastID, ev.data)
+			if stop || err != nil {
+				return stop, err
+			}
+		}
+		ev.name, ev.data = "", nil
+	}
+}
+
+// sseEvent is the event being read: the fields since the last blank
+// line, and the last event id, which carries over to the events after.
+type sseEvent struct {
+	name, lastID string
+	data         []byte
+}
+
+// field takes one line of the event that is not blank.
+func (e *sseEvent) field(line string) {
+	switch {
+	case strings.HasPrefix(line, ":"):
+		// comment: a keepalive
+	case strings.HasPrefix(line, "event:"):
+		e.name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+	case line == "id" || strings.HasPrefix(line, "id:"):
+		// A bare "id" clears it; an id with a NUL is ignored, as the
+		// standard says.
+		v := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(line, "id"), ":"), " ")
+		if !strings.ContainsRune(v, 0) {
+			e.lastID = v
+		}
+	case strings.HasPrefix(line, "data:"):
+		if e.data != nil {
+			e.data = append(e.data, '\n')
+		}
+		e.data = append(e.data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
 	}
 }
 

@@ -143,19 +143,7 @@ func (c *Conn) callAsTask(ctx context.Context, p taskRequest) (any, bool, error)
 		return nil, false, nil
 	}
 	args, err := tools.ParseArgs(string(p.Arguments))
-	if err != nil {
-		return nil, false, nil
-	}
-	switch p.Name {
-	case "terminal":
-		if bg, err := args.Bool("background"); err != nil || !bg {
-			return nil, false, nil
-		}
-	case "process_manage":
-		if a, err := args.String("action"); err != nil || strings.ToLower(strings.TrimSpace(a)) != "wait" {
-			return nil, false, nil
-		}
-	default:
+	if err != nil || !callMakesTask(p.Name, args) {
 		return nil, false, nil
 	}
 	ctx, _, err = c.callScoped(ctx, p.Meta)
@@ -163,21 +151,46 @@ func (c *Conn) callAsTask(ctx context.Context, p taskRequest) (any, bool, error)
 		return nil, false, nil // the SDK's handler reports it the usual way
 	}
 	if p.Name == "process_manage" {
-		id, err := args.String("session_id")
-		if err != nil || id == "" {
-			return nil, false, nil
-		}
-		poll, err := c.opts.Service.Poll(ctx, id)
-		if err != nil {
-			return nil, false, nil // not found: answered as a plain wait
-		}
-		t, err := c.taskState(ctx, taskWait, poll.ID)
-		if err != nil {
-			return nil, true, err
-		}
-		t["resultType"] = "task"
-		return t, true, nil
+		return c.waitAsTask(ctx, args)
 	}
+	return c.startAsTask(ctx, args)
+}
+
+// callMakesTask says whether a call of tool name with args can be a task:
+// a start in the background, or a wait.
+func callMakesTask(name string, args tools.Args) bool {
+	switch name {
+	case "terminal":
+		bg, err := args.Bool("background")
+		return err == nil && bg
+	case "process_manage":
+		a, err := args.String("action")
+		return err == nil && strings.ToLower(strings.TrimSpace(a)) == "wait"
+	default:
+		return false
+	}
+}
+
+// waitAsTask makes a task of a wait for a job: the task of the job.
+func (c *Conn) waitAsTask(ctx context.Context, args tools.Args) (any, bool, error) {
+	id, err := args.String("session_id")
+	if err != nil || id == "" {
+		return nil, false, nil
+	}
+	poll, err := c.opts.Service.Poll(ctx, id)
+	if err != nil {
+		return nil, false, nil // not found: answered as a plain wait
+	}
+	t, err := c.taskState(ctx, taskWait, poll.ID)
+	if err != nil {
+		return nil, true, err
+	}
+	t["resultType"] = "task"
+	return t, true, nil
+}
+
+// startAsTask starts a job in the background and makes a task of it.
+func (c *Conn) startAsTask(ctx context.Context, args tools.Args) (any, bool, error) {
 	out, err := c.startTool.Call(ctx, args)
 	if err != nil {
 		return errorResult(err), true, nil

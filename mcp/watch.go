@@ -131,68 +131,82 @@ func (w *watcher) look(ctx context.Context, ss *sdk.ServerSession) {
 		}
 		return
 	}
-	running := make(map[string]bool, len(list))
-	var waking []tracked
-	w.mu.Lock()
-	for _, p := range list {
-		if !ended(p.Status) {
-			running[p.ID] = true
-			t, ok := w.tracked[p.ID]
-			if !ok {
-				t = tracked{id: p.ID, notify: p.NotifyOnComplete}
-				w.tracked[p.ID] = t
-			}
-			if len(p.NotifyOn) > 0 {
-				waking = append(waking, t)
-			}
-		}
-	}
-	var gone []tracked
-	for id, t := range w.tracked {
-		if !running[id] {
-			gone = append(gone, t)
-		}
-	}
-	w.mu.Unlock()
+	waking, gone := w.trackListed(list)
 	// A running job may have left wakes (its output matched): they are
 	// taken like completions, once per session however many jobs.
 	woke := map[string]bool{}
 	for _, t := range waking {
 		if w.woken != nil && !woke[t.session] {
 			woke[t.session] = true
-			pctx := ctx
-			if t.session != "" {
-				pctx = sessions.WithCurrent(ctx, t.session)
-			}
-			w.woken(pctx, t)
+			w.woken(t.context(ctx), t)
 		}
 	}
 	for _, t := range gone {
-		id, pctx := t.id, ctx
-		if t.session != "" {
-			pctx = sessions.WithCurrent(ctx, t.session)
-		}
-		res, err := w.svc.Poll(pctx, id)
-		switch {
-		case errors.Is(err, service.ErrNotFound):
-			w.forget(id)
+		w.settle(ctx, ss, t)
+	}
+}
+
+// trackListed adds the running processes of list to the tracked ones. It
+// returns those of them that may wake their session while they run, and
+// the tracked ones no longer running.
+func (w *watcher) trackListed(list []*service.Info) (waking, gone []tracked) {
+	running := make(map[string]bool, len(list))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range list {
+		if ended(p.Status) {
 			continue
-		case err != nil:
-			if ctx.Err() == nil {
-				w.log.Warn("mcp watcher: poll", "id", id, "err", err)
-			}
-			continue
-		case !ended(res.Status):
-			continue // queued, or listed elsewhere: look again later
 		}
-		w.mu.Lock()
-		_, ok := w.tracked[id]
-		delete(w.tracked, id)
-		w.mu.Unlock()
-		if ok {
-			w.announce(pctx, ss, t)
+		running[p.ID] = true
+		t, ok := w.tracked[p.ID]
+		if !ok {
+			t = tracked{id: p.ID, notify: p.NotifyOnComplete}
+			w.tracked[p.ID] = t
+		}
+		if len(p.NotifyOn) > 0 {
+			waking = append(waking, t)
 		}
 	}
+	for id, t := range w.tracked {
+		if !running[id] {
+			gone = append(gone, t)
+		}
+	}
+	return waking, gone
+}
+
+// settle looks at t, tracked but no longer listed as running, and
+// announces its end once, if it has ended.
+func (w *watcher) settle(ctx context.Context, ss *sdk.ServerSession, t tracked) {
+	id, pctx := t.id, t.context(ctx)
+	res, err := w.svc.Poll(pctx, id)
+	switch {
+	case errors.Is(err, service.ErrNotFound):
+		w.forget(id)
+		return
+	case err != nil:
+		if ctx.Err() == nil {
+			w.log.Warn("mcp watcher: poll", "id", id, "err", err)
+		}
+		return
+	case !ended(res.Status):
+		return // queued, or listed elsewhere: look again later
+	}
+	w.mu.Lock()
+	_, ok := w.tracked[id]
+	delete(w.tracked, id)
+	w.mu.Unlock()
+	if ok {
+		w.announce(pctx, ss, t)
+	}
+}
+
+// context is ctx with t's owning session current, if it has one.
+func (t tracked) context(ctx context.Context) context.Context {
+	if t.session != "" {
+		return sessions.WithCurrent(ctx, t.session)
+	}
+	return ctx
 }
 
 func (w *watcher) forget(id string) {

@@ -251,79 +251,106 @@ func (r *Registry) skip(ctx context.Context, req service.StartRequest, backendNa
 // have all ended (started, or queued, or skipped), and those whose retry
 // is due. It returns what it started.
 func (r *Registry) releaseHeld(ctx context.Context) ([]Dispatched, error) {
-	a := r.opts.Admission
-	held, err := a.Ledger.Held(ctx)
+	held, err := r.opts.Admission.Ledger.Held(ctx)
 	if err != nil || len(held) == 0 {
 		return nil, err
 	}
 	var out []Dispatched
 	now := time.Now()
 	for i := range held {
-		e := &held[i]
-		if e.Attempting || now.Before(e.NotBefore) {
-			continue
-		}
-		if !e.ClaimedAt.IsZero() {
-			if now.Sub(e.ClaimedAt) > slotGrace {
-				r.abandoned(ctx, e)
-			}
-			continue
-		}
-		_, q, err := entryInfo(e)
+		d, err := r.releaseEntry(ctx, &held[i], now)
 		if err != nil {
-			if ok, _ := a.Ledger.Unhold(ctx, e.ID); ok {
-				r.log.Error("held job unreadable; recorded lost", "id", e.ID, "err", err)
-				r.lostInQueue(ctx, e)
-			}
-			continue
+			return out, err
 		}
-		octx := sessions.WithCurrent(ctx, q.ParentSessionID)
-		var deps []dependency
-		for i, id := range slices.Concat(q.AfterOK, q.After) {
-			d, err := r.lookDependency(octx, id)
-			if err != nil && !errors.Is(err, service.ErrNotFound) {
-				return out, err
-			}
-			if errors.Is(err, service.ErrNotFound) {
-				d = dependency{id: id, ended: true, failed: id + " is no longer known (its receipt expired or was removed)"}
-			}
-			d.mustSucceed = i < len(q.AfterOK)
-			deps = append(deps, d)
-		}
-		waiting, failed := settle(deps)
-		if waiting {
-			continue
-		}
-		// Claimed, not removed: until it is started, queued or recorded,
-		// lookups still find it.
-		if ok, err := a.Ledger.ClaimHeld(ctx, e.ID, now); err != nil || !ok {
-			if err != nil {
-				return out, err
-			}
-			continue // another dispatcher took it
-		}
-		req := q.request()
-		if failed != "" {
-			req.StartedAt = q.QueuedAt
-			r.skip(octx, req, q.Backend, failed)
-			r.letGo(ctx, e.ID)
-			continue
-		}
-		req.StartedAt = time.Now()
-		info, err := r.admitted(octx, req, q.Backend)
-		if err != nil {
-			r.log.Warn("held job did not start", "id", q.ID, "err", err)
-		}
-		if info == nil || info.Status != receipts.StatusQueued || info.QueuePosition > 0 {
-			// Started, queued, or recorded: no longer held. (Held again,
-			// for a retry's delay or a refusal, it stays.)
-			r.letGo(ctx, e.ID)
-		}
-		if info != nil && info.Status != receipts.StatusQueued {
-			out = append(out, Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)})
+		if d != nil {
+			out = append(out, *d)
 		}
 	}
 	return out, nil
+}
+
+// releaseEntry moves on the held job of e if it may go, and returns what
+// it started, if anything.
+func (r *Registry) releaseEntry(ctx context.Context, e *admission.Entry, now time.Time) (*Dispatched, error) {
+	if e.Attempting || now.Before(e.NotBefore) {
+		return nil, nil
+	}
+	if !e.ClaimedAt.IsZero() {
+		if now.Sub(e.ClaimedAt) > slotGrace {
+			r.abandoned(ctx, e)
+		}
+		return nil, nil
+	}
+	_, q, err := entryInfo(e)
+	if err != nil {
+		if ok, _ := r.opts.Admission.Ledger.Unhold(ctx, e.ID); ok {
+			r.log.Error("held job unreadable; recorded lost", "id", e.ID, "err", err)
+			r.lostInQueue(ctx, e)
+		}
+		return nil, nil
+	}
+	octx := sessions.WithCurrent(ctx, q.ParentSessionID)
+	deps, err := r.dependencies(octx, q)
+	if err != nil {
+		return nil, err
+	}
+	waiting, failed := settle(deps)
+	if waiting {
+		return nil, nil
+	}
+	// Claimed, not removed: until it is started, queued or recorded,
+	// lookups still find it. Not ok: another dispatcher took it.
+	if ok, err := r.opts.Admission.Ledger.ClaimHeld(ctx, e.ID, now); err != nil || !ok {
+		return nil, err
+	}
+	return r.dispatchHeld(ctx, octx, e.ID, q, failed), nil
+}
+
+// dependencies looks up the jobs q waits for. One no longer known has
+// ended, without the exit 0 an after_ok dependency needs.
+func (r *Registry) dependencies(ctx context.Context, q *queuedRequest) ([]dependency, error) {
+	var deps []dependency
+	for i, id := range slices.Concat(q.AfterOK, q.After) {
+		d, err := r.lookDependency(ctx, id)
+		if err != nil && !errors.Is(err, service.ErrNotFound) {
+			return nil, err
+		}
+		if errors.Is(err, service.ErrNotFound) {
+			d = dependency{id: id, ended: true, failed: id + " is no longer known (its receipt expired or was removed)"}
+		}
+		d.mustSucceed = i < len(q.AfterOK)
+		deps = append(deps, d)
+	}
+	return deps, nil
+}
+
+// dispatchHeld moves on q, the claimed held job id whose dependencies
+// have ended: skipped if one it needed to exit 0 did not (failed says
+// which), else started or queued under the limits. It returns what it
+// started, if anything. octx carries the job's owner as the current
+// session.
+func (r *Registry) dispatchHeld(ctx, octx context.Context, id string, q *queuedRequest, failed string) *Dispatched {
+	req := q.request()
+	if failed != "" {
+		req.StartedAt = q.QueuedAt
+		r.skip(octx, req, q.Backend, failed)
+		r.letGo(ctx, id)
+		return nil
+	}
+	req.StartedAt = time.Now()
+	info, err := r.admitted(octx, req, q.Backend)
+	if err != nil {
+		r.log.Warn("held job did not start", "id", q.ID, "err", err)
+	}
+	if info == nil || info.Status != receipts.StatusQueued || info.QueuePosition > 0 {
+		// Started, queued, or recorded: no longer held. (Held again,
+		// for a retry's delay or a refusal, it stays.)
+		r.letGo(ctx, id)
+	}
+	if info != nil && info.Status != receipts.StatusQueued {
+		return &Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)}
+	}
+	return nil
 }
 
 // letGo drops the held entry of id, a job a dispatcher moved on, unless

@@ -1,12 +1,11 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"errors"
 	"sync"
 	"syscall"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -113,13 +112,7 @@ func (p *Process) receiptFor(exit backend.Exit, waitErr error) *receipts.Receipt
 	case p.failed:
 		rec.Status = receipts.StatusFailedToStart
 	case waitErr != nil:
-		rec.Status = receipts.StatusLost
-		if rec.Error == "" {
-			rec.Error = waitErr.Error()
-		}
-		if !errors.Is(waitErr, backend.ErrLost) {
-			rec.Error = "lost: " + rec.Error
-		}
+		rec.Status, rec.Error = receipts.StatusLost, lostError(rec.Error, waitErr)
 	case p.timedOut || exit.TimedOut:
 		rec.Status = receipts.StatusTimeout
 	case exit.OOM:
@@ -130,19 +123,37 @@ func (p *Process) receiptFor(exit backend.Exit, waitErr error) *receipts.Receipt
 		rec.Status = receipts.StatusExited
 	}
 	if rec.Status != receipts.StatusExited && rec.ExitCode == 0 {
-		// Never report an abnormal end as success. A job that trapped
-		// the kill's SIGTERM and exited 0 ended because of that signal:
-		// 128+SIGTERM, the shell's convention.
-		switch rec.Status {
-		case receipts.StatusKilled, receipts.StatusTimeout:
-			rec.ExitCode = 128 + int(syscall.SIGTERM)
-		case receipts.StatusOOM:
-			rec.ExitCode = 128 + int(syscall.SIGKILL)
-		default:
-			rec.ExitCode = -1
-		}
+		// Never report an abnormal end as success.
+		rec.ExitCode = abnormalExitCode(rec.Status)
 	}
 	return rec
+}
+
+// lostError is the error of a receipt recorded lost: msg, what was known
+// of the end, else why waiting for it failed; marked lost unless waitErr
+// says so itself.
+func lostError(msg string, waitErr error) string {
+	if msg == "" {
+		msg = waitErr.Error()
+	}
+	if !errors.Is(waitErr, backend.ErrLost) {
+		msg = "lost: " + msg
+	}
+	return msg
+}
+
+// abnormalExitCode stands in for the exit code 0 of a job that ended with
+// status. A job that trapped the kill's SIGTERM and exited 0 ended because
+// of that signal: 128+SIGTERM, the shell's convention.
+func abnormalExitCode(status string) int {
+	switch status {
+	case receipts.StatusKilled, receipts.StatusTimeout:
+		return 128 + int(syscall.SIGTERM)
+	case receipts.StatusOOM:
+		return 128 + int(syscall.SIGKILL)
+	default:
+		return -1
+	}
 }
 
 // record is the one record of p as far as it is known: what its spec and

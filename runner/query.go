@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/redact"
@@ -66,8 +65,32 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 	match := func(m backend.Meta) bool {
 		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
 	}
-	var out []*service.Info
 	seen := make(map[string]bool)
+	out := r.listRunning(ctx, o, match, seen)
+	queued, err := r.listQueued(ctx, match, seen)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queued {
+		seen[q.ID] = true
+		out = append(out, q)
+	}
+	if o.Retained {
+		recs, err := r.listRetained(ctx, scope, f, seen)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+	}
+	slices.SortFunc(out, newestFirst)
+	return out, nil
+}
+
+// listRunning lists the processes that match: this registry's, those its
+// backends run elsewhere and those o names, each once, marked in seen.
+// This registry's ended processes are listed only with o.Retained.
+func (r *Registry) listRunning(ctx context.Context, o service.ListOptions, match func(backend.Meta) bool, seen map[string]bool) []*service.Info {
+	var out []*service.Info
 	r.mu.Lock()
 	for id, p := range r.procs {
 		// An ended process is a retained receipt, listed only when asked
@@ -90,28 +113,23 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 			out = append(out, infoFromLive(l))
 		}
 	}
-	queued, err := r.listQueued(ctx, match, seen)
+	return out
+}
+
+// listRetained lists the stored receipts f matches that seen has not
+// listed already.
+func (r *Registry) listRetained(ctx context.Context, scope receipts.Scope, f receipts.Filter, seen map[string]bool) ([]*service.Info, error) {
+	f.Summary = true // a listing shows no output
+	recs, err := r.opts.Store.List(ctx, scope, f)
 	if err != nil {
 		return nil, err
 	}
-	for _, q := range queued {
-		seen[q.ID] = true
-		out = append(out, q)
-	}
-	if o.Retained {
-		summaries := f
-		summaries.Summary = true // a listing shows no output
-		recs, err := r.opts.Store.List(ctx, scope, summaries)
-		if err != nil {
-			return nil, err
-		}
-		for _, rec := range recs {
-			if !seen[rec.ID] {
-				out = append(out, infoFromReceipt(rec))
-			}
+	var out []*service.Info
+	for _, rec := range recs {
+		if !seen[rec.ID] {
+			out = append(out, infoFromReceipt(rec))
 		}
 	}
-	slices.SortFunc(out, newestFirst)
 	return out, nil
 }
 

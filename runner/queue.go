@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -92,16 +91,7 @@ func (r *Registry) admit(ctx context.Context, req service.StartRequest, backend 
 		return nil, nil
 	}
 	if req.Tee != nil {
-		if ok, cerr := a.Ledger.Cancel(ctx, req.ID); cerr != nil || !ok {
-			// Gone from the queue already: a dispatcher took it and starts
-			// it in the background.
-			return nil, fmt.Errorf("%w: it was queued and starts in the background as %s (hermes wait %s)", service.ErrBusy, req.ID, req.ID)
-		}
-		running := fmt.Sprintf("%d jobs are", a.Limits.ConcurrentJobs)
-		if a.Limits.ConcurrentJobs == 1 {
-			running = "1 job is"
-		}
-		return nil, fmt.Errorf("%w: %s running (limits.concurrent_jobs); start it in the background to queue it", service.ErrBusy, running)
+		return nil, r.unqueueForeground(ctx, req.ID)
 	}
 	r.log.Debug("queued", "id", req.ID, "position", d.Position)
 	// Slots may be free with the queue non-empty (the job that freed
@@ -117,6 +107,22 @@ func (r *Registry) admit(ctx context.Context, req service.StartRequest, backend 
 		d.Position = e.Position
 	}
 	return queuedInfo(&q, d.Position), nil
+}
+
+// unqueueForeground takes job id, which runs in the foreground, back out
+// of the queue the limits put it in, and says why it did not start.
+func (r *Registry) unqueueForeground(ctx context.Context, id string) error {
+	a := r.opts.Admission
+	if ok, err := a.Ledger.Cancel(ctx, id); err != nil || !ok {
+		// Gone from the queue already: a dispatcher took it and starts
+		// it in the background.
+		return fmt.Errorf("%w: it was queued and starts in the background as %s (hermes wait %s)", service.ErrBusy, id, id)
+	}
+	running := fmt.Sprintf("%d jobs are", a.Limits.ConcurrentJobs)
+	if a.Limits.ConcurrentJobs == 1 {
+		running = "1 job is"
+	}
+	return fmt.Errorf("%w: %s running (limits.concurrent_jobs); start it in the background to queue it", service.ErrBusy, running)
 }
 
 // queuedInfo is the Info of a job waiting in the queue.

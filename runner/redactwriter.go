@@ -141,23 +141,7 @@ func (r *redactingWriter) run(done chan struct{}) {
 			quiet, wait = 0, redactIdleLine
 		default:
 			quiet++
-			moved := true
-			switch {
-			case quiet == 1:
-				// Whole lines go now; a partial line that is all
-				// there is has waited long enough too.
-				moved = r.flush(len(r.pending), false) || r.flush(len(r.pending), true)
-			case time.Duration(quiet-1)*redactIdleLine >= redactIdlePartial:
-				moved = r.flush(len(r.pending), true)
-			}
-			if len(r.pending) > 0 {
-				wait = redactIdleLine
-				if !moved {
-					// Only part of a rune: it waits for the rest
-					// (or Close), checked now and then.
-					wait = redactIdlePartial
-				}
-			}
+			wait = r.afterPause(quiet)
 		}
 		if len(r.pending) == 0 {
 			// All written: the next Write starts another worker.
@@ -182,6 +166,31 @@ func (r *redactingWriter) run(done chan struct{}) {
 	}
 }
 
+// afterPause writes on what is due once the output has paused for quiet
+// timer periods, and says how long to wait before looking again (0 when
+// nothing is held). It is called by the worker with mu held.
+func (r *redactingWriter) afterPause(quiet int) time.Duration {
+	moved := true
+	switch {
+	case quiet == 1:
+		// Whole lines go now; a partial line that is all there is has
+		// waited long enough too.
+		moved = r.flush(len(r.pending), false) || r.flush(len(r.pending), true)
+	case time.Duration(quiet-1)*redactIdleLine >= redactIdlePartial:
+		moved = r.flush(len(r.pending), true)
+	}
+	switch {
+	case len(r.pending) == 0:
+		return 0
+	case !moved:
+		// Only part of a rune: it waits for the rest (or Close),
+		// checked now and then.
+		return redactIdlePartial
+	default:
+		return redactIdleLine
+	}
+}
+
 // flush writes on pending[:cut'] where cut' is the last line end at or
 // before limit (or limit itself when the line is overlong, or force). It
 // is called by the worker with mu held, which it releases while masking
@@ -196,18 +205,7 @@ func (r *redactingWriter) flush(limit int, force bool) bool {
 		if !force && limit < redactFlushAt-backend.RedactMargin {
 			return false
 		}
-		// Do not split a multi-byte rune: its lead byte is at most
-		// UTFMax-1 bytes back. Bytes that are not UTF-8 are cut anywhere
-		// (walking back over all of them would never cut at all).
-		cut = limit
-		for back := 0; back < utf8.UTFMax && back < cut; back++ {
-			if b := r.pending[cut-back-1]; utf8.RuneStart(b) {
-				if b >= utf8.RuneSelf {
-					cut -= back + 1
-				}
-				break
-			}
-		}
+		cut = runeCut(r.pending, limit)
 		if cut <= 0 {
 			return false
 		}
@@ -239,6 +237,22 @@ func (r *redactingWriter) flush(limit int, force bool) bool {
 	r.mu.Lock()
 	r.take(cut)
 	return true
+}
+
+// runeCut is limit moved back so as not to split a multi-byte rune of b:
+// its lead byte is at most UTFMax-1 bytes back. Bytes that are not UTF-8
+// are cut anywhere (walking back over all of them would never cut at all).
+func runeCut(b []byte, limit int) int {
+	cut := limit
+	for back := 0; back < utf8.UTFMax && back < cut; back++ {
+		if c := b[cut-back-1]; utf8.RuneStart(c) {
+			if c >= utf8.RuneSelf {
+				cut -= back + 1
+			}
+			break
+		}
+	}
+	return cut
 }
 
 // take drops pending[:n], written on, and lets a blocked Write go on.

@@ -20,24 +20,8 @@ func (r *Registry) Remove(ctx context.Context, id string, force bool) (*service.
 	if err != nil {
 		return nil, err
 	}
-	active := f.queued != nil || f.live != nil || (f.proc != nil && !f.proc.isDone())
-	if active {
-		name := id
-		switch {
-		case f.queued != nil:
-			name = f.queued.ID
-		case f.proc != nil:
-			name = f.proc.spec.ID
-		}
-		if !force {
-			return nil, fmt.Errorf("%s %w: kill it first, or remove it with force", name, service.ErrRunning)
-		}
-		if _, err := r.Kill(ctx, name); err != nil {
-			return nil, err
-		}
-		if f, err = r.lookup(ctx, name, forRead); err != nil {
-			return nil, err
-		}
+	if f, err = r.endForRemoval(ctx, id, f, force); err != nil {
+		return nil, err
 	}
 	var in *service.Info
 	switch {
@@ -48,14 +32,47 @@ func (r *Registry) Remove(ctx context.Context, id string, force bool) (*service.
 	default:
 		return nil, fmt.Errorf("%s %w", id, service.ErrRunning)
 	}
-	if err := r.opts.Store.Delete(ctx, in.ID); err != nil && !errors.Is(err, receipts.ErrNotFound) {
+	if err := r.removeEnded(ctx, in.ID); err != nil {
 		return nil, err
 	}
-	removeSpill(r.opts.SpillDir, in.ID)
-	if p := r.known(in.ID); p != nil {
+	return in, nil
+}
+
+// endForRemoval returns f, which a lookup of id found, as it is once
+// ended: a process still running or queued is refused, unless force
+// kills it first.
+func (r *Registry) endForRemoval(ctx context.Context, id string, f found, force bool) (found, error) {
+	active := f.queued != nil || f.live != nil || (f.proc != nil && !f.proc.isDone())
+	if !active {
+		return f, nil
+	}
+	name := id
+	switch {
+	case f.queued != nil:
+		name = f.queued.ID
+	case f.proc != nil:
+		name = f.proc.spec.ID
+	}
+	if !force {
+		return f, fmt.Errorf("%s %w: kill it first, or remove it with force", name, service.ErrRunning)
+	}
+	if _, err := r.Kill(ctx, name); err != nil {
+		return f, err
+	}
+	return r.lookup(ctx, name, forRead)
+}
+
+// removeEnded deletes the receipt of ended process id, its spill log and
+// what is kept of it in memory.
+func (r *Registry) removeEnded(ctx context.Context, id string) error {
+	if err := r.opts.Store.Delete(ctx, id); err != nil && !errors.Is(err, receipts.ErrNotFound) {
+		return err
+	}
+	removeSpill(r.opts.SpillDir, id)
+	if p := r.known(id); p != nil {
 		r.forget(p)
 	}
-	return in, nil
+	return nil
 }
 
 // Prune removes, as Remove does, the receipts visible to the caller that
@@ -74,12 +91,8 @@ func (r *Registry) Prune(ctx context.Context, o service.PruneOptions) ([]string,
 		if (o.OlderThan > 0 && in.FinishedAt.After(cutoff)) || (len(o.Statuses) > 0 && !slices.Contains(o.Statuses, in.Status)) {
 			continue
 		}
-		if err := r.opts.Store.Delete(ctx, in.ID); err != nil && !errors.Is(err, receipts.ErrNotFound) {
+		if err := r.removeEnded(ctx, in.ID); err != nil {
 			return removed, err
-		}
-		removeSpill(r.opts.SpillDir, in.ID)
-		if p := r.known(in.ID); p != nil {
-			r.forget(p)
 		}
 		removed = append(removed, in.ID)
 	}

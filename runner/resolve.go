@@ -1,14 +1,13 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -98,13 +97,20 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		}
 		// It ended between List and Attach: its receipt is the answer.
 	}
-	rec, err := r.opts.Store.Get(ctx, idOrPrefix, scope)
+	return r.lookupStored(ctx, idOrPrefix, scope, matched, live)
+}
+
+// lookupStored resolves a prefix that matched no more than one live
+// process (live) in the store, then the queue. matched names the live
+// matches, for an ambiguity the store adds to.
+func (r *Registry) lookupStored(ctx context.Context, prefix string, scope receipts.Scope, matched []string, live []backend.Live) (found, error) {
+	rec, err := r.opts.Store.Get(ctx, prefix, scope)
 	var amb *receipts.AmbiguousError
 	if errors.As(err, &amb) {
-		return found{}, ambiguous(idOrPrefix, append(matched, amb.IDs...)...)
+		return found{}, ambiguous(prefix, append(matched, amb.IDs...)...)
 	}
 	if errors.Is(err, receipts.ErrNotFound) && len(live) == 0 {
-		return r.lookupQueued(ctx, idOrPrefix, scope)
+		return r.lookupQueued(ctx, prefix, scope)
 	}
 	if errors.Is(err, receipts.ErrNotFound) {
 		return found{}, service.ErrNotFound
@@ -113,7 +119,7 @@ func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (f
 		return found{}, err
 	}
 	if len(live) == 1 && rec.ID != live[0].ID {
-		return found{}, ambiguous(idOrPrefix, live[0].ID, rec.ID)
+		return found{}, ambiguous(prefix, live[0].ID, rec.ID)
 	}
 	if p := r.known(rec.ID); p != nil {
 		return found{proc: p}, nil

@@ -104,6 +104,12 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) ret
 	if !e.Attempting || !retryable(rec.Status) || (rec.Status == receipts.StatusExited && rec.ExitCode == 0) {
 		return noRetry
 	}
+	return r.holdForRetry(ctx, e, q, rec)
+}
+
+// holdForRetry adds rec's attempt to the held request q of entry e and
+// holds it again, due after the retry's delay.
+func (r *Registry) holdForRetry(ctx context.Context, e *admission.Entry, q *queuedRequest, rec *receipts.Receipt) retryOutcome {
 	q.Attempts = append(q.Attempts, receipts.Attempt{Status: rec.Status, ExitCode: rec.ExitCode,
 		StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, Error: rec.Error})
 	payload, err := json.Marshal(q)
@@ -114,7 +120,7 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) ret
 	// Still Attempting: no dispatcher starts the next attempt, under the
 	// same id, before this one's files are gone (SettleRetry).
 	e.Payload, e.NotBefore = payload, time.Now().Add(delay)
-	if err := a.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
+	if err := r.opts.Admission.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
 		r.log.Warn("retry not scheduled", "id", rec.ID, "err", err)
 		return noRetry
 	}

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -24,64 +23,110 @@ import (
 // the backend could not start is recorded with status failed_to_start and
 // returned together with the error.
 func (r *Registry) Start(ctx context.Context, req service.StartRequest) (*service.Info, error) {
-	if strings.TrimSpace(req.Command) == "" {
-		return nil, fmt.Errorf("%w: empty command", service.ErrInvalid)
-	}
-	for _, kv := range req.Env {
-		if err := service.CheckEnv(kv); err != nil {
-			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
-		}
+	if err := checkCommand(req); err != nil {
+		return nil, err
 	}
 	b, err := r.backend(req.Backend)
 	if err != nil {
 		return nil, err
 	}
+	if err := r.resolveImage(b, &req); err != nil {
+		return nil, err
+	}
+	if err := r.applyLimits(b, &req); err != nil {
+		return nil, err
+	}
+	if err := r.stamp(ctx, &req); err != nil {
+		return nil, err
+	}
+	if req.Waits() && !req.Admitted {
+		if info, err := r.startAfter(ctx, &req, b.Name()); info != nil || err != nil {
+			return info, err
+		}
+	}
+	if info, err := r.admit(ctx, req, b.Name(), false); info != nil || err != nil {
+		return info, err
+	}
+	return r.startOn(ctx, b, req)
+}
+
+// checkCommand says what is wrong with req's command line and
+// environment, if anything.
+func checkCommand(req service.StartRequest) error {
+	if strings.TrimSpace(req.Command) == "" {
+		return fmt.Errorf("%w: empty command", service.ErrInvalid)
+	}
+	for _, kv := range req.Env {
+		if err := service.CheckEnv(kv); err != nil {
+			return fmt.Errorf("%w: %v", service.ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// resolveImage checks req's image against backend b, and gives it the
+// configured default where b needs one and the caller named none.
+func (r *Registry) resolveImage(b backend.Backend, req *service.StartRequest) error {
 	if !b.Capabilities().Images && req.Image != "" {
 		// Ignoring it would run the job somewhere the caller did not mean.
-		return nil, fmt.Errorf("%w: image %q given, but backend %s runs no images (use the docker or kubernetes backend)", service.ErrInvalid, service.Clip(req.Image), b.Name())
+		return fmt.Errorf("%w: image %q given, but backend %s runs no images (use the docker or kubernetes backend)", service.ErrInvalid, service.Clip(req.Image), b.Name())
 	}
-	if b.Capabilities().Images && req.Image == "" {
-		if req.Image = r.opts.DefaultImages[b.Name()]; req.Image == "" {
-			req.Image = r.opts.DefaultImage
-		}
-		if req.Image == "" {
-			key := "terminal.docker_image"
-			if b.Name() == "kubernetes" {
-				key = "terminal.kubernetes.image"
-			}
-			return nil, fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", service.ErrInvalid, b.Name(), key)
-		}
+	if !b.Capabilities().Images || req.Image != "" {
+		return nil
 	}
+	if req.Image = r.opts.DefaultImages[b.Name()]; req.Image == "" {
+		req.Image = r.opts.DefaultImage
+	}
+	if req.Image == "" {
+		key := "terminal.docker_image"
+		if b.Name() == "kubernetes" {
+			key = "terminal.kubernetes.image"
+		}
+		return fmt.Errorf("%w: backend %s needs an image (--image, or %s in config.yaml)", service.ErrInvalid, b.Name(), key)
+	}
+	return nil
+}
+
+// applyLimits holds req to what backend b enforces and what admission
+// allows, and checks its scheduling. A request admitted before was held
+// to them then; only its timeout is taken again.
+func (r *Registry) applyLimits(b backend.Backend, req *service.StartRequest) error {
 	if !req.Admitted {
 		// What the job asked for must hold where it runs; the tenant's
 		// defaults apply where they can.
 		if err := b.Capabilities().Enforces.Check(b.Name(), req.Resources); err != nil {
-			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
+			return fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 	}
 	if a := r.opts.Admission; a != nil {
 		t, err := a.Limits.Timeout(req.Timeout)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
+			return fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 		req.Timeout = t
 		if !req.Admitted {
 			res, err := a.Limits.Resources(req.Resources)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
+				return fmt.Errorf("%w: %v", service.ErrInvalid, err)
 			}
 			req.Resources = b.Capabilities().Enforces.Supported(res)
 		}
 	}
 	if !req.Admitted {
-		if err := r.checkControl(req); err != nil {
-			return nil, fmt.Errorf("%w: %v", service.ErrInvalid, err)
+		if err := r.checkControl(*req); err != nil {
+			return fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
 	}
+	return nil
+}
+
+// stamp gives req what the caller may leave out: an ID, the owning
+// session, the start time and the trace its process belongs to.
+func (r *Registry) stamp(ctx context.Context, req *service.StartRequest) error {
 	if req.ID == "" {
 		req.ID = backend.NewID()
 	} else if !receipts.IsID(req.ID) {
-		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
 	}
 	if req.ParentSessionID == "" {
 		req.ParentSessionID = sessions.Current(ctx)
@@ -94,15 +139,7 @@ func (r *Registry) Start(ctx context.Context, req service.StartRequest) (*servic
 		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
 		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
 	}
-	if req.Waits() && !req.Admitted {
-		if info, err := r.startAfter(ctx, &req, b.Name()); info != nil || err != nil {
-			return info, err
-		}
-	}
-	if info, err := r.admit(ctx, req, b.Name(), false); info != nil || err != nil {
-		return info, err
-	}
-	return r.startOn(ctx, b, req)
+	return nil
 }
 
 // checkControl says what is wrong with req's scheduling, if anything.
@@ -227,37 +264,11 @@ func (r *Registry) track(p *Process, h backend.Handle, caps backend.Capabilities
 
 func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 	ctx := context.Background()
-	pumped := make(chan struct{})
-	var wakes *wakeWatcher
-	if out := p.handle.Output(); out != nil && p.buf != nil {
-		w := io.Writer(p.buf)
-		writers := []io.Writer{p.buf}
-		// After the buffer, which then holds the line a wake quotes.
-		if wakes = r.newWakeWatcher(p); wakes != nil {
-			writers = append(writers, wakes)
-		}
-		if r.opts.SpillDir != "" {
-			spill := &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
-			// Closed (held output written on) before the end is recorded,
-			// so that the log is complete until the receipt replaces it.
-			defer spill.Close()
-			p.spill = spill
-			writers = append(writers, spill)
-		}
-		if tee != nil {
-			writers = append(writers, &tolerantWriter{w: tee})
-		}
-		if len(writers) > 1 {
-			w = io.MultiWriter(writers...)
-		}
-		go func() {
-			defer close(pumped)
-			if _, err := pump(w, out); err != nil {
-				r.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
-			}
-		}()
-	} else {
-		close(pumped)
+	pumped, wakes, spill := r.pumpOutput(p, tee)
+	if spill != nil {
+		// Closed (held output written on) before the end is recorded,
+		// so that the log is complete until the receipt replaces it.
+		defer spill.Close()
 	}
 	if !p.supervised && p.spec.Timeout > 0 {
 		remaining := time.Until(p.spec.Meta.StartedAt.Add(p.spec.Timeout))
@@ -300,6 +311,43 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 	r.finish(ctx, p, exit, err)
 }
 
+// pumpOutput copies p's output, if this registry buffers it, to the
+// buffer and to whatever else watches it: wakes, the spill log and tee.
+// pumped is closed once the output has ended; wakes and spill are nil
+// where there are none.
+func (r *Registry) pumpOutput(p *Process, tee io.Writer) (pumped <-chan struct{}, wakes *wakeWatcher, spill *lazySpill) {
+	done := make(chan struct{})
+	out := p.handle.Output()
+	if out == nil || p.buf == nil {
+		close(done)
+		return done, nil, nil
+	}
+	w := io.Writer(p.buf)
+	writers := []io.Writer{p.buf}
+	// After the buffer, which then holds the line a wake quotes.
+	if wakes = r.newWakeWatcher(p); wakes != nil {
+		writers = append(writers, wakes)
+	}
+	if r.opts.SpillDir != "" {
+		spill = &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
+		p.spill = spill
+		writers = append(writers, spill)
+	}
+	if tee != nil {
+		writers = append(writers, &tolerantWriter{w: tee})
+	}
+	if len(writers) > 1 {
+		w = io.MultiWriter(writers...)
+	}
+	go func() {
+		defer close(done)
+		if _, err := pump(w, out); err != nil {
+			r.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
+		}
+	}()
+	return done, wakes, spill
+}
+
 // terminate ends p's whole process tree: SIGTERM, then SIGKILL after the
 // grace period (the backend's Kill, or its supervisor's).
 func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duration) error {
@@ -323,69 +371,103 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit backend.Exit, wa
 	}
 	// Sanitized now, not only in the store: the in-memory copy feeds
 	// listings and the completion an agent sends to its model.
-	rec := receipts.Sanitize(p.receiptFor(exit, waitErr))
-	recorded, removed := false, false
-	if !p.supervised || waitErr != nil {
-		switch r.scheduleRetry(ctx, rec) {
-		case retryScheduled:
-			r.endAttempt(ctx, p, true)
-			return
-		case attemptRecorded:
-			// Whoever recorded it lets the next attempt start.
-			r.endAttempt(ctx, p, false)
-			return
-		}
+	e := &ending{rec: receipts.Sanitize(p.receiptFor(exit, waitErr)), waitErr: waitErr}
+	if r.endAttemptIfRetried(ctx, p, e) {
+		return
 	}
-	if p.supervised && waitErr == nil {
-		// The shim wrote the receipt before it exited; read it back.
-		stored, err := r.readBack(ctx, p)
-		switch {
-		case err == nil:
-			rec, recorded = stored, true
-		case errors.Is(err, receipts.ErrNotFound) && r.retryPending(ctx, p):
-			// Its supervisor scheduled the next attempt instead, and
-			// lets it start once its files are gone.
-			r.endAttempt(ctx, p, false)
-			return
-		case errors.Is(err, receipts.ErrNotFound):
-			// A supervisor lets go of its job (the end this handle saw)
-			// only once the receipt is stored, so a receipt gone now
-			// was removed since: rm or prune from another process, or
-			// expiry. Recording one here would bring it back as "lost".
-			rec.Status, rec.Error = receipts.StatusLost, "receipt removed before this process read it"
-			rec.ExitCode = -1
-			recorded, removed = true, true
-		default:
-			rec.Status, rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
-			rec.ExitCode = -1
-			waitErr = backend.ErrLost
-		}
+	if p.supervised && waitErr == nil && !r.readBackEnd(ctx, p, e) {
+		return
 	}
-	if p.supervised && waitErr != nil {
+	if p.supervised && e.waitErr != nil {
 		// Keep what the job printed before its supervisor vanished.
 		if w, trunc, err := snapshotLines(ctx, p.handle); err == nil && w.text != "" {
-			rec.Output, rec.OutputTruncated, rec.OutputFirstLine = w.text, trunc, int64(w.first)
-			rec = receipts.Sanitize(rec)
+			e.rec.Output, e.rec.OutputTruncated, e.rec.OutputFirstLine = w.text, trunc, int64(w.first)
+			e.rec = receipts.Sanitize(e.rec)
 		}
 	}
-	if !recorded {
+	if !e.recorded {
 		// Let go of before the receipt is written: a recorder that dies
 		// in between leaves no request behind, only an end to find lost.
-		r.letGoRetries(ctx, rec)
-		if stored, err := r.record(ctx, rec); err == nil {
-			rec, recorded = stored, true
+		r.letGoRetries(ctx, e.rec)
+		if stored, err := r.record(ctx, e.rec); err == nil {
+			e.rec, e.recorded = stored, true
 		} else {
 			// The true end stays in memory (answers from here are right)
 			// and the write is retried until the store takes it.
 			r.log.Error("receipt not written; retrying", "id", p.spec.ID, "err", err)
-			go r.retryRecord(p, rec)
+			go r.retryRecord(p, e.rec)
 		}
 	}
+	r.publishEnd(ctx, p, e)
+}
+
+// ending is what finish has learned of a process's end so far.
+type ending struct {
+	rec *receipts.Receipt
+	// waitErr is the backend's error waiting for the end, or
+	// backend.ErrLost once the supervisor is found to have left no
+	// receipt.
+	waitErr error
+	// recorded says rec is the receipt in the store; removed, that the
+	// store had none because it was removed since the end.
+	recorded, removed bool
+}
+
+// endAttemptIfRetried ends p as one attempt of a job that runs again, if
+// the end it observed is one; done says there is nothing left to record.
+// A supervised end without a wait error is its supervisor's to schedule.
+func (r *Registry) endAttemptIfRetried(ctx context.Context, p *Process, e *ending) (done bool) {
+	if p.supervised && e.waitErr == nil {
+		return false
+	}
+	switch r.scheduleRetry(ctx, e.rec) {
+	case retryScheduled:
+		r.endAttempt(ctx, p, true)
+		return true
+	case attemptRecorded:
+		// Whoever recorded it lets the next attempt start.
+		r.endAttempt(ctx, p, false)
+		return true
+	}
+	return false
+}
+
+// readBackEnd takes the receipt the shim wrote before it exited; goOn is
+// false if there is nothing left for finish to do.
+func (r *Registry) readBackEnd(ctx context.Context, p *Process, e *ending) (goOn bool) {
+	stored, err := r.readBack(ctx, p)
+	switch {
+	case err == nil:
+		e.rec, e.recorded = stored, true
+	case errors.Is(err, receipts.ErrNotFound) && r.retryPending(ctx, p):
+		// Its supervisor scheduled the next attempt instead, and
+		// lets it start once its files are gone.
+		r.endAttempt(ctx, p, false)
+		return false
+	case errors.Is(err, receipts.ErrNotFound):
+		// A supervisor lets go of its job (the end this handle saw)
+		// only once the receipt is stored, so a receipt gone now
+		// was removed since: rm or prune from another process, or
+		// expiry. Recording one here would bring it back as "lost".
+		e.rec.Status, e.rec.Error = receipts.StatusLost, "receipt removed before this process read it"
+		e.rec.ExitCode = -1
+		e.recorded, e.removed = true, true
+	default:
+		e.rec.Status, e.rec.Error = receipts.StatusLost, "supervisor exited without a receipt"
+		e.rec.ExitCode = -1
+		e.waitErr = backend.ErrLost
+	}
+	return true
+}
+
+// publishEnd makes p's recorded end its final state: its slot and handle
+// released, its end announced, p done.
+func (r *Registry) publishEnd(ctx context.Context, p *Process, e *ending) {
 	// The slot is free before the end counts as recorded: a supervisor
 	// exits as soon as it is, and the slot must not outlive it.
 	r.release(ctx, p.spec.ID)
-	if recorded {
-		if !p.supervised || waitErr != nil {
+	if e.recorded {
+		if !p.supervised || e.waitErr != nil {
 			p.dropSpill(r.opts.SpillDir)
 		}
 		close(p.recorded)
@@ -396,20 +478,20 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit backend.Exit, wa
 		}
 	}
 	p.mu.Lock()
-	p.receipt = rec
+	p.receipt = e.rec
 	p.mu.Unlock()
 	// The end is an event before the process counts as done, and after
 	// its receipt (with its completion) is stored: an owner that no
 	// longer finds it running finds its completion.
-	if removed {
+	if e.removed {
 		// Lookups go to the store, which no longer has it: forgotten
 		// before anyone hears of the end, so that no lookup between the
 		// two finds the stand-in "lost" record in memory.
 		r.forget(p)
 	}
-	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: rec, Removed: removed})
+	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: e.rec, Removed: e.removed})
 	close(p.done)
-	if !removed && r.opts.ForgetAfter > 0 {
+	if !e.removed && r.opts.ForgetAfter > 0 {
 		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
 	}
 }

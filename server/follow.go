@@ -41,49 +41,8 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 
-	var mu sync.Mutex
-	// send writes one event; eventID "" sends none (the follower keeps
-	// the last one it had).
-	send := func(eventID, event string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if eventID != "" {
-			if _, err := fmt.Fprintf(w, "id: %s\n", eventID); err != nil {
-				return err
-			}
-		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(api.Heartbeat)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				mu.Lock()
-				_, _ = fmt.Fprint(w, ": keepalive\n\n")
-				_ = rc.Flush()
-				mu.Unlock()
-			}
-		}
-	}()
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	es := &eventStream{w: w, rc: rc}
+	defer es.keepAlive()()
 
 	fctx, cancelDrain := s.untilDrained(ctx)
 	defer cancelDrain()
@@ -96,7 +55,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 			pos = followPos{line: ev.Offset}
 		}
 		if ev.Final() {
-			return send(pos.String(), api.EventEnd, ev)
+			return es.send(pos.String(), api.EventEnd, ev)
 		}
 		if pos.col > 0 {
 			// Resumed inside a line: its first pos.col bytes were sent.
@@ -110,7 +69,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 			}
 		}
 		pos = pos.advance(ev.Output)
-		return send(pos.String(), api.EventOutput, ev)
+		return es.send(pos.String(), api.EventOutput, ev)
 	})
 	switch {
 	case err == nil:
@@ -118,12 +77,68 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, t *Tenant, id st
 		// The caller left.
 	case errors.Is(err, service.ErrNotFound):
 		// Gone between the lookup and now (expired): nothing more to say.
-		_ = send(pos.String(), api.EventEnd, service.FollowEvent{ID: info.ID, Offset: pos.line, Status: receipts.StatusNotFound})
+		_ = es.send(pos.String(), api.EventEnd, service.FollowEvent{ID: info.ID, Offset: pos.line, Status: receipts.StatusNotFound})
 	case fctx.Err() != nil:
-		_ = send(pos.String(), api.EventTimeout, service.FollowEvent{ID: info.ID, Offset: pos.line})
+		_ = es.send(pos.String(), api.EventTimeout, service.FollowEvent{ID: info.ID, Offset: pos.line})
 	default:
 		s.log.Error("follow", "id", info.ID, "err", err)
-		_ = send("", api.EventError, api.Error{Error: err.Error(), Code: api.CodeInternal})
+		_ = es.send("", api.EventError, api.Error{Error: err.Error(), Code: api.CodeInternal})
+	}
+}
+
+// eventStream writes server-sent events to a response, each flushed at
+// once, and the comment lines that keep an idle stream open.
+type eventStream struct {
+	mu sync.Mutex // one writer at a time: the events, or the keepalive
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// send writes one event; eventID "" sends none (the follower keeps the
+// last one it had).
+func (es *eventStream) send(eventID, event string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if eventID != "" {
+		if _, err := fmt.Fprintf(es.w, "id: %s\n", eventID); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(es.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	return es.rc.Flush()
+}
+
+// keepAlive writes a comment line every api.Heartbeat until stop is
+// called; stop returns once it has written its last.
+func (es *eventStream) keepAlive() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(api.Heartbeat)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				es.mu.Lock()
+				_, _ = fmt.Fprint(es.w, ": keepalive\n\n")
+				_ = es.rc.Flush()
+				es.mu.Unlock()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

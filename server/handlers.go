@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -22,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/tarcopy"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -229,6 +228,19 @@ func (s *Server) whyNoLocal() string {
 	return ": a runner with a tokens file runs no local jobs, which would run as its own user and could read every tenant's files, unless its operator allows them with --backends local,docker"
 }
 
+// checkBackendAllowed refuses a backend the runner's --backends leaves
+// out; empty (the default) is for the registry to choose.
+func (s *Server) checkBackendAllowed(name string) error {
+	if name == "" || len(s.opts.Backends) == 0 || slices.Contains(s.opts.Backends, name) {
+		return nil
+	}
+	why := ""
+	if name == "local" {
+		why = s.whyNoLocal()
+	}
+	return fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)%s", service.Clip(name), strings.Join(s.opts.Backends, ", "), why)
+}
+
 // startRequest checks a start request and turns it into the registry's.
 func (s *Server) startRequest(t *Tenant, req api.StartRequest) (service.StartRequest, error) {
 	var out service.StartRequest
@@ -240,12 +252,8 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (service.StartReq
 	}
 	// The registry holds only the allowed backends and picks the default
 	// among them; the runner's policy is named here for a clear answer.
-	if req.Backend != "" && len(s.opts.Backends) > 0 && !slices.Contains(s.opts.Backends, req.Backend) {
-		why := ""
-		if req.Backend == "local" {
-			why = s.whyNoLocal()
-		}
-		return out, fmt.Errorf("backend %q is not allowed on this runner (allowed: %s)%s", service.Clip(req.Backend), strings.Join(s.opts.Backends, ", "), why)
+	if err := s.checkBackendAllowed(req.Backend); err != nil {
+		return out, err
 	}
 	backend, err := t.Registry.ResolveBackend(req.Backend)
 	if err != nil {
@@ -381,20 +389,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	if follow {
-		timeout, ok := waitTimeout(w, r, api.MaxWait)
-		if !ok {
-			return
-		}
-		from := followPos{line: offset}
-		// A follower that lost its stream resumes after the last event it
-		// got, whatever offset its URL (reused as is) says.
-		if v := r.Header.Get(api.HeaderLastEventID); v != "" {
-			if from, err = parseFollowPos(v); err != nil {
-				writeError(w, http.StatusBadRequest, api.CodeBadRequest, api.HeaderLastEventID+": "+err.Error())
-				return
-			}
-		}
-		s.follow(w, r, t, id, from, timeout)
+		s.followLog(w, r, t, id, offset)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), handlerBudget)
@@ -406,6 +401,26 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// followLog starts the follow=1 stream of a log at line offset, or where
+// the follower's last stream stopped.
+func (s *Server) followLog(w http.ResponseWriter, r *http.Request, t *Tenant, id string, offset int) {
+	timeout, ok := waitTimeout(w, r, api.MaxWait)
+	if !ok {
+		return
+	}
+	from := followPos{line: offset}
+	// A follower that lost its stream resumes after the last event it
+	// got, whatever offset its URL (reused as is) says.
+	if v := r.Header.Get(api.HeaderLastEventID); v != "" {
+		var err error
+		if from, err = parseFollowPos(v); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadRequest, api.HeaderLastEventID+": "+err.Error())
+			return
+		}
+	}
+	s.follow(w, r, t, id, from, timeout)
 }
 
 // search answers GET /v1/processes/{id}/log?grep=RE[&context=N][&max=N]:

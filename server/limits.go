@@ -47,21 +47,7 @@ func (s *Server) dispatchQueued(t *Tenant) {
 		tick := time.NewTicker(dispatchTick)
 		defer tick.Stop()
 		for {
-			started, err := t.Registry.Dispatch(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("queued jobs not started", "tenant", t.Name, "err", err)
-			}
-			for _, d := range started {
-				s.queue.wait.With(label).Observe(d.Waited.Seconds())
-				if d.Status == receipts.StatusRunning {
-					s.claim(ctx, t, d.ID, d.Backend)
-				}
-			}
-			if led := t.Profile.Ledger; led != nil && t.Profile.Limits.Counted() {
-				if q, err := led.Queued(ctx); err == nil {
-					s.queue.queued.With(label).Set(float64(len(q)))
-				}
-			}
+			s.dispatchPass(ctx, t, label)
 			select {
 			case <-ctx.Done():
 				return
@@ -74,6 +60,26 @@ func (s *Server) dispatchQueued(t *Tenant) {
 	s.kicks = append(s.kicks, tenantKick{t: t, kick: kick})
 	s.unobserve = append(s.unobserve, unsubscribe)
 	s.mu.Unlock()
+}
+
+// dispatchPass starts what t's queue lets go now, claims what it started,
+// and counts what waits; label is t's in the queue metrics.
+func (s *Server) dispatchPass(ctx context.Context, t *Tenant, label string) {
+	started, err := t.Registry.Dispatch(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("queued jobs not started", "tenant", t.Name, "err", err)
+	}
+	for _, d := range started {
+		s.queue.wait.With(label).Observe(d.Waited.Seconds())
+		if d.Status == receipts.StatusRunning {
+			s.claim(ctx, t, d.ID, d.Backend)
+		}
+	}
+	if led := t.Profile.Ledger; led != nil && t.Profile.Limits.Counted() {
+		if q, err := led.Queued(ctx); err == nil {
+			s.queue.queued.With(label).Set(float64(len(q)))
+		}
+	}
 }
 
 // tenantKick wakes the dispatcher of one tenant.

@@ -137,51 +137,13 @@ type Server struct {
 
 // New checks opts and builds a Server. It opens no tenant yet: Start does.
 func New(opts Options) (*Server, error) {
-	if opts.Getenv == nil {
-		opts.Getenv = os.Getenv
+	opts.fillDefaults()
+	if err := opts.checkListen(); err != nil {
+		return nil, err
 	}
-	if opts.Listen == "" {
-		opts.Listen = DefaultListen
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if (opts.TLSCert == "") != (opts.TLSKey == "") {
-		return nil, errors.New("TLS needs both a certificate and a key")
-	}
-	if opts.Tokens == nil {
-		if err := checkLoopback(opts.Listen); err != nil {
-			return nil, err
-		}
-	}
-	localOff := opts.Tokens != nil && len(opts.Backends) == 0
-	if localOff {
-		// Several tenants on one host: a local job runs as the runner's
-		// own user and could read the tokens file and every tenant's
-		// files. Only an operator who says so (--backends local,...)
-		// allows it.
-		opts.Backends = []string{"docker"}
-		opts.Logger.Info("local backend off for a runner with several tenants; allow it with --backends local,docker")
-	}
-	if opts.Registry == nil {
-		opts.Registry = backgroundRegistry(opts.Backends)
-	}
-	if opts.WorkDir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("working directory: %w", err)
-		}
-		opts.WorkDir = wd
-	}
-	if opts.Exe == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("locate hermes binary: %w", err)
-		}
-		opts.Exe = exe
+	localOff := opts.chooseBackends()
+	if err := opts.locate(); err != nil {
+		return nil, err
 	}
 	home, err := config.Home(opts.Getenv)
 	if err != nil {
@@ -194,18 +156,9 @@ func New(opts Options) (*Server, error) {
 	for _, w := range own.Warnings {
 		opts.Logger.Warn(w)
 	}
-	t := &tenants{getenv: opts.Getenv, exe: opts.Exe, log: opts.Logger, registry: opts.Registry, slots: map[string]*slot{}, runnerConfig: own.Config}
-	if opts.Tokens != nil {
-		if opts.TenantsDir == "" {
-			opts.TenantsDir = filepath.Join(home, "tenants")
-		}
-		if t.dir, err = filepath.Abs(opts.TenantsDir); err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(t.dir, 0o700); err != nil {
-			return nil, fmt.Errorf("tenants dir: %w", err)
-		}
-		t.sharedConfig = filepath.Join(home, "config.yaml")
+	t, err := newTenants(&opts, home, own.Config)
+	if err != nil {
+		return nil, err
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger, localOff: localOff, tenants: t, metrics: newMetrics(opts.Tokens != nil),
@@ -236,6 +189,94 @@ func New(opts Options) (*Server, error) {
 	}
 	s.handler = s.instrument(s.routes())
 	return s, nil
+}
+
+// fillDefaults gives the options left unset their defaults.
+func (o *Options) fillDefaults() {
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+}
+
+// checkListen refuses a half-given TLS pair, and, without tokens, an
+// address other hosts can reach.
+func (o *Options) checkListen() error {
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return errors.New("TLS needs both a certificate and a key")
+	}
+	if o.Tokens == nil {
+		return checkLoopback(o.Listen)
+	}
+	return nil
+}
+
+// chooseBackends settles the backends and the registry that offers them,
+// and reports whether it turned the local backend off.
+func (o *Options) chooseBackends() (localOff bool) {
+	localOff = o.Tokens != nil && len(o.Backends) == 0
+	if localOff {
+		// Several tenants on one host: a local job runs as the runner's
+		// own user and could read the tokens file and every tenant's
+		// files. Only an operator who says so (--backends local,...)
+		// allows it.
+		o.Backends = []string{"docker"}
+		o.Logger.Info("local backend off for a runner with several tenants; allow it with --backends local,docker")
+	}
+	if o.Registry == nil {
+		o.Registry = backgroundRegistry(o.Backends)
+	}
+	return localOff
+}
+
+// locate fills in the working directory and the hermes binary, where
+// not given.
+func (o *Options) locate() error {
+	if o.WorkDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("working directory: %w", err)
+		}
+		o.WorkDir = wd
+	}
+	if o.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("locate hermes binary: %w", err)
+		}
+		o.Exe = exe
+	}
+	return nil
+}
+
+// newTenants sets up the tenants of a runner whose home is home and
+// whose own configuration is own. With tokens, tenants live in their own
+// directories under opts.TenantsDir (default: home/tenants), created here.
+func newTenants(opts *Options, home string, own config.Config) (*tenants, error) {
+	t := &tenants{getenv: opts.Getenv, exe: opts.Exe, log: opts.Logger, registry: opts.Registry, slots: map[string]*slot{}, runnerConfig: own}
+	if opts.Tokens == nil {
+		return t, nil
+	}
+	if opts.TenantsDir == "" {
+		opts.TenantsDir = filepath.Join(home, "tenants")
+	}
+	var err error
+	if t.dir, err = filepath.Abs(opts.TenantsDir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(t.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tenants dir: %w", err)
+	}
+	t.sharedConfig = filepath.Join(home, "config.yaml")
+	return t, nil
 }
 
 // checkLoopback refuses addresses other hosts can reach: without tokens

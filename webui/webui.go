@@ -141,13 +141,8 @@ func New(opts Options) (*Console, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "/ui"
 	}
-	if opts.JaegerURL != "" {
-		// Checked here, once: a link the template would neutralise is a
-		// setting to fix, not one to drop silently.
-		u, err := url.Parse(opts.JaegerURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("webui: Jaeger URL %q: want the http(s) address of a Jaeger UI, such as http://127.0.0.1:16686", opts.JaegerURL)
-		}
+	if err := checkJaegerURL(opts.JaegerURL); err != nil {
+		return nil, err
 	}
 	if len(opts.StartBackends) == 0 {
 		opts.StartBackends = allBackends
@@ -199,6 +194,20 @@ func New(opts Options) (*Console, error) {
 	mux.HandleFunc("GET "+p+"/sessions", c.page(c.sessionsPage))
 	c.mux = mux
 	return c, nil
+}
+
+// checkJaegerURL refuses a Jaeger address the console's links could not
+// use. Checked once, here: a link the template would neutralise is a
+// setting to fix, not one to drop silently.
+func checkJaegerURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("webui: Jaeger URL %q: want the http(s) address of a Jaeger UI, such as http://127.0.0.1:16686", raw)
+	}
+	return nil
 }
 
 // ServeHTTP serves the console with its security headers.

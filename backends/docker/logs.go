@@ -38,27 +38,17 @@ func (c *logCursor) since() string {
 // read already delivered are skipped.
 func (c *logCursor) copy(w io.Writer, r io.Reader) error {
 	resumeAt, skip := c.at, c.n
-	var hdr [8]byte
 	var buf []byte
 	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("log frame header: %w", err)
+		kind, frame, err := readFrame(r, buf)
+		if err == io.EOF {
+			return nil
 		}
-		size := binary.BigEndian.Uint32(hdr[4:])
-		if size > maxFrame {
-			return fmt.Errorf("log frame of %d bytes: corrupt stream", size)
+		if err != nil {
+			return err
 		}
-		if cap(buf) < int(size) {
-			buf = make([]byte, size)
-		}
-		buf = buf[:size]
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return fmt.Errorf("log frame: %w", err)
-		}
-		switch hdr[0] {
+		buf = frame
+		switch kind {
 		case 1, 2: // stdout, stderr
 		case 3: // the engine's own error, sent in place of more logs
 			return fmt.Errorf("engine: %s", bytes.TrimSpace(buf))
@@ -89,6 +79,31 @@ func (c *logCursor) copy(w io.Writer, r io.Reader) error {
 			c.at, c.n = ts, 1
 		}
 	}
+}
+
+// readFrame reads the next frame of the engine's multiplexed stream into
+// buf, grown as needed, and returns its stream and message. A stream that
+// ends between frames returns io.EOF itself, as a Reader does.
+func readFrame(r io.Reader, buf []byte) (kind byte, msg []byte, err error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, nil, io.EOF
+		}
+		return 0, nil, fmt.Errorf("log frame header: %w", err)
+	}
+	size := binary.BigEndian.Uint32(hdr[4:])
+	if size > maxFrame {
+		return 0, nil, fmt.Errorf("log frame of %d bytes: corrupt stream", size)
+	}
+	if cap(buf) < int(size) {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, fmt.Errorf("log frame: %w", err)
+	}
+	return hdr[0], buf, nil
 }
 
 // streamLogs writes the container's whole output to w and returns once the

@@ -193,12 +193,7 @@ func liveFromPod(p *corev1.Pod) backend.Live {
 // with the signal named, an OOM kill is SIGKILL, the pod's own deadline
 // is a timeout, an eviction says so.
 func podEnd(p *corev1.Pod) *backend.Exit {
-	var term *corev1.ContainerStateTerminated
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container && cs.State.Terminated != nil {
-			term = cs.State.Terminated
-		}
-	}
+	term := jobTerminated(p)
 	failed := p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
 	if term == nil && !failed {
 		return nil
@@ -206,21 +201,8 @@ func podEnd(p *corev1.Pod) *backend.Exit {
 	exit := &backend.Exit{Code: -1, FinishedAt: time.Now()}
 	if term == nil {
 		exit.Reason = "the pod ended before its container ran: " + strings.TrimSpace(p.Status.Reason+" "+p.Status.Message)
-	}
-	if term != nil {
-		exit.Code = int(term.ExitCode)
-		if !term.FinishedAt.IsZero() {
-			exit.FinishedAt = term.FinishedAt.Time
-		}
-		switch {
-		case term.Reason == "OOMKilled":
-			exit.Signal, exit.OOM = syscall.SIGKILL, true
-			exit.Reason = "OOMKilled: the job went past its memory limit"
-		case term.Signal > 0:
-			exit.Signal = syscall.Signal(term.Signal)
-		case exit.Code > 128 && exit.Code < 128+32:
-			exit.Signal = syscall.Signal(exit.Code - 128)
-		}
+	} else {
+		containerExit(exit, term)
 	}
 	switch p.Status.Reason {
 	case "DeadlineExceeded":
@@ -243,4 +225,34 @@ func podEnd(p *corev1.Pod) *backend.Exit {
 		exit.Code = 128 + int(exit.Signal)
 	}
 	return exit
+}
+
+// jobTerminated is the terminated state of p's job container, or nil
+// while it has not terminated.
+func jobTerminated(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	var term *corev1.ContainerStateTerminated
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Terminated != nil {
+			term = cs.State.Terminated
+		}
+	}
+	return term
+}
+
+// containerExit fills exit in from the job container's terminated state:
+// its code and end, and the signal it died of, if any.
+func containerExit(exit *backend.Exit, term *corev1.ContainerStateTerminated) {
+	exit.Code = int(term.ExitCode)
+	if !term.FinishedAt.IsZero() {
+		exit.FinishedAt = term.FinishedAt.Time
+	}
+	switch {
+	case term.Reason == "OOMKilled":
+		exit.Signal, exit.OOM = syscall.SIGKILL, true
+		exit.Reason = "OOMKilled: the job went past its memory limit"
+	case term.Signal > 0:
+		exit.Signal = syscall.Signal(term.Signal)
+	case exit.Code > 128 && exit.Code < 128+32:
+		exit.Signal = syscall.Signal(exit.Code - 128)
+	}
 }

@@ -192,24 +192,9 @@ func (h *Handle) watch(ctx context.Context, check func(*corev1.Pod) (bool, error
 			}
 			return errGone
 		}
-		var p *corev1.Pod
-		// An informer's key is namespace/name, as Ref.
-		if obj, ok, _ := inf.GetStore().GetByKey(h.Ref()); ok {
-			p = obj.(*corev1.Pod)
-		} else if seenRV == "" {
-			// Created after the informer's list and not yet seen on its
-			// watch, or already gone: ask once.
-			got, err := h.b.pods().Get(ctx, h.name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return errGone
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				return h.b.apiErr("get pod "+h.name, err)
-			}
-			p = got
+		p, err := h.current(ctx, inf, seenRV)
+		if err != nil {
+			return err
 		}
 		if p != nil && p.ResourceVersion != seenRV {
 			seenRV = p.ResourceVersion
@@ -223,4 +208,30 @@ func (h *Handle) watch(ctx context.Context, check func(*corev1.Pod) (bool, error
 		case <-sub.changed:
 		}
 	}
+}
+
+// current is the pod's state in the informer's cache, or nil if there is
+// none to check yet. A pod the cache does not have before any state was
+// seen (seenRV "") is read once from the API server.
+func (h *Handle) current(ctx context.Context, inf cache.SharedIndexInformer, seenRV string) (*corev1.Pod, error) {
+	// An informer's key is namespace/name, as Ref.
+	if obj, ok, _ := inf.GetStore().GetByKey(h.Ref()); ok {
+		return obj.(*corev1.Pod), nil
+	}
+	if seenRV != "" {
+		return nil, nil
+	}
+	// Created after the informer's list and not yet seen on its watch,
+	// or already gone: ask once.
+	got, err := h.b.pods().Get(ctx, h.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, errGone
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, h.b.apiErr("get pod "+h.name, err)
+	}
+	return got, nil
 }

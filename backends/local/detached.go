@@ -240,20 +240,12 @@ func (d *Detached) Start(ctx context.Context, spec backend.Spec) (backend.Handle
 	var teeDone chan struct{}
 	discard := tee == io.Discard
 	if tee != nil && !discard {
-		// The shim writes the job's output to its descriptor 3; a pipe
-		// carries it here, whatever tee is.
-		r, w, err := os.Pipe()
+		w, done, err := pipeOutput(cmd, tee)
 		if err != nil {
-			return nil, fmt.Errorf("output pipe: %w", err)
+			return nil, err
 		}
-		cmd.ExtraFiles = []*os.File{w}
-		teeDone = make(chan struct{})
+		teeDone = done
 		defer w.Close() // the shim holds its own copy
-		go func() {
-			defer close(teeDone)
-			defer r.Close()
-			_, _ = io.Copy(tee, r)
-		}()
 	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -285,6 +277,36 @@ func (d *Detached) Start(ctx context.Context, spec backend.Spec) (backend.Handle
 	}
 	in.Close()
 
+	rep, err := awaitReply(ctx, out)
+	if err != nil {
+		return fail(err)
+	}
+	h.pid = rep.PID
+	go h.reap()
+	return h, nil
+}
+
+// pipeOutput carries the job's output, which the shim writes to its
+// descriptor 3, to tee through a pipe, whatever tee is. done is closed once
+// all of it is through; the caller closes w once the shim has started.
+func pipeOutput(cmd *exec.Cmd, tee io.Writer) (w *os.File, done chan struct{}, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("output pipe: %w", err)
+	}
+	cmd.ExtraFiles = []*os.File{w}
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		defer r.Close()
+		_, _ = io.Copy(tee, r)
+	}()
+	return w, done, nil
+}
+
+// awaitReply reads the shim's report on out, then drains out. The error
+// is the shim's, or says it did not report in time.
+func awaitReply(ctx context.Context, out io.Reader) (ShimReply, error) {
 	replies := make(chan ShimReply, 1)
 	go func() {
 		var rep ShimReply
@@ -298,22 +320,23 @@ func (d *Detached) Start(ctx context.Context, spec backend.Spec) (backend.Handle
 	select {
 	case rep := <-replies:
 		if rep.Error != "" {
-			return fail(errors.New(rep.Error))
+			return rep, errors.New(rep.Error)
 		}
-		h.pid = rep.PID
+		return rep, nil
 	case <-ctx.Done():
-		return fail(ctx.Err())
+		return ShimReply{}, ctx.Err()
 	case <-time.After(startupTimeout):
-		return fail(errors.New("shim did not report within " + startupTimeout.String()))
+		return ShimReply{}, errors.New("shim did not report within " + startupTimeout.String())
 	}
-	go func() {
-		h.waitErr = cmd.Wait()
-		if h.teeDone != nil {
-			<-h.teeDone // all the output is through before the end counts
-		}
-		close(h.done)
-	}()
-	return h, nil
+}
+
+// reap waits for the shim this process launched, and ends h with it.
+func (h *shimHandle) reap() {
+	h.waitErr = h.cmd.Wait()
+	if h.teeDone != nil {
+		<-h.teeDone // all the output is through before the end counts
+	}
+	close(h.done)
 }
 
 // command is a hermes process detached from this one (a shim or the

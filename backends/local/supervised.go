@@ -86,22 +86,11 @@ func (d *Detached) EnsureCallerSupervisor(ctx context.Context) error {
 // forward, the job starts from this process's environment and directory
 // rather than the supervisor's.
 func (d *Detached) startSupervised(ctx context.Context, spec backend.Spec, sock string, forward bool) (backend.Handle, error) {
-	sreq := ShimRequest{Spec: spec}
-	if forward {
-		sreq.Environ = d.Env
-		if sreq.Environ == nil {
-			sreq.Environ = os.Environ()
-		}
-		if sreq.Spec.Cwd == "" {
-			cwd, err := os.Getwd()
-			if err != nil {
-				return nil, fmt.Errorf("current directory: %w", err)
-			}
-			sreq.Spec.Cwd = cwd
-		}
+	sreq, err := d.supervisorRequest(spec, forward)
+	if err != nil {
+		return nil, err
 	}
 	var conn net.Conn
-	var err error
 	if ip := inProcessFor(ctx, d.RunDir); ip != nil && ip.socket == sock {
 		conn, err = ip.dial(ctx)
 	} else {
@@ -127,17 +116,7 @@ func (d *Detached) startSupervised(ctx context.Context, spec backend.Spec, sock 
 	line, err := br.ReadBytes('\n')
 	if err != nil {
 		conn.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !d.begun(spec.ID) {
-			// The supervisor went (killed, or exiting with this
-			// connection still in its backlog) before it took the job:
-			// it makes the job's control FIFO before it starts anything,
-			// and there is none, so the job may go elsewhere.
-			return nil, fmt.Errorf("%w: supervisor closed the connection before taking the job: %w", errUnreachable, err)
-		}
-		return nil, fmt.Errorf("supervisor did not report (see its log): %w", err)
+		return nil, d.unreported(ctx, spec.ID, err)
 	}
 	var rep ShimReply
 	if err := json.Unmarshal(line, &rep); err != nil {
@@ -159,6 +138,44 @@ func (d *Detached) startSupervised(ctx context.Context, spec backend.Spec, sock 
 	h := &shimHandle{d: d, id: spec.ID, pid: rep.PID, done: make(chan struct{})}
 	go h.follow(conn, br)
 	return h, nil
+}
+
+// supervisorRequest is the request that hands spec to a supervisor. With
+// forward, the job starts from this process's environment and directory
+// rather than the supervisor's.
+func (d *Detached) supervisorRequest(spec backend.Spec, forward bool) (ShimRequest, error) {
+	sreq := ShimRequest{Spec: spec}
+	if !forward {
+		return sreq, nil
+	}
+	sreq.Environ = d.Env
+	if sreq.Environ == nil {
+		sreq.Environ = os.Environ()
+	}
+	if sreq.Spec.Cwd == "" {
+		cwd, err := os.Getwd()
+		if err != nil {
+			return sreq, fmt.Errorf("current directory: %w", err)
+		}
+		sreq.Spec.Cwd = cwd
+	}
+	return sreq, nil
+}
+
+// unreported is the error of a start whose supervisor sent no reply for
+// job id, err being why the read failed.
+func (d *Detached) unreported(ctx context.Context, id string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !d.begun(id) {
+		// The supervisor went (killed, or exiting with this connection
+		// still in its backlog) before it took the job: it makes the
+		// job's control FIFO before it starts anything, and there is
+		// none, so the job may go elsewhere.
+		return fmt.Errorf("%w: supervisor closed the connection before taking the job: %w", errUnreachable, err)
+	}
+	return fmt.Errorf("supervisor did not report (see its log): %w", err)
 }
 
 // begun reports whether a supervisor began to start job id: its control

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -70,11 +69,8 @@ type chatResult struct {
 
 // Run implements the command.
 func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
-	if c.MaxTurns < 1 {
-		return badInput("--max-turns must be at least 1")
-	}
-	if c.Oneshot && strings.TrimSpace(c.Query) == "" {
-		return badInput("--oneshot needs a query (-q)")
+	if err := c.validate(); err != nil {
+		return err
 	}
 	// The profile gives the configuration, logs and tracing; the jobs run
 	// where the service is: this profile, or the runner.
@@ -107,37 +103,12 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 
 	// The session exists, and is current, before any tool can start a
 	// process: every receipt is stamped with it as the owner.
-	var sess *agent.Session
-	var past []openai.Message
-	if c.Resume != "" {
-		ctx, sess, err = agent.ResumeSession(ctx, svc, c.Resume)
-		if err != nil {
-			return err
-		}
-		past, err = conversations.Load(sess.ID)
-		if err != nil && !errors.Is(err, history.ErrNotFound) {
-			return err
-		}
-	} else if ctx, sess, err = agent.StartSession(ctx, svc, sessions.SourceCLI, ""); err != nil {
+	ctx, sess, past, err := c.session(ctx, svc, conversations)
+	if err != nil {
 		return err
 	}
 	var ag *agent.Agent
-	defer func() {
-		reason := agent.EndCompleted
-		switch {
-		case ctx.Err() != nil:
-			reason = agent.EndInterrupted
-		case err != nil:
-			reason = agent.EndError
-		}
-		end := sess.End
-		if ag != nil {
-			end = ag.End // the tip, if the conversation was compressed
-		}
-		if endErr := end(ctx, reason); endErr != nil {
-			e.Logger.Warn("session end not recorded", "session", sess.ID, "err", endErr)
-		}
-	}()
+	defer func() { endChatSession(ctx, e, sess, ag, err) }()
 
 	// One trace per conversation: hermes chat > agent.session > each
 	// agent.turn > tool.* > process. The span ends before e.Close flushes.
@@ -156,7 +127,14 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if err != nil {
 		return err
 	}
+	res, err := c.converse(ctx, g, ag, svc, cfg, model, quiet)
+	return c.print(g, &res, err)
+}
+
+// converse runs the conversation the flags ask for and sums it up.
+func (c *ChatCmd) converse(ctx context.Context, g *Globals, ag *agent.Agent, svc service.Service, cfg config.Config, model string, quiet bool) (chatResult, error) {
 	res := chatResult{}
+	var err error
 	if c.Resume != "" {
 		// What ended while no hermes of the session ran comes first.
 		err = c.catchUp(ctx, ag, &res)
@@ -174,12 +152,67 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 	if res.StillRunning == nil {
 		res.StillRunning = []string{}
 	}
+	return res, err
+}
+
+// validate checks the flags that need no profile.
+func (c *ChatCmd) validate() error {
+	if c.MaxTurns < 1 {
+		return badInput("--max-turns must be at least 1")
+	}
+	if c.Oneshot && strings.TrimSpace(c.Query) == "" {
+		return badInput("--oneshot needs a query (-q)")
+	}
+	return nil
+}
+
+// session starts the conversation's session, or resumes --resume's with
+// its history (none kept is an empty history, not an error).
+func (c *ChatCmd) session(ctx context.Context, svc service.Service, conversations *history.Store) (context.Context, *agent.Session, []openai.Message, error) {
+	if c.Resume == "" {
+		ctx, sess, err := agent.StartSession(ctx, svc, sessions.SourceCLI, "")
+		return ctx, sess, nil, err
+	}
+	ctx, sess, err := agent.ResumeSession(ctx, svc, c.Resume)
+	if err != nil {
+		return ctx, nil, nil, err
+	}
+	past, err := conversations.Load(sess.ID)
+	if err != nil && !errors.Is(err, history.ErrNotFound) {
+		return ctx, nil, nil, err
+	}
+	return ctx, sess, past, nil
+}
+
+// endChatSession records how the conversation ended. ag is nil when the
+// agent was never made; otherwise its End closes the tip, in case the
+// conversation was compressed into a child session.
+func endChatSession(ctx context.Context, e *profile.Profile, sess *agent.Session, ag *agent.Agent, err error) {
+	reason := agent.EndCompleted
+	switch {
+	case ctx.Err() != nil:
+		reason = agent.EndInterrupted
+	case err != nil:
+		reason = agent.EndError
+	}
+	end := sess.End
+	if ag != nil {
+		end = ag.End
+	}
+	if endErr := end(ctx, reason); endErr != nil {
+		e.Logger.Warn("session end not recorded", "session", sess.ID, "err", endErr)
+	}
+}
+
+// print shows the chat's outcome as --json, --quiet or the default asks,
+// and returns the error the command ends with.
+func (c *ChatCmd) print(g *Globals, res *chatResult, err error) error {
 	switch {
 	case g.JSON:
 		if err != nil {
 			res.Error = err.Error()
 		}
-		if perr := printJSON(g, res); perr != nil && err == nil {
+		if perr := printJSON(g, *res); perr != nil && err == nil {
 			err = perr
 		}
 	case c.Quiet:
@@ -192,6 +225,14 @@ func (c *ChatCmd) Run(ctx context.Context, g *Globals) (err error) {
 		}
 	}
 	return err
+}
+
+// addFollowUps counts n follow-up turns, the last of which answered last.
+func (r *chatResult) addFollowUps(n int, last string) {
+	r.FollowUps += n
+	if n > 0 && last != "" {
+		r.Answer = last
+	}
 }
 
 // service is where the agent's jobs run and its completions are taken:
@@ -216,10 +257,7 @@ func (c *ChatCmd) catchUp(ctx context.Context, ag *agent.Agent, res *chatResult)
 		if !ok || err != nil {
 			return err
 		}
-		res.FollowUps++
-		if answer != "" {
-			res.Answer = answer
-		}
+		res.addFollowUps(1, answer)
 	}
 }
 
@@ -232,137 +270,8 @@ func (c *ChatCmd) oneshot(ctx context.Context, ag *agent.Agent, cfg config.Confi
 		return err
 	}
 	last, n, err := ag.AwaitCompletions(ctx, oneshotWait(cfg))
-	res.FollowUps += n
-	if n > 0 && last != "" {
-		res.Answer = last
-	}
+	res.addFollowUps(n, last)
 	return err
-}
-
-// interactive answers -q if given, then requests from stdin, one per line,
-// and reports completions as they arrive while it waits for input. At end
-// of input it waits for the session's notify processes as oneshot does.
-func (c *ChatCmd) interactive(ctx context.Context, g *Globals, ag *agent.Agent, svc service.Service, cfg config.Config, model string, quiet bool, res *chatResult) error {
-	tty := stdinIsTerminal()
-	ask := func(q string) error {
-		tctx := ctx
-		if tty && g.interrupts != nil {
-			// Ctrl-C during a turn stops the turn, not the conversation.
-			var cancel context.CancelFunc
-			tctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer g.interrupts.during(cancel)()
-		}
-		answer, err := ag.Ask(tctx, q)
-		if answer != "" {
-			res.Answer = answer
-		}
-		if err != nil && tctx.Err() != nil && ctx.Err() == nil {
-			fmt.Fprintln(g.Stderr, "\n(turn cancelled; Ctrl-C at the prompt or Ctrl-D ends the chat)")
-			return nil
-		}
-		return err
-	}
-	if tty && !quiet {
-		fmt.Fprintf(g.Stderr, "hermes chat · model %s · session %s\nCtrl-C cancels a turn; Ctrl-C at the prompt, Ctrl-D or exit ends the chat.\n", model, ag.SessionID())
-	}
-	report := func(err error) error {
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		fmt.Fprintf(g.Stderr, "hermes: error: %s\n", oneLine(err.Error()))
-		return nil
-	}
-	if strings.TrimSpace(c.Query) != "" {
-		if err := report(ask(c.Query)); err != nil {
-			return err
-		}
-	}
-	// In-process ends wake the loop at once; a runner's are looked for
-	// every completionRecheck.
-	ready := func() <-chan struct{} { return nil }
-	if r, ok := svc.(interface{ CompletionReady() <-chan struct{} }); ok {
-		ready = r.CompletionReady
-	}
-	recheck := time.NewTicker(completionRecheck)
-	defer recheck.Stop()
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	// prompted says the prompt is on the screen, waiting: the rechecks
-	// that find nothing must not print it again.
-	prompted := false
-	for {
-		answer, ok, err := ag.FollowUp(ctx)
-		if ok {
-			res.FollowUps++
-			if answer != "" {
-				res.Answer = answer
-			}
-		}
-		if err := report(err); err != nil {
-			return err
-		}
-		if ok {
-			prompted = false // the follow-up printed below the old prompt
-			continue
-		}
-		if tty && !quiet && !prompted {
-			fmt.Fprint(g.Stderr, "> ")
-			prompted = true
-		}
-		select {
-		case line, open := <-lines:
-			prompted = false
-			if !open {
-				if tty && !quiet {
-					fmt.Fprintln(g.Stderr) // Ctrl-D: the shell's prompt on a line of its own
-				}
-				last, n, err := ag.AwaitCompletions(ctx, oneshotWait(cfg))
-				res.FollowUps += n
-				if n > 0 && last != "" {
-					res.Answer = last
-				}
-				return err
-			}
-			line = strings.TrimSpace(line)
-			switch line {
-			case "":
-			case "exit", "quit", "/exit", "/quit":
-				return nil
-			default:
-				if err := report(ask(line)); err != nil {
-					return err
-				}
-			}
-		case <-ready():
-			if tty && !quiet && prompted {
-				fmt.Fprintln(g.Stderr)
-				prompted = false
-			}
-		case <-recheck.C:
-		case <-ctx.Done():
-			if tty && !quiet && prompted {
-				fmt.Fprintln(g.Stderr)
-			}
-			// Ctrl-C at the prompt ends the chat, as the banner says:
-			// not an error.
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return nil
-			}
-			return ctx.Err()
-		}
-	}
 }
 
 // oneshotWait is terminal.oneshot_completion_wait_seconds: unset (0) means

@@ -72,6 +72,12 @@ func (c *HookCmd) Run(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	return answerHost(ctx, g, d, ans)
+}
+
+// answerHost gives the host the hook's answer, and only then acknowledges
+// the completions it hands over.
+func answerHost(ctx context.Context, g *Globals, d *agenthost.Deliverer, ans agenthost.Answer) error {
 	if _, err := io.WriteString(g.Stdout, ans.Stdout); err != nil {
 		return fmt.Errorf("answer the host: %w", err) // not committed: it comes back
 	}

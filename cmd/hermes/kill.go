@@ -22,18 +22,7 @@ type KillCmd struct {
 // after trying them all.
 func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 	if len(c.IDs) == 1 {
-		id := c.IDs[0]
-		return onProcess(ctx, g, "kill", id, func(ctx context.Context, svc service.Service) error {
-			info, err := svc.Kill(ctx, id)
-			if err != nil {
-				return err
-			}
-			if g.JSON {
-				return printJSON(g, info)
-			}
-			_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
-			return err
-		})
+		return killOne(ctx, g, c.IDs[0])
 	}
 	for _, id := range c.IDs {
 		if err := checkID(id); err != nil {
@@ -45,22 +34,7 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 		return err
 	}
 	defer done()
-	infos := make([]any, len(c.IDs))
-	errs := make([]error, len(c.IDs))
-	var wg sync.WaitGroup
-	for i, id := range c.IDs {
-		wg.Go(func() {
-			info, err := svc.Kill(ctx, id)
-			switch {
-			case err == nil:
-				infos[i] = info
-			case errors.Is(err, service.ErrNotFound):
-				infos[i] = service.NotFound("kill", id)
-			}
-			errs[i] = explainNotFound(g, id, err)
-		})
-	}
-	wg.Wait()
+	infos, errs := killAll(ctx, g, svc, c.IDs)
 	failed := 0
 	for i, id := range c.IDs {
 		if errs[i] != nil {
@@ -82,4 +56,42 @@ func (c *KillCmd) Run(ctx context.Context, g *Globals) error {
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// killOne kills the process of a single id and prints its record.
+func killOne(ctx context.Context, g *Globals, id string) error {
+	return onProcess(ctx, g, "kill", id, func(ctx context.Context, svc service.Service) error {
+		info, err := svc.Kill(ctx, id)
+		if err != nil {
+			return err
+		}
+		if g.JSON {
+			return printJSON(g, info)
+		}
+		_, err = fmt.Fprintf(g.Stdout, "%s %s (exit code %s)\n", info.ID, info.Status, code(info.ExitCode))
+		return err
+	})
+}
+
+// killAll kills the processes of ids side by side. infos[i] is the
+// record of ids[i] (the not_found answer for an id the caller cannot see),
+// errs[i] why its kill failed.
+func killAll(ctx context.Context, g *Globals, svc service.Service, ids []string) (infos []any, errs []error) {
+	infos = make([]any, len(ids))
+	errs = make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() {
+			info, err := svc.Kill(ctx, id)
+			switch {
+			case err == nil:
+				infos[i] = info
+			case errors.Is(err, service.ErrNotFound):
+				infos[i] = service.NotFound("kill", id)
+			}
+			errs[i] = explainNotFound(g, id, err)
+		})
+	}
+	wg.Wait()
+	return infos, errs
 }

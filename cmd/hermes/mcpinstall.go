@@ -104,6 +104,26 @@ func printEdits(g *Globals, edits []agenthost.Edit) error {
 	return nil
 }
 
+// hostEnv is what makes this hermes reach this profile or runner, to go
+// with it: hosts start their MCP servers and hooks with their own
+// environment. Paths are made absolute.
+func hostEnv(getenv func(string) string) map[string]string {
+	env := map[string]string{}
+	for _, k := range []string{"HERMES_HOME", "HERMES_RUNNER_URL", "HERMES_RUNNER_TOKEN_FILE", "HERMES_REDIS_URL"} {
+		v := getenv(k)
+		if v == "" {
+			continue
+		}
+		if k == "HERMES_HOME" || k == "HERMES_RUNNER_TOKEN_FILE" {
+			if abs, err := filepath.Abs(v); err == nil {
+				v = abs
+			}
+		}
+		env[k] = v
+	}
+	return env
+}
+
 // setup is the host's setup for this hermes and this environment.
 func (c *mcpSetupFlags) setup(g *Globals) (agenthost.Setup, error) {
 	host, err := agenthost.ParseHost(c.Host)
@@ -131,19 +151,7 @@ func (c *mcpSetupFlags) setup(g *Globals) (agenthost.Setup, error) {
 	if codexHome == "" {
 		codexHome = filepath.Join(home, ".codex")
 	}
-	s := agenthost.Setup{Host: host, Scope: agenthost.Scope(c.Scope), Hermes: exe, Dir: dir, Home: home, CodexHome: codexHome, Env: map[string]string{}}
-	// What makes this hermes reach this profile or runner goes with it:
-	// hosts start their MCP servers and hooks with their own environment.
-	for _, k := range []string{"HERMES_HOME", "HERMES_RUNNER_URL", "HERMES_RUNNER_TOKEN_FILE", "HERMES_REDIS_URL"} {
-		if v := g.Getenv(k); v != "" {
-			if k == "HERMES_HOME" || k == "HERMES_RUNNER_TOKEN_FILE" {
-				if abs, err := filepath.Abs(v); err == nil {
-					v = abs
-				}
-			}
-			s.Env[k] = v
-		}
-	}
+	s := agenthost.Setup{Host: host, Scope: agenthost.Scope(c.Scope), Hermes: exe, Dir: dir, Home: home, CodexHome: codexHome, Env: hostEnv(g.Getenv)}
 	if host == agenthost.Codex {
 		if bin, err := exec.LookPath("codex"); err == nil {
 			if abs, err := filepath.Abs(bin); err == nil {

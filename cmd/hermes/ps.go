@@ -92,16 +92,9 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	if err := checkLabels(c.Task, c.SessionKey); err != nil {
 		return err
 	}
-	var tmpl *template.Template
-	if c.Format != "" {
-		var err error
-		tmpl, err = template.New("format").Option("missingkey=error").Parse(c.Format)
-		if err == nil {
-			err = tmpl.Execute(io.Discard, psRow{}) // a field that does not exist fails here, not mid-list
-		}
-		if err != nil {
-			return formatError(err)
-		}
+	tmpl, err := c.template()
+	if err != nil {
+		return err
 	}
 	retained := c.Retained
 	for _, st := range c.Status {
@@ -119,6 +112,28 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 	if len(c.Status) > 0 {
 		list = slices.DeleteFunc(list, func(in *service.Info) bool { return !slices.Contains(c.Status, in.Status) })
 	}
+	return c.print(g, list, tmpl)
+}
+
+// template parses --format, if given, and tries it on an empty row: a
+// field that does not exist fails here, not mid-list.
+func (c *PsCmd) template() (*template.Template, error) {
+	if c.Format == "" {
+		return nil, nil
+	}
+	tmpl, err := template.New("format").Option("missingkey=error").Parse(c.Format)
+	if err == nil {
+		err = tmpl.Execute(io.Discard, psRow{})
+	}
+	if err != nil {
+		return nil, formatError(err)
+	}
+	return tmpl, nil
+}
+
+// print writes the listing as --json, --quiet, --format (tmpl) or the
+// table asks.
+func (c *PsCmd) print(g *Globals, list []*service.Info, tmpl *template.Template) error {
 	bw := bufio.NewWriterSize(g.Stdout, 64<<10)
 	switch {
 	case g.JSON:
@@ -148,6 +163,11 @@ func (c *PsCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		return bw.Flush()
 	}
+	return printTable(g, bw, list)
+}
+
+// printTable writes the listing as a table to bw, which buffers stdout.
+func printTable(g *Globals, bw *bufio.Writer, list []*service.Info) error {
 	// A person reading a terminal gets relative times; a pipe gets
 	// timestamps that mean the same a minute later.
 	started := func(t time.Time) string { return t.Local().Format(time.DateTime) }

@@ -79,22 +79,11 @@ func (c *RunCmd) Run(ctx context.Context, g *Globals) error {
 
 func (c *RunCmd) request(g *Globals) (service.StartRequest, error) {
 	var req service.StartRequest
-	args := c.Command
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
+	cmd, err := c.commandLine()
+	if err != nil {
+		return req, err
 	}
-	if len(args) == 0 || strings.TrimSpace(strings.Join(args, "")) == "" {
-		return req, badInput("missing command: hermes run [flags] -- COMMAND [ARGS...]")
-	}
-	if len(args) == 1 {
-		req.Command = args[0]
-	} else {
-		quoted := make([]string, len(args))
-		for i, a := range args {
-			quoted[i] = shellQuote(a)
-		}
-		req.Command = strings.Join(quoted, " ")
-	}
+	req.Command = cmd
 	for _, kv := range c.Env {
 		if err := service.CheckEnv(kv); err != nil {
 			return req, badInput("--%v", err)
@@ -106,40 +95,12 @@ func (c *RunCmd) request(g *Globals) (service.StartRequest, error) {
 	if err := checkLabels(c.Task, c.SessionKey); err != nil {
 		return req, err
 	}
-	cwd := c.Cwd
-	// With a runner and no --cwd, the runner decides: the caller's
-	// directory if it has it too (see client.Options.CallerCwd).
-	if cwd == "" && g.RunnerURL == "" {
-		var err error
-		if cwd, err = g.getwd(); err != nil {
-			return req, fmt.Errorf("current directory: %w", err)
-		}
+	cwd, err := c.workDir(g)
+	if err != nil {
+		return req, err
 	}
-	if c.Backend == "local" && g.RunnerURL == "" {
-		abs, err := filepath.Abs(cwd)
-		if err != nil {
-			return req, badInput("--cwd %q: %v", service.Clip(cwd), err)
-		}
-		st, err := os.Stat(abs)
-		if err != nil || !st.IsDir() {
-			return req, badInput("--cwd %q: not a directory", service.Clip(cwd))
-		}
-		cwd = abs
-	}
-	if c.Quiet && !c.Background {
-		return req, badInput("--quiet needs --background")
-	}
-	if c.Notify && !c.Background {
-		return req, badInput("--notify needs --background")
-	}
-	if len(c.NotifyOn) > 0 && !c.Background {
-		return req, badInput("--notify-on needs --background: it wakes the session while the job runs")
-	}
-	if (c.Notify || len(c.NotifyOn) > 0) && g.Getenv("HERMES_SESSION_ID") == "" {
-		// Started all the same (the receipt is kept), but said: a
-		// completion is taken by its owning session, and this job has
-		// none, so no agent will hear of its end.
-		fmt.Fprintln(g.Stderr, "hermes: warning: --notify without HERMES_SESSION_ID: no session owns this job, so no agent will be told of it (export HERMES_SESSION_ID=$(hermes session start) first)")
+	if err := c.checkBackgroundOnly(g); err != nil {
+		return req, err
 	}
 	req.Cwd, req.Env, req.Timeout = cwd, c.Env, c.Timeout
 	req.Backend, req.Image, req.NotifyOnComplete = c.Backend, c.Image, c.Notify
@@ -148,6 +109,73 @@ func (c *RunCmd) request(g *Globals) (service.StartRequest, error) {
 	ctl, err := c.control()
 	req.Control = ctl
 	return req, err
+}
+
+// commandLine is the command the arguments after -- make: one is a shell
+// command line as it is; several are quoted and joined.
+func (c *RunCmd) commandLine() (string, error) {
+	args := c.Command
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 || strings.TrimSpace(strings.Join(args, "")) == "" {
+		return "", badInput("missing command: hermes run [flags] -- COMMAND [ARGS...]")
+	}
+	if len(args) == 1 {
+		return args[0], nil
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " "), nil
+}
+
+// workDir is the directory the job runs in: --cwd, else the current one.
+// A local job's is checked here and made absolute.
+func (c *RunCmd) workDir(g *Globals) (string, error) {
+	cwd := c.Cwd
+	// With a runner and no --cwd, the runner decides: the caller's
+	// directory if it has it too (see client.Options.CallerCwd).
+	if cwd == "" && g.RunnerURL == "" {
+		var err error
+		if cwd, err = g.getwd(); err != nil {
+			return "", fmt.Errorf("current directory: %w", err)
+		}
+	}
+	if c.Backend != "local" || g.RunnerURL != "" {
+		return cwd, nil
+	}
+	abs, err := filepath.Abs(cwd)
+	if err != nil {
+		return "", badInput("--cwd %q: %v", service.Clip(cwd), err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil || !st.IsDir() {
+		return "", badInput("--cwd %q: not a directory", service.Clip(cwd))
+	}
+	return abs, nil
+}
+
+// checkBackgroundOnly refuses the flags that need --background without it,
+// and warns of a notice no session will receive.
+func (c *RunCmd) checkBackgroundOnly(g *Globals) error {
+	if c.Quiet && !c.Background {
+		return badInput("--quiet needs --background")
+	}
+	if c.Notify && !c.Background {
+		return badInput("--notify needs --background")
+	}
+	if len(c.NotifyOn) > 0 && !c.Background {
+		return badInput("--notify-on needs --background: it wakes the session while the job runs")
+	}
+	if (c.Notify || len(c.NotifyOn) > 0) && g.Getenv("HERMES_SESSION_ID") == "" {
+		// Started all the same (the receipt is kept), but said: a
+		// completion is taken by its owning session, and this job has
+		// none, so no agent will hear of its end.
+		fmt.Fprintln(g.Stderr, "hermes: warning: --notify without HERMES_SESSION_ID: no session owns this job, so no agent will be told of it (export HERMES_SESSION_ID=$(hermes session start) first)")
+	}
+	return nil
 }
 
 // control reads the scheduling flags (dependencies, priority, retries)

@@ -110,11 +110,23 @@ func hand(sock string, call Call) (int, bool) {
 		}
 		return 0, false
 	}
-	frame := call.Encode()
+	if !send(fd, call.Encode()) || !awaitAck(fd) {
+		return 0, false
+	}
+	// Taken: from here on the command is the supervisor's to run, and
+	// this process reports how it ended, however long that takes. A
+	// signal that ends this process (Ctrl-C, SIGTERM) closes the
+	// connection, and the supervisor cancels the command.
+	return result(readReply(fd)), true
+}
+
+// send writes frame to the supervisor on fd, with this process's stdin,
+// stdout and stderr.
+func send(fd int, frame []byte) bool {
 	// The descriptors go with the first bytes; the rest follows.
 	n, err := syscall.SendmsgN(fd, frame, syscall.UnixRights(0, 1, 2), nil, 0)
 	if err != nil {
-		return 0, false
+		return false
 	}
 	for n < len(frame) {
 		m, err := syscall.Write(fd, frame[n:])
@@ -122,32 +134,37 @@ func hand(sock string, call Call) (int, bool) {
 			continue
 		}
 		if err != nil {
-			return 0, false
+			return false
 		}
 		n += m
 	}
+	return true
+}
+
+// awaitAck waits up to ackTimeout for the supervisor to say it took the
+// command.
+func awaitAck(fd int) bool {
 	tv := syscall.Timeval{Sec: ackTimeout}
 	if syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv) != nil {
-		return 0, false
+		return false
 	}
-	var b [32]byte
+	var b [1]byte
 	for {
-		m, err := syscall.Read(fd, b[:1])
+		m, err := syscall.Read(fd, b[:])
 		if err == syscall.EINTR {
 			continue
 		}
-		if err != nil || m != 1 || b[0] != Accepted {
-			// Not taken: the supervisor is closing, or declined.
-			return 0, false
-		}
-		break
+		// Not taken: the supervisor is closing, or declined.
+		return err == nil && m == 1 && b[0] == Accepted
 	}
-	// Taken: from here on the command is the supervisor's to run, and
-	// this process reports how it ended, however long that takes. A
-	// signal that ends this process (Ctrl-C, SIGTERM) closes the
-	// connection, and the supervisor cancels the command.
-	tv = syscall.Timeval{}
+}
+
+// readReply waits, as long as it takes, for the supervisor's last reply:
+// how the command ended. It is empty if the supervisor went first.
+func readReply(fd int) []byte {
+	tv := syscall.Timeval{}
 	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
+	var b [32]byte
 	reply := b[:0]
 	for len(reply) < cap(reply) {
 		m, err := syscall.Read(fd, b[len(reply):cap(reply)])
@@ -159,7 +176,7 @@ func hand(sock string, call Call) (int, bool) {
 		}
 		reply = b[:len(reply)+m]
 	}
-	return result(reply), true
+	return reply
 }
 
 // result turns the supervisor's last reply into this process's exit.

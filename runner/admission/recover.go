@@ -91,8 +91,28 @@ func (l *FileLedger) recover() (*fileState, error) {
 		_, held := st.Held[id]
 		return running || held || slices.ContainsFunc(st.Queue, func(e Entry) bool { return e.ID == id })
 	}
-	// The journal holds every job queued since the journal began, until
-	// its slot is released: what the ledger lost comes back from it.
+	back := l.fromJournal(st, partial, known)
+	// Cut entries the journal did not have: their ids and owners are all
+	// that is left, and their dispatcher records them lost.
+	for id, e := range partial {
+		if !known(id) {
+			back = append(back, e)
+		}
+	}
+	st.Queue = append(st.Queue, back...)
+	slices.SortStableFunc(st.Queue, rebuiltOrder)
+	l.setAside(b)
+	return st, nil
+}
+
+// fromJournal brings back into st the jobs the journal has and the
+// ledger lost (known says which it has): those that left the queue as
+// running, held ones as held. It returns the queued ones, for the caller
+// to queue, and drops from partial what it found.
+//
+// The journal holds every job queued since the journal began, until its
+// slot is released: what the ledger lost comes back from it.
+func (l *FileLedger) fromJournal(st *fileState, partial map[string]Entry, known func(id string) bool) []Entry {
 	var back []Entry
 	names, _ := os.ReadDir(l.journalDir())
 	for _, n := range names {
@@ -120,26 +140,20 @@ func (l *FileLedger) recover() (*fileState, error) {
 		}
 		back = append(back, e)
 	}
-	// Cut entries the journal did not have: their ids and owners are all
-	// that is left, and their dispatcher records them lost.
-	for id, e := range partial {
-		if !known(id) {
-			back = append(back, e)
+	return back
+}
+
+// rebuiltOrder orders a rebuilt queue: in queue order, entries that lost
+// their enqueue time last.
+func rebuiltOrder(a, b Entry) int {
+	switch {
+	case a.EnqueuedAt.IsZero() != b.EnqueuedAt.IsZero():
+		if a.EnqueuedAt.IsZero() {
+			return 1
 		}
+		return -1
 	}
-	st.Queue = append(st.Queue, back...)
-	slices.SortStableFunc(st.Queue, func(a, b Entry) int {
-		switch {
-		case a.EnqueuedAt.IsZero() != b.EnqueuedAt.IsZero():
-			if a.EnqueuedAt.IsZero() {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Compare(queueOrder(a), queueOrder(b))
-	})
-	l.setAside(b)
-	return st, nil
+	return cmp.Compare(queueOrder(a), queueOrder(b))
 }
 
 // journalName splits a journal file's name into its job id and suffix;
@@ -216,26 +230,14 @@ func salvage(b []byte) (*fileState, map[string]Entry) {
 		case "at":
 			return dec.Decode(&st.At) == nil
 		case "running":
-			return walkObject(dec, func(id string) bool {
-				var e Entry
-				if err := dec.Decode(&e); err != nil || e.ID != id || !validID(id) {
-					return false
-				}
-				st.Running[id] = e
-				return true
-			}) == nil
+			return walkEntries(dec, func(id string, e Entry) { st.Running[id] = e })
 		case "held":
-			return walkObject(dec, func(id string) bool {
-				var e Entry
-				if err := dec.Decode(&e); err != nil || e.ID != id || !validID(id) {
-					return false
-				}
+			return walkEntries(dec, func(id string, e Entry) {
 				if st.Held == nil {
 					st.Held = map[string]Entry{}
 				}
 				st.Held[id] = e
-				return true
-			}) == nil
+			})
 		case "queue":
 			return walkArray(dec, func() bool {
 				var e Entry
@@ -252,20 +254,41 @@ func salvage(b []byte) (*fileState, map[string]Entry) {
 	})
 	if stop != nil {
 		// The rest, from where decoding stopped: ids of entries cut.
-		rest := b[min(int(dec.InputOffset()), len(b)):]
-		for _, m := range partialEntry.FindAllSubmatch(rest, -1) {
-			id := string(m[1])
-			var owner string
-			if len(m[2]) > 0 {
-				_ = json.Unmarshal(append(append([]byte{'"'}, m[2]...), '"'), &owner)
-			}
-			partial[id] = Entry{ID: id, Owner: owner}
-		}
+		partial = cutEntries(b[min(int(dec.InputOffset()), len(b)):])
 	}
 	if st.Tokens < 0 {
 		st.Tokens = 0
 	}
 	return st, partial
+}
+
+// walkEntries reads an object of entries by id from dec, giving each to
+// add; an entry that does not decode, or does not carry its valid id,
+// stops it. It reports whether the whole object decoded.
+func walkEntries(dec *json.Decoder, add func(id string, e Entry)) bool {
+	return walkObject(dec, func(id string) bool {
+		var e Entry
+		if err := dec.Decode(&e); err != nil || e.ID != id || !validID(id) {
+			return false
+		}
+		add(id, e)
+		return true
+	}) == nil
+}
+
+// cutEntries finds, by id, the entries in rest, the part of a ledger file
+// beyond the damage, with what of them reads: id and owner.
+func cutEntries(rest []byte) map[string]Entry {
+	partial := map[string]Entry{}
+	for _, m := range partialEntry.FindAllSubmatch(rest, -1) {
+		id := string(m[1])
+		var owner string
+		if len(m[2]) > 0 {
+			_ = json.Unmarshal(append(append([]byte{'"'}, m[2]...), '"'), &owner)
+		}
+		partial[id] = Entry{ID: id, Owner: owner}
+	}
+	return partial
 }
 
 var errStop = errors.New("salvage stopped")

@@ -11,8 +11,6 @@
 package backendtest
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bytes"
 	"context"
 	"errors"
@@ -25,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -417,23 +416,7 @@ func (s *suite) recover(t *testing.T) {
 
 	// A restart: a new instance, which knows nothing of the first.
 	second := s.h.New(t)
-	live, err := second.List(ctx)
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	found := findLive(live, spec.ID)
-	switch {
-	case found == nil:
-		t.Fatalf("List after a restart misses %s: %+v", spec.ID, live)
-	case found.Command != spec.Command || found.Meta.ParentSessionID != owner || found.Meta.SessionKey != "key-1" || found.Lost:
-		t.Errorf("List after a restart: %+v", *found)
-	}
-	if l, err := second.Peek(ctx, spec.ID); err != nil || l.ID != spec.ID || l.Meta.TaskID != "backendtest" {
-		t.Errorf("Peek = %+v, %v", l, err)
-	}
-	if _, err := second.Peek(ctx, backend.NewID()); !errors.Is(err, backend.ErrNoProcess) {
-		t.Errorf("Peek of an unknown id = %v, want ErrNoProcess", err)
-	}
+	checkFindsLive(ctx, t, second, spec)
 	h, l, err := second.Attach(ctx, spec.ID)
 	if err != nil || l.ID != spec.ID {
 		t.Fatalf("Attach = %+v, %v", l, err)
@@ -445,6 +428,28 @@ func (s *suite) recover(t *testing.T) {
 	p := s.adopt(t, second, h, spec.ID)
 	if o := s.end(t, p); o.err != nil || o.code != 4 || o.output != "begin\nend\n" {
 		t.Errorf("outcome through the reattached handle %+v, want exit 4 and all the output", o)
+	}
+}
+
+// checkFindsLive checks that b, an instance that did not start the job of
+// spec, lists it and peeks at it as it runs.
+func checkFindsLive(ctx context.Context, t *testing.T, b backend.Backend, spec backend.Spec) {
+	live, err := b.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	found := findLive(live, spec.ID)
+	switch {
+	case found == nil:
+		t.Fatalf("List after a restart misses %s: %+v", spec.ID, live)
+	case found.Command != spec.Command || found.Meta.ParentSessionID != owner || found.Meta.SessionKey != spec.Meta.SessionKey || found.Lost:
+		t.Errorf("List after a restart: %+v", *found)
+	}
+	if l, err := b.Peek(ctx, spec.ID); err != nil || l.ID != spec.ID || l.Meta.TaskID != "backendtest" {
+		t.Errorf("Peek = %+v, %v", l, err)
+	}
+	if _, err := b.Peek(ctx, backend.NewID()); !errors.Is(err, backend.ErrNoProcess) {
+		t.Errorf("Peek of an unknown id = %v, want ErrNoProcess", err)
 	}
 }
 

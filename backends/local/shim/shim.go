@@ -7,8 +7,6 @@
 package shim
 
 import (
-	"github.com/hermesrun/hermes/backend"
-
 	"bufio"
 	"context"
 	"encoding/base64"
@@ -23,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/atomicfile"
 	"github.com/hermesrun/hermes/internal/osproc"
@@ -238,6 +237,15 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 
 	done, recorded := reg.Done(spec.ID), reg.Recorded(spec.ID)
 	go serveControl(ctx, reg, spec.ID, ctl, log)
+	awaitRecorded(ctx, env, req, done, recorded, stop)
+	return nil
+}
+
+// awaitRecorded returns once the job of req has ended (done) and its
+// receipt is stored (recorded), or after maxRecordWait. Closing stop ends
+// the job, as the end of the launcher of a foreground job does.
+func awaitRecorded(ctx context.Context, env jobEnv, req local.ShimRequest, done, recorded, stop <-chan struct{}) {
+	id := req.Spec.ID
 	var orphaned <-chan struct{}
 	if req.Foreground {
 		orphaned = watchParent(req.LauncherPID)
@@ -250,16 +258,16 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 			select {
 			case <-recorded:
 			case <-time.After(maxRecordWait):
-				log.Error("receipt still not written; giving up", "id", spec.ID)
+				env.log.Error("receipt still not written; giving up", "id", id)
 			}
-			return nil
+			return
 		case <-stop:
 			stop = nil
-			go func() { _, _ = reg.Kill(ctx, spec.ID) }()
+			go func() { _, _ = env.reg.Kill(ctx, id) }()
 		case <-orphaned:
 			orphaned = nil
-			log.Info("launcher of a foreground job is gone: ending job", "id", spec.ID)
-			go func() { _, _ = reg.Kill(ctx, spec.ID) }()
+			env.log.Info("launcher of a foreground job is gone: ending job", "id", id)
+			go func() { _, _ = env.reg.Kill(ctx, id) }()
 		}
 	}
 }

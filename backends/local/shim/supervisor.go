@@ -131,26 +131,33 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 		cfg.Ready()
 	}
 	log.Info("supervisor listening", "socket", cfg.Socket, "pid", os.Getpid())
+	s.run(sigs, chld, family)
+	return nil
+}
 
-	tick := time.NewTicker(min(cfg.IdleExit/4, time.Second))
+// run runs the supervisor until it has no job left: it ends every job
+// on a signal in sigs, sweeps family's orphans on each SIGCHLD (chld), and
+// stops listening once idle for cfg.IdleExit.
+func (s *supervisor) run(sigs, chld <-chan os.Signal, family *local.Family) {
+	tick := time.NewTicker(min(s.cfg.IdleExit/4, time.Second))
 	defer tick.Stop()
 	defer family.Sweep() // the last orphans: no job runs any more
 	for {
 		select {
 		case sig := <-sigs:
-			log.Info("supervisor signalled: ending every job", "signal", sig)
+			s.log.Info("supervisor signalled: ending every job", "signal", sig)
 			s.close(true)
 		case <-chld:
 			family.Kick()
 		case <-tick.C:
-			if s.idleFor() >= cfg.IdleExit {
+			if s.idleFor() >= s.cfg.IdleExit {
 				s.close(false)
 			}
 		case <-s.changed:
 		}
 		if s.finished() {
-			log.Info("supervisor exiting: no job left")
-			return nil
+			s.log.Info("supervisor exiting: no job left")
+			return
 		}
 	}
 }

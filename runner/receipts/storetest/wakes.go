@@ -71,9 +71,15 @@ func testWakes(t *testing.T, open opener, _ Harness) {
 	if again := leaseWakes(t, s, 0, "alice"); len(again) != 0 {
 		t.Fatalf("taken wakes came back: %v", again)
 	}
+	checkWakeLeases(t, s, other)
+	checkWakesDeleted(t, s)
+}
 
-	// Leases: held while they run, back when they end, gone once
-	// acknowledged; completions and wakes are acknowledged together.
+// checkWakeLeases: leases are held while they run, back when they end,
+// gone once acknowledged; completions and wakes are acknowledged together.
+// other is a second store over the same data.
+func checkWakeLeases(t *testing.T, s, other receipts.Store) {
+	ctx := context.Background()
 	addWakes(t, s, wake(id(3), "alice", 1), wake(id(3), "alice", 2))
 	create(t, s, notifying(id(3), "alice", 3, true))
 	const d = 400 * time.Millisecond
@@ -96,8 +102,12 @@ func testWakes(t *testing.T, open opener, _ Harness) {
 	if got := take(t, other, "alice"); len(got) != 0 {
 		t.Fatalf("an acknowledged completion came back: %v", got)
 	}
+}
 
-	// Delete takes a job's wakes with its receipt: they quote its output.
+// checkWakesDeleted: Delete takes a job's wakes with its receipt (they
+// quote its output), and a wake whose key is not its job's is refused.
+func checkWakesDeleted(t *testing.T, s receipts.Store) {
+	ctx := context.Background()
 	addWakes(t, s, wake(id(4), "alice", 1), wake(id(5), "alice", 1))
 	create(t, s, notifying(id(4), "alice", 4, false))
 	if err := s.Delete(ctx, id(4)); err != nil {
