@@ -230,20 +230,8 @@ func (w window) clip(n int) window {
 	return w
 }
 
-// SnapshotLines is Handle.Snapshot with the number of the line its output
-// begins with among all the process printed, for handles that can tell
-// (LineSnapshotter), else 0. Wrappers of a Handle implement
-// LineSnapshotter with it, so that embedding does not hide the numbers.
-func SnapshotLines(ctx context.Context, h backend.Handle) (string, bool, int64, error) {
-	if ls, ok := h.(backend.LineSnapshotter); ok {
-		return ls.SnapshotLines(ctx)
-	}
-	out, trunc, err := h.Snapshot(ctx)
-	return out, trunc, 0, err
-}
-
 func snapshotLines(ctx context.Context, h backend.Handle) (window, bool, error) {
-	out, trunc, first, err := SnapshotLines(ctx, h)
+	out, trunc, first, err := backend.SnapshotLines(ctx, h)
 	return window{text: out, first: int(first)}, trunc, err
 }
 
