@@ -128,6 +128,15 @@ func NoticeFamilies(wakes bool) (pending, leased, bodies string) {
 	return famPending, famLeased, famReceipt
 }
 
+// Notices are owner o's pending and leased sets of one kind of notice:
+// wakes, or completions.
+func (k Keys) Notices(wakes bool, o string) (pending, leased string) {
+	if wakes {
+		return k.PendingWakes(o), k.LeasedWakes(o)
+	}
+	return k.Pending(o), k.Leased(o)
+}
+
 // Session is the key of session id.
 func (k Keys) Session(id string) string { return k.p + famSession + id }
 

@@ -42,6 +42,12 @@ func TestKeys(t *testing.T) {
 	if p+pending+"s1" != k.PendingWakes("s1") || p+leased+"s1" != k.LeasedWakes("s1") || p+bodies+"w" != k.WakeBody("w") {
 		t.Error("the wake families do not name the wake keys")
 	}
+	if p, l := k.Notices(true, "s1"); p != k.PendingWakes("s1") || l != k.LeasedWakes("s1") {
+		t.Error("Notices(wakes)")
+	}
+	if p, l := k.Notices(false, "s1"); p != k.Pending("s1") || l != k.Leased("s1") {
+		t.Error("Notices(completions)")
+	}
 	if ReplicaPrefix("") != DefaultReplicaPrefix || ReplicaPrefix("hermes:{x}:") != "hermes:{x}:runner:" {
 		t.Error("ReplicaPrefix")
 	}

@@ -59,7 +59,8 @@ func (s *Store) take(ctx context.Context, owners []string, lease time.Duration, 
 	keys := s.scriptKeys()
 	for _, o := range owners {
 		args = append(args, o)
-		keys = append(keys, s.prefix+pending+o, s.prefix+leased+o)
+		pk, lk := s.keys.Notices(wakes, o)
+		keys = append(keys, pk, lk)
 	}
 	out, err := takeScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
