@@ -164,9 +164,11 @@ func (e Enforcement) Supported(r receipts.Resources) receipts.Resources {
 
 // Backend starts processes and, with Capabilities.Recover, finds them again.
 // Implementations: backends/local (bash children, or jobs behind a detached
-// shim) and backends/docker (detached containers).
+// shim or supervisor), backends/docker (detached containers) and
+// backends/kubernetes (pods).
 type Backend interface {
-	// Name is the receipt's backend field: "local" or "docker".
+	// Name is the receipt's backend field: "local", "docker" or
+	// "kubernetes".
 	Name() string
 	// Capabilities declares the optional behaviour of this backend.
 	Capabilities() Capabilities
