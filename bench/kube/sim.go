@@ -110,8 +110,16 @@ func (b *bench) simPod(name, round string, d time.Duration) *corev1.Pod {
 	}
 }
 
+// budget bounds one round: the jobs run o.concurrency at a time, each for
+// o.duration, and a round may take several times that before it is
+// called stuck.
+func (o simOpts) budget() time.Duration {
+	waves := (o.n + o.concurrency - 1) / max(o.concurrency, 1)
+	return max(10*time.Minute, 4*time.Duration(waves)*o.duration)
+}
+
 func (b *bench) simBare(o simOpts, round int) (simResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), o.budget())
 	defer cancel()
 	label := fmt.Sprintf("%d-%d", os.Getpid(), round)
 	before, err := b.apiRequests(ctx)
@@ -223,7 +231,7 @@ func (t *simTally) see(p *corev1.Pod) {
 }
 
 func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), o.budget())
 	defer cancel()
 	session := fmt.Sprintf("bench-sim-%d-%d", os.Getpid(), round)
 	before, err := b.apiRequests(ctx)

@@ -139,9 +139,16 @@ type hermes struct {
 func (h hermes) run(args ...string) []byte {
 	cmd := exec.Command(h.exe, args...)
 	cmd.Env = h.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		fail(fmt.Errorf("hermes %s: %v", strings.Join(args, " "), err))
+		shown := strings.Join(args[:min(len(args), 4)], " ")
+		if len(args) > 4 {
+			shown += fmt.Sprintf(" ... (%d arguments)", len(args))
+		}
+		lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		fail(fmt.Errorf("hermes %s: %v; %d lines on stderr, the last: %s", shown, err, len(lines), lines[len(lines)-1]))
 	}
 	return out
 }

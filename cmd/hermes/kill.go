@@ -73,15 +73,24 @@ func killOne(ctx context.Context, g *Globals, id string) error {
 	})
 }
 
-// killAll kills the processes of ids side by side. infos[i] is the
+// maxKillsAtOnce bounds the kills one command runs side by side. Each
+// waits for its job's end within a budget; a thousand at once left most
+// unconfirmed past it, their signals not yet sent (bench/localjobs), while
+// waves of this size end them all.
+const maxKillsAtOnce = 32
+
+// killAll kills the processes of ids side by side, maxKillsAtOnce at a time. infos[i] is the
 // record of ids[i] (the not_found answer for an id the caller cannot see),
 // errs[i] why its kill failed.
 func killAll(ctx context.Context, g *Globals, svc service.Service, ids []string) (infos []any, errs []error) {
 	infos = make([]any, len(ids))
 	errs = make([]error, len(ids))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxKillsAtOnce)
 	for i, id := range ids {
 		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			info, err := svc.Kill(ctx, id)
 			switch {
 			case err == nil:
