@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/osproc"
 )
 
 func main() {
@@ -100,7 +102,7 @@ func killAll(h hermes, ids []string, basePIDs []int) {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	for _, pid := range basePIDs {
-		for syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		for syscall.Kill(pid, 0) == nil && !osproc.Zombie(pid) {
 			time.Sleep(time.Millisecond)
 		}
 	}
@@ -232,15 +234,6 @@ func statusKiB(pid int, field string) int64 {
 		}
 	}
 	return 0
-}
-
-func zombie(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && len(b) > i+2 && b[i+2] == 'Z'
 }
 
 func load() string {

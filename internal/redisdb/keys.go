@@ -131,10 +131,8 @@ func NoticeFamilies(wakes bool) (pending, leased, bodies string) {
 // Notices are owner o's pending and leased sets of one kind of notice:
 // wakes, or completions.
 func (k Keys) Notices(wakes bool, o string) (pending, leased string) {
-	if wakes {
-		return k.PendingWakes(o), k.LeasedWakes(o)
-	}
-	return k.Pending(o), k.Leased(o)
+	p, l, _ := NoticeFamilies(wakes)
+	return k.p + p + o, k.p + l + o
 }
 
 // Session is the key of session id.
