@@ -4,6 +4,7 @@
 package api
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -276,4 +277,46 @@ type PruneRequest struct {
 // PruneResult lists the processes whose receipts were removed.
 type PruneResult struct {
 	Removed []string `json:"removed"`
+}
+
+// A listing's cursor names the last item of a page by its start and id, so
+// that the next page goes on after it. On the wire it is opaque: base64url
+// of a small versioned JSON object, so the format can change with v.
+type cursorJSON struct {
+	V  int       `json:"v"`
+	At time.Time `json:"at"`
+	ID string    `json:"id"`
+}
+
+// cursorVersion is the format of the cursors made now.
+const cursorVersion = 1
+
+// maxCursor bounds a cursor parameter: a time and an id of at most
+// MaxSessionLen bytes.
+const maxCursor = 1024
+
+// ErrCursor is the error of a cursor that no listing made.
+var ErrCursor = errors.New("not a cursor of this listing (pass back the " + HeaderNextCursor + " of the page before)")
+
+// Cursor is the cursor of the page after the item that started at at and
+// has id id.
+func Cursor(at time.Time, id string) string {
+	b, _ := json.Marshal(cursorJSON{V: cursorVersion, At: at.UTC(), ID: id}) // cannot fail: a time and a string
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ParseCursor reads a cursor made by Cursor; anything else is ErrCursor.
+func ParseCursor(s string) (at time.Time, id string, err error) {
+	if len(s) > maxCursor {
+		return time.Time{}, "", ErrCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, "", ErrCursor
+	}
+	var c cursorJSON
+	if err := json.Unmarshal(b, &c); err != nil || c.V != cursorVersion || c.ID == "" {
+		return time.Time{}, "", ErrCursor
+	}
+	return c.At, c.ID, nil
 }

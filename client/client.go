@@ -332,7 +332,11 @@ func (c *Client) Prune(ctx context.Context, o service.PruneOptions) ([]string, e
 
 // List implements service.Service.
 func (c *Client) List(ctx context.Context, o service.ListOptions) ([]*service.Info, error) {
-	list, _, err := c.ListPage(ctx, o, Page{})
+	p := Page{Limit: o.Limit}
+	if o.After != nil {
+		p.Cursor = api.Cursor(o.After.StartedAt, o.After.ID)
+	}
+	list, _, err := c.ListPage(ctx, o, p)
 	return list, err
 }
 

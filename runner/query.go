@@ -61,6 +61,12 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 	if err != nil {
 		return nil, err
 	}
+	if o.Session != "" {
+		if !scope.Allows(o.Session) {
+			return nil, nil
+		}
+		scope = receipts.Scope{Owners: []string{o.Session}}
+	}
 	f := receipts.Filter{TaskID: o.TaskID, SessionKey: o.SessionKey}
 	match := func(m backend.Meta) bool {
 		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
@@ -75,7 +81,16 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 		seen[q.ID] = true
 		out = append(out, q)
 	}
+	if o.After != nil {
+		out = slices.DeleteFunc(out, func(in *service.Info) bool { return service.KeyOf(in).Compare(*o.After) <= 0 })
+	}
 	if o.Retained {
+		// The store's page may hold processes listed above as running
+		// (skipped): ask for that many more, so the page stays full.
+		f.After = o.After
+		if o.Limit > 0 {
+			f.Limit = o.Limit + len(seen)
+		}
 		recs, err := r.listRetained(ctx, scope, f, seen)
 		if err != nil {
 			return nil, err
@@ -83,6 +98,9 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 		out = append(out, recs...)
 	}
 	slices.SortFunc(out, newestFirst)
+	if o.Limit > 0 && len(out) > o.Limit {
+		out = out[:o.Limit]
+	}
 	return out, nil
 }
 
@@ -147,12 +165,7 @@ func (r *Registry) listLive(ctx context.Context, l backend.Live) []*service.Info
 }
 
 // newestFirst orders listings: latest start first, then by id.
-func newestFirst(a, b *service.Info) int {
-	if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
-		return c
-	}
-	return strings.Compare(a.ID, b.ID)
-}
+func newestFirst(a, b *service.Info) int { return service.KeyOf(a).Compare(service.KeyOf(b)) }
 
 // Poll reports status and the output tail. It never takes a completion.
 func (r *Registry) Poll(ctx context.Context, id string) (*service.PollResult, error) {

@@ -76,25 +76,37 @@ func (r *Registry) removeEnded(ctx context.Context, id string) error {
 }
 
 // Prune removes, as Remove does, the receipts visible to the caller that
-// o chooses, and returns their ids. Running and queued processes stay.
+// o chooses, and returns their ids. Running and queued processes stay. It
+// reads the listing a page at a time, so that what it holds in memory
+// while it works is a page, not everything the store keeps.
 func (r *Registry) Prune(ctx context.Context, o service.PruneOptions) ([]string, error) {
-	list, err := r.List(ctx, service.ListOptions{Retained: true})
-	if err != nil {
-		return nil, err
-	}
 	cutoff := time.Now().Add(-o.OlderThan)
 	var removed []string
-	for _, in := range list {
-		if receipts.Active(in.Status) || in.FinishedAt == nil {
-			continue
-		}
-		if (o.OlderThan > 0 && in.FinishedAt.After(cutoff)) || (len(o.Statuses) > 0 && !slices.Contains(o.Statuses, in.Status)) {
-			continue
-		}
-		if err := r.removeEnded(ctx, in.ID); err != nil {
+	lo := service.ListOptions{Retained: true, Limit: prunePage}
+	for {
+		list, err := r.List(ctx, lo)
+		if err != nil {
 			return removed, err
 		}
-		removed = append(removed, in.ID)
+		for _, in := range list {
+			if receipts.Active(in.Status) || in.FinishedAt == nil {
+				continue
+			}
+			if (o.OlderThan > 0 && in.FinishedAt.After(cutoff)) || (len(o.Statuses) > 0 && !slices.Contains(o.Statuses, in.Status)) {
+				continue
+			}
+			if err := r.removeEnded(ctx, in.ID); err != nil {
+				return removed, err
+			}
+			removed = append(removed, in.ID)
+		}
+		if len(list) < lo.Limit {
+			return removed, nil
+		}
+		k := service.KeyOf(list[len(list)-1])
+		lo.After = &k
 	}
-	return removed, nil
 }
+
+// prunePage is how many processes Prune reads at a time.
+const prunePage = 500

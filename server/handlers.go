@@ -342,6 +342,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	o.Elsewhere = s.elsewhere(r.Context(), t)
+	// The registry reads the page from the store (and one more, which
+	// says whether another page follows), not every receipt it keeps.
+	if pq.after != nil {
+		o.After = &receipts.ListKey{StartedAt: pq.after.at, ID: pq.after.id}
+	}
+	if pq.limit > 0 {
+		o.Limit = pq.limit + 1
+	}
 	list, err := t.Registry.List(r.Context(), o)
 	if err != nil {
 		s.lookupFailed(w, r, "", err)

@@ -2,9 +2,6 @@ package server
 
 import (
 	"cmp"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,43 +29,13 @@ func (k pageKey) compare(o pageKey) int {
 	return cmp.Or(o.at.Compare(k.at), strings.Compare(k.id, o.id))
 }
 
-// cursorJSON is a cursor's content. The cursor is its base64url text, so
-// callers treat it as opaque and the format can change with v.
-type cursorJSON struct {
-	V  int       `json:"v"`
-	At time.Time `json:"at"`
-	ID string    `json:"id"`
-}
-
-// cursorVersion is the format of the cursors made now.
-const cursorVersion = 1
-
-// maxCursor bounds a cursor parameter: a key is a time and an id of at
-// most api.MaxSessionLen bytes.
-const maxCursor = 1024
-
 // cursor is the cursor of the page after k.
-func (k pageKey) cursor() string {
-	b, _ := json.Marshal(cursorJSON{V: cursorVersion, At: k.at.UTC(), ID: k.id}) // cannot fail: a time and a string
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-var errCursor = errors.New("not a cursor of this listing (pass back the " + api.HeaderNextCursor + " of the page before)")
+func (k pageKey) cursor() string { return api.Cursor(k.at, k.id) }
 
 // parseCursor reads a cursor made by pageKey.cursor.
 func parseCursor(s string) (pageKey, error) {
-	if len(s) > maxCursor {
-		return pageKey{}, errCursor
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return pageKey{}, errCursor
-	}
-	var c cursorJSON
-	if err := json.Unmarshal(b, &c); err != nil || c.V != cursorVersion || c.ID == "" {
-		return pageKey{}, errCursor
-	}
-	return pageKey{at: c.At, id: c.ID}, nil
+	at, id, err := api.ParseCursor(s)
+	return pageKey{at: at, id: id}, err
 }
 
 // pageQuery is what a list request asks for.

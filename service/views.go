@@ -122,6 +122,22 @@ type ListOptions struct {
 	// one cannot reach (their claims): listed as running when the
 	// caller's scope and filter allow.
 	Elsewhere []backend.Live
+	// Session, when set, lists only the processes that agent session owns
+	// (parent_session_id), within what the caller may read: a narrower
+	// read than listing everything and filtering.
+	Session string
+	// After, when set, lists only the processes that sort after it
+	// (receipts.ListKey: the latest start first, then by id): the page
+	// after one that ended there.
+	After *receipts.ListKey
+	// Limit, when positive, lists at most Limit processes, the first in
+	// listing order; the store is read for about that many.
+	Limit int
+}
+
+// KeyOf is where a process sorts in a listing.
+func KeyOf(in *Info) receipts.ListKey {
+	return receipts.ListKey{StartedAt: in.StartedAt.Round(0), ID: in.ID}
 }
 
 // PollResult is the answer to poll: status without consuming the result.

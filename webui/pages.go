@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/internal/humantime"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -118,33 +119,95 @@ func newJobRow(in *service.Info, now time.Time) jobRow {
 	return row
 }
 
+// Jobs are shown a page at a time: jobsPage rows, newest first. A page
+// with filters that the store cannot apply (status, backend) looks through
+// at most jobsScan processes, so that a rare status on a tenant with weeks
+// of receipts costs a bounded read; "older" goes on from where it stopped.
+const (
+	jobsPage = 100
+	jobsScan = 2000
+)
+
 // jobs lists the tenant's jobs: live and queued ones, and retained
-// receipts, newest first, narrowed by the filters.
+// receipts, newest first, narrowed by the filters, a page at a time.
 func (c *Console) jobs(w http.ResponseWriter, r *http.Request, v *view) {
 	q := r.URL.Query()
 	status, task, session, backend := q.Get("status"), q.Get("task"), q.Get("session"), q.Get("backend")
-	list, err := v.svc.List(v.ctx, service.ListOptions{Retained: true, TaskID: task})
+	o := service.ListOptions{Retained: true, TaskID: task, Session: session}
+	if cur := q.Get("cursor"); cur != "" {
+		at, id, err := api.ParseCursor(cur)
+		if err != nil {
+			http.Error(w, "cursor: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		o.After = &receipts.ListKey{StartedAt: at, ID: id}
+	}
+	keep := func(in *service.Info) bool {
+		return (status == "" || in.Status == status) && (backend == "" || in.Backend == backend)
+	}
+	list, next, err := c.jobsPage(v, o, keep)
 	if err != nil {
 		http.Error(w, "list: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	rows := make([]jobRow, 0, len(list))
 	now := time.Now()
-	counts := map[string]int{}
 	for _, in := range list {
-		counts[in.Status]++
-		if (status != "" && in.Status != status) || (session != "" && in.ParentSessionID != session) || (backend != "" && in.Backend != backend) {
-			continue
-		}
 		rows = append(rows, newJobRow(in, now))
 	}
+	older := ""
+	if next != nil {
+		u := url.Values{}
+		for _, k := range []string{"status", "task", "session", "backend"} {
+			if q.Get(k) != "" {
+				u.Set(k, q.Get(k))
+			}
+		}
+		u.Set("cursor", api.Cursor(next.StartedAt, next.ID))
+		older = c.opts.Prefix + "/jobs?" + u.Encode()
+	}
 	c.render(w, "jobs", map[string]any{
-		"Title": "Jobs", "CSRF": v.csrf, "Tenant": v.tenant, "Rows": rows, "Total": len(list), "Prefix": c.opts.Prefix,
+		"Title": "Jobs", "CSRF": v.csrf, "Tenant": v.tenant, "Rows": rows, "Prefix": c.opts.Prefix,
 		"Status": status, "Task": task, "Session": session, "Backend": backend,
 		"Statuses": []string{"queued", "running", "exited", "killed", "failed_to_start", "timeout", "lost", "skipped", "oom"},
-		"Backends": allBackends, "StartBackends": c.opts.StartBackends, "Counts": counts,
-		"Error": c.takeFlash(r),
+		"Backends": allBackends, "StartBackends": c.opts.StartBackends,
+		"Older": older, "Paged": o.After != nil, "Error": c.takeFlash(r),
 	})
+}
+
+// jobsPage reads the listing from o on until it holds jobsPage processes
+// that keep accepts, or has looked at jobsScan. next is where the page
+// after it starts, nil when nothing is left.
+func (c *Console) jobsPage(v *view, o service.ListOptions, keep func(*service.Info) bool) (page []*service.Info, next *receipts.ListKey, err error) {
+	o.Limit = jobsPage + 1
+	var last *service.Info // the last process looked at
+	for scanned := 0; ; {
+		list, err := v.svc.List(v.ctx, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, in := range list {
+			if scanned == jobsScan {
+				k := service.KeyOf(last)
+				return page, &k, nil
+			}
+			scanned++
+			last = in
+			if !keep(in) {
+				continue
+			}
+			if len(page) == jobsPage {
+				k := service.KeyOf(page[len(page)-1])
+				return page, &k, nil
+			}
+			page = append(page, in)
+		}
+		if len(list) < o.Limit {
+			return page, nil, nil
+		}
+		k := service.KeyOf(list[len(list)-1])
+		o.After = &k
+	}
 }
 
 // job shows one job: its record, receipt, live log and controls.

@@ -13,9 +13,11 @@
 // declares. O is an owner session id (empty for receipts with no owner).
 //
 //	P r:<id>       string  a receipt as JSON; PX = retention
-//	P s:O          zset    owner O's receipts, score = finished_at (ms)
+//	P s:O          zset    owner O's receipts, score = started_at (ms): listings and their pages
 //	P sl:O         zset    the same ids, score 0: the lexicographic index for prefixes
 //	P idx          zset    every receipt, score = when written (server clock, ms)
+//	P started      zset    every receipt, score = started_at (ms): the profile's listing
+//	P layout       string  the version of this layout the indices follow (2)
 //	P owners       hash    id → owner, to find a receipt's indices once it is gone
 //	P c:O          zset    owner O's pending completions, score = finished_at
 //	P cl:O         zset    owner O's leased completions, score = when the lease ends
@@ -47,7 +49,7 @@ import "strings"
 // LuaFamilies), so the names are written once.
 const (
 	famReceipt          = "r:"
-	famOwnerFinished    = "s:"
+	famOwnerStarted     = "s:"
 	famOwnerIDs         = "sl:"
 	famPending          = "c:"
 	famLeased           = "cl:"
@@ -91,14 +93,20 @@ func (k Keys) Prefix() string { return k.p }
 // Receipt is the key of receipt id.
 func (k Keys) Receipt(id string) string { return k.p + famReceipt + id }
 
-// OwnerFinished is owner o's receipts by finish time.
-func (k Keys) OwnerFinished(o string) string { return k.p + famOwnerFinished + o }
+// OwnerStarted is owner o's receipts by start time.
+func (k Keys) OwnerStarted(o string) string { return k.p + famOwnerStarted + o }
 
 // OwnerIDs is owner o's receipt ids, for prefix lookups.
 func (k Keys) OwnerIDs(o string) string { return k.p + famOwnerIDs + o }
 
 // Written is every receipt of the profile by when it was written.
 func (k Keys) Written() string { return k.p + "idx" }
+
+// Started is every receipt of the profile by start time.
+func (k Keys) Started() string { return k.p + "started" }
+
+// Layout holds the version of the key layout the profile's indices follow.
+func (k Keys) Layout() string { return k.p + "layout" }
 
 // Owners maps each receipt id to its owner.
 func (k Keys) Owners() string { return k.p + "owners" }
@@ -182,6 +190,6 @@ func (k Keys) HopKey() string { return k.p + "hopkey" }
 func LuaFamilies() string {
 	q := func(s string) string { return "'" + s + "'" }
 	return "local R, S, SL, C, CL, WB, WC, WCL = " + strings.Join([]string{
-		q(famReceipt), q(famOwnerFinished), q(famOwnerIDs), q(famPending), q(famLeased),
+		q(famReceipt), q(famOwnerStarted), q(famOwnerIDs), q(famPending), q(famLeased),
 		q(famWakeBody), q(famPendingWakes), q(famLeasedWakes)}, ", ") + "\n"
 }

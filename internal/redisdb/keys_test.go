@@ -15,7 +15,7 @@ func TestKeys(t *testing.T) {
 	k := NewKeys(p)
 	a := k.Admission()
 	keys := map[string]string{
-		"receipt": k.Receipt("proc_1"), "finished": k.OwnerFinished("s1"), "ids": k.OwnerIDs("s1"),
+		"receipt": k.Receipt("proc_1"), "finished": k.OwnerStarted("s1"), "ids": k.OwnerIDs("s1"),
 		"written": k.Written(), "owners": k.Owners(), "pending": k.Pending("s1"), "leased": k.Leased("s1"),
 		"wake": k.WakeBody("proc_1.out.0"), "wakes": k.PendingWakes("s1"), "leased wakes": k.LeasedWakes("s1"),
 		"session": k.Session("s1"), "sessions": k.Sessions(), "replica": k.Replica("r1"), "claims": k.Claims(),
@@ -60,7 +60,7 @@ func TestLuaFamilies(t *testing.T) {
 		t.Fatalf("LuaFamilies = %q", got)
 	}
 	k := NewKeys("P")
-	if k.Receipt("x") != "Pr:x" || k.OwnerFinished("o") != "Ps:o" || k.OwnerIDs("o") != "Psl:o" {
+	if k.Receipt("x") != "Pr:x" || k.OwnerStarted("o") != "Ps:o" || k.OwnerIDs("o") != "Psl:o" {
 		t.Fatal("the Go names moved away from the Lua ones")
 	}
 }

@@ -76,6 +76,13 @@ type FileStore struct {
 	// of a listing per write at the cap. Nil otherwise.
 	full []aged
 
+	// pageCache is the list cache of paged listings when the process has
+	// none (listCache); under mu.
+	pageCache *ListCache
+	// indexed is set once the owner index is known to be built
+	// (fileowners.go).
+	indexed atomic.Bool
+
 	// idle holds the files of receipts this store trimmed, for the
 	// receipts it creates next (see package filepool): at the cap each
 	// new receipt pushes out an old one, and a receipt store that makes
@@ -123,6 +130,7 @@ func (s *FileStore) Put(_ context.Context, r *Receipt) error {
 	if err := os.Rename(tmp, s.Path(r.ID)); err != nil {
 		return fmt.Errorf("receipt %s: %w", r.ID, err)
 	}
+	s.linkOwner(r.ID, r.ParentSessionID)
 	s.trim(r.ID, false)
 	return nil
 }
@@ -152,6 +160,7 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 		}
 		added = false
 	}
+	s.linkOwner(r.ID, r.ParentSessionID)
 	// The receipt is the end's record: a marker that fails to appear loses
 	// only the notice, which the receipt still answers for.
 	if err := s.markPending(r); err != nil {
@@ -239,30 +248,66 @@ func (s *FileStore) Get(_ context.Context, idOrPrefix string, scope Scope) (*Rec
 
 // List implements Store.
 func (s *FileStore) List(_ context.Context, scope Scope, f Filter) ([]*Receipt, error) {
-	var all []*Receipt
-	if c := s.opts.ListCache; f.Summary && c != nil {
-		var err error
-		if all, err = s.listCached(c.dir(s.dir)); err != nil {
-			return nil, err
-		}
-	} else {
-		ids, err := s.ids()
-		if err != nil {
-			return nil, err
-		}
-		all = s.loadAll(ids)
+	keep := func(r *Receipt) bool {
+		return r != nil && scope.Allows(r.ParentSessionID) && f.Match(r) &&
+			(f.After == nil || KeyOf(r).Compare(*f.After) > 0)
 	}
-	var out []*Receipt
+	c := s.listCache(f)
+	if scope.All && f.Summary && c != nil {
+		if page, ok := s.cachedPage(c.dir(s.dir), keep, f.Limit); ok {
+			return page, nil
+		}
+	}
+	all, err := s.listScope(scope, f.Summary, c)
+	if err != nil {
+		return nil, err
+	}
+	return f.Page(slices.DeleteFunc(all, func(r *Receipt) bool { return !keep(r) })), nil
+}
+
+// listScope reads the receipts a listing of scope may show (nil entries
+// for those gone): every receipt for the whole profile, the owners'
+// through their index otherwise; without output (summary) from the list
+// cache where it can.
+func (s *FileStore) listScope(scope Scope, summary bool, c *ListCache) ([]*Receipt, error) {
+	var d *dirCache
+	if summary && c != nil {
+		d = c.dir(s.dir)
+	}
+	switch {
+	case !scope.All:
+		return s.listOwners(scope, d)
+	case d != nil:
+		return s.listCached(d)
+	}
+	ids, err := s.ids()
+	if err != nil {
+		return nil, err
+	}
+	all := s.loadAll(ids)
 	for _, r := range all {
-		if r == nil || !scope.Allows(r.ParentSessionID) || !f.Match(r) {
-			continue
+		if r != nil {
+			s.linkOwner(r.ID, r.ParentSessionID) // heals, as listCached does
 		}
-		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *Receipt) int {
-		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.ID, b.ID))
-	})
-	return out, nil
+	return all, nil
+}
+
+// listCache is the list cache of a listing: the process's, or, for a
+// reader of pages after the first in a process that has none (prune), one
+// of this store's own, so that each page does not read every receipt
+// again. A listing of one page does without: a short command would fill a
+// cache it never reads.
+func (s *FileStore) listCache(f Filter) *ListCache {
+	if s.opts.ListCache != nil || f.After == nil {
+		return s.opts.ListCache
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pageCache == nil {
+		s.pageCache = NewListCache()
+	}
+	return s.pageCache
 }
 
 // loadAll loads the receipts of ids (nil where one is gone or unreadable)
@@ -548,6 +593,7 @@ func (s *FileStore) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	s.dropWakes(id, r.ParentSessionID)
+	s.unlinkOwner(id, r.ParentSessionID)
 	if err := os.Remove(s.Path(id)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return ErrNotFound
@@ -566,11 +612,16 @@ func (s *FileStore) Delete(ctx context.Context, id string) error {
 // receipt, or deleted) and, with it, whatever output log of its process
 // may be left (nothing is kept past its receipt).
 func (s *FileStore) remove(path string) {
+	id := strings.TrimSuffix(filepath.Base(path), ".json")
+	if b, err := safefile.ReadRegular(path, maxReceiptFile); err == nil {
+		if r, err := DecodeFile(id, b); err == nil {
+			s.unlinkOwner(id, r.ParentSessionID)
+		}
+	}
 	if err := s.idle.Retire(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.log.Warn("cannot remove receipt", "path", path, "err", err)
 	}
 	if s.opts.LogDir != "" {
-		id := strings.TrimSuffix(filepath.Base(path), ".json")
 		outbuf.RemoveSpill(filepath.Join(s.opts.LogDir, id+".log"))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,8 +45,21 @@ type dirCache struct {
 	// did not see.
 	listing atomic.Uint64
 	// whole, when set, is the directory (as fstat saw it before a
-	// listing) that entries describe completely.
-	whole *fileKey
+	// listing) that entries describe completely, and sorted those
+	// entries in listing order.
+	whole  *fileKey
+	sorted []*cached
+	// owners holds what listings of one owner found, by owner (under mu).
+	owners map[string]ownerListing
+}
+
+// ownerListing is what a listing of one owner's index found: the ids
+// there, with both directories as they were before it read them (the
+// owner's links and the receipts). While neither has changed, the owner's
+// receipts are those ids' entries.
+type ownerListing struct {
+	links, dir fileKey
+	ids        []string
 }
 
 type cached struct {
@@ -144,6 +158,9 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 			return
 		}
 		d.put(r, st, n)
+		// Heals the owner index of a receipt written without it (by an
+		// older hermes): a link that is there already costs one call.
+		s.linkOwner(r.ID, r.ParentSessionID)
 		r.Output = ""
 		out[i] = r
 	})
@@ -152,6 +169,116 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 		d.complete(n, dk)
 	}
 	return out, nil
+}
+
+// ownerKeys stats the directories an owner listing depends on: the
+// owner's links and the store's. ok is false when either cannot be, or
+// either changed too recently to be trusted as a mark (racyWindow).
+func (s *FileStore) ownerKeys(owner string) (links, dir fileKey, ok bool) {
+	now := s.now()
+	lst, err := os.Stat(s.ownerLinks(owner))
+	if err != nil {
+		return links, dir, false
+	}
+	dst, err := os.Stat(s.dir)
+	if err != nil {
+		return links, dir, false
+	}
+	links, lok := keyOf(lst)
+	dir, dok := keyOf(dst)
+	fresh := func(t time.Time) bool { return now.Sub(t) <= racyWindow(t) }
+	return links, dir, lok && dok && !fresh(lst.ModTime()) && !fresh(dst.ModTime())
+}
+
+// ownerUnchanged returns copies of owner's cached receipts if a listing
+// recorded them with the directories as they are (links, dir) and none has
+// gone from the cache or expired.
+func (d *dirCache) ownerUnchanged(owner string, links, dir fileKey, expired func(fileKey) bool) ([]*Receipt, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	l, ok := d.owners[owner]
+	if !ok || l.links != links || l.dir != dir {
+		return nil, false
+	}
+	out := make([]*Receipt, 0, len(l.ids))
+	for _, id := range l.ids {
+		e := d.entries[id]
+		if e == nil || expired(e.key) {
+			return nil, false
+		}
+		r := *e.rec
+		out = append(out, &r)
+	}
+	return out, true
+}
+
+// recordOwner records what a listing of owner found (ids), the
+// directories as they were before it (links, dir).
+func (d *dirCache) recordOwner(owner string, links, dir fileKey, ids []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.owners == nil {
+		d.owners = map[string]ownerListing{}
+	}
+	d.owners[owner] = ownerListing{links: links, dir: dir, ids: ids}
+}
+
+// cachedPage returns, from d alone, the page of the whole directory's
+// listing that keep and limit choose, when the directory has not changed
+// since a listing read it all: a walk of the cached entries in listing
+// order from the first that keep accepts, a page's worth of copies, not
+// a copy and a sort of everything. An expired entry on the way means no:
+// the full listing removes it.
+func (s *FileStore) cachedPage(d *dirCache, keep func(*Receipt) bool, limit int) ([]*Receipt, bool) {
+	dst, err := os.Stat(s.dir)
+	if err != nil {
+		return nil, false
+	}
+	dk, ok := keyOf(dst)
+	if !ok {
+		return nil, false
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.whole == nil || *d.whole != dk || d.sorted == nil {
+		return nil, false
+	}
+	out := []*Receipt{}
+	for _, e := range d.sorted {
+		if s.expired(time.Unix(0, e.key.mtime)) {
+			return nil, false
+		}
+		if keep(e.rec) {
+			r := *e.rec
+			out = append(out, &r)
+			if limit > 0 && len(out) == limit {
+				break
+			}
+		}
+	}
+	return out, true
+}
+
+// summary returns the receipt id without its output: from d when its file
+// is the one cached (d may be nil), else read (and cached). A receipt
+// that is gone is ErrNotFound.
+func (s *FileStore) summary(id string, d *dirCache) (*Receipt, error) {
+	if d == nil {
+		return s.load(id)
+	}
+	n := d.listing.Load()
+	if d.has(id) { // else the lstat would only say what the read will
+		if r, hit, err := s.cachedSummary(id, d, n); err != nil || hit {
+			return r, err
+		}
+	}
+	r, st, err := s.loadInfo(id)
+	if err != nil {
+		return nil, err
+	}
+	d.put(r, st, n)
+	r.Output = ""
+	return r, nil
 }
 
 // exists reports whether the receipt file of id is still there.
@@ -205,7 +332,19 @@ func (d *dirCache) complete(n uint64, dk fileKey) {
 	defer d.mu.Unlock()
 	if d.listing.Load() == n {
 		d.whole = &dk
+		d.sorted = make([]*cached, 0, len(d.entries))
+		for _, e := range d.entries {
+			d.sorted = append(d.sorted, e)
+		}
+		slices.SortFunc(d.sorted, func(a, b *cached) int { return KeyOf(a.rec).Compare(KeyOf(b.rec)) })
 	}
+}
+
+// has reports whether d holds an entry for id.
+func (d *dirCache) has(id string) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.entries[id] != nil
 }
 
 // get returns a copy of the receipt cached for id if st is the file it was
@@ -243,18 +382,27 @@ func (d *dirCache) put(r *Receipt, st fs.FileInfo, n uint64) {
 	e.seen.Store(n)
 	d.mu.Lock()
 	d.entries[r.ID] = e
-	d.whole = nil
+	d.whole, d.sorted = nil, nil
 	d.mu.Unlock()
 }
 
-// end drops the entries listing n did not see: their files are gone.
+// end drops the entries listing n did not see: their files are gone; and
+// the owner listings that named one of them.
 func (d *dirCache) end(n uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.whole = nil
+	d.whole, d.sorted = nil, nil
 	for id, e := range d.entries {
 		if e.seen.Load() < n {
 			delete(d.entries, id)
+		}
+	}
+	for o, l := range d.owners {
+		for _, id := range l.ids {
+			if d.entries[id] == nil {
+				delete(d.owners, o)
+				break
+			}
 		}
 	}
 }

@@ -245,6 +245,52 @@ type Filter struct {
 	// Summary says the caller reads no Output: a store may leave it
 	// empty (and answer from what it cached).
 	Summary bool
+	// After, when set, lists only the receipts that sort after it in a
+	// listing (ListKey.Compare): the next page after a page ending there.
+	After *ListKey
+	// Limit, when positive, lists at most Limit receipts, the first in
+	// listing order. A store reads about that many, not all it keeps.
+	Limit int
+}
+
+// ListKey is where a receipt sorts in a listing: the latest start first,
+// then by id. Listings sort by start rather than by end so that a listing
+// of running processes and receipts reads as one list, and a page cursor
+// means the same whichever store answers.
+type ListKey struct {
+	StartedAt time.Time
+	ID        string
+}
+
+// KeyOf is where r sorts in a listing.
+func KeyOf(r *Receipt) ListKey { return ListKey{StartedAt: r.StartedAt.Round(0), ID: r.ID} }
+
+// Compare is negative when k sorts before o in a listing, positive after.
+// Times compare by the wall clock: keep monotonic readings out of keys
+// (Round(0)), as KeyOf does.
+func (k ListKey) Compare(o ListKey) int {
+	if c := o.StartedAt.Compare(k.StartedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(k.ID, o.ID)
+}
+
+// Page sorts rs in listing order and keeps the page f asks for (After,
+// Limit): for stores that hold a listing in memory.
+func (f Filter) Page(rs []*Receipt) []*Receipt {
+	slices.SortFunc(rs, func(a, b *Receipt) int { return KeyOf(a).Compare(KeyOf(b)) })
+	if f.After != nil {
+		after := *f.After
+		i, _ := slices.BinarySearchFunc(rs, after, func(r *Receipt, k ListKey) int { return KeyOf(r).Compare(k) })
+		for i < len(rs) && KeyOf(rs[i]).Compare(after) <= 0 {
+			i++
+		}
+		rs = rs[i:]
+	}
+	if f.Limit > 0 && len(rs) > f.Limit {
+		rs = rs[:f.Limit]
+	}
+	return rs
 }
 
 // Match reports whether r passes f.
@@ -271,7 +317,8 @@ type Store interface {
 	// visible in scope whose id starts with it. Anything else, including an
 	// ambiguous prefix, is ErrNotFound.
 	Get(ctx context.Context, idOrPrefix string, scope Scope) (*Receipt, error)
-	// List returns the receipts visible in scope that pass f, newest first.
+	// List returns the receipts visible in scope that pass f, in listing
+	// order (ListKey: the latest start first), the page f asks for.
 	List(ctx context.Context, scope Scope, f Filter) ([]*Receipt, error)
 	// TakeCompletions removes and returns the pending completions of the
 	// owners in scope, by the time their processes ended. A receipt that

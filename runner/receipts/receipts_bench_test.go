@@ -182,14 +182,21 @@ func BenchmarkFileStoreList(b *testing.B) {
 	}{{"uncached", nil}, {"cached", receipts.NewListCache()}} {
 		b.Run(tc.name, func(b *testing.B) {
 			dir, _ := filledDir(b, receipts.DefaultMaxRetained)
-			s, err := receipts.NewFileStore(dir, receipts.Options{ListCache: tc.cache})
-			if err != nil {
-				b.Fatal(err)
+			open := func() *receipts.FileStore {
+				s, err := receipts.NewFileStore(dir, receipts.Options{ListCache: tc.cache})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return s
 			}
+			s := open()
 			scope := receipts.Scope{Owners: []string{"bench-owner"}}
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
+				if tc.cache == nil {
+					s = open() // a fresh process's store: nothing cached
+				}
 				got, err := s.List(ctx, scope, receipts.Filter{Summary: true})
 				if err != nil || len(got) != receipts.DefaultMaxRetained {
 					b.Fatalf("List: %d receipts, %v", len(got), err)

@@ -110,7 +110,7 @@ func (s *Store) writer() {
 
 // execBatch runs the write script once for the batch.
 func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error) {
-	args := make([]any, 0, 2+8*len(batch))
+	args := make([]any, 0, 2+9*len(batch))
 	args = append(args, s.prefix, s.opts.MaxRetained)
 	keys := s.scriptKeys()
 	owners := make(map[string]bool)
@@ -118,7 +118,7 @@ func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error
 		keys = append(keys, s.keys.Receipt(w.r.ID))
 		if o := w.r.ParentSessionID; !owners[o] {
 			owners[o] = true
-			keys = append(keys, s.keys.OwnerFinished(o), s.keys.OwnerIDs(o), s.keys.Pending(o))
+			keys = append(keys, s.keys.OwnerStarted(o), s.keys.OwnerIDs(o), s.keys.Pending(o))
 		}
 		finished := w.r.FinishedAt
 		if finished.IsZero() {
@@ -128,8 +128,12 @@ func (s *Store) execBatch(ctx context.Context, batch []*writeReq) ([]bool, error
 		if w.r.NotifyOnComplete {
 			notify = 1
 		}
+		started := w.r.StartedAt
+		if started.IsZero() {
+			started = finished
+		}
 		args = append(args, w.r.ID, w.r.ParentSessionID, w.body,
-			finished.UnixMilli(), max(w.ttl.Milliseconds(), 1), w.mode, w.wrote, notify)
+			finished.UnixMilli(), max(w.ttl.Milliseconds(), 1), w.mode, w.wrote, notify, startScore(started))
 	}
 	res, err := writeScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {

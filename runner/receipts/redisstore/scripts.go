@@ -7,8 +7,9 @@ import (
 )
 
 // Every script declares the keys it knows before it runs: KEYS[1] is the
-// profile's index of every receipt ("P idx"), KEYS[2] its owners hash, and
-// the keys of the receipts, owners and wakes a call names follow (see
+// profile's index of every receipt ("P idx"), KEYS[2] its owners hash,
+// KEYS[3] its listing by start ("P started"), and the keys of the receipts,
+// owners and wakes a call names follow (see
 // scriptKeys). Keys a script finds only in the data (the receipts a trim
 // drops, a receipt's former owner) it builds from the profile prefix passed
 // as ARGV[1] and the key families of package redisdb, which names every key;
@@ -27,7 +28,7 @@ import (
 // names them. now_ms reads the server clock, so that index times and key
 // TTLs come from one clock whatever the clients' clocks say.
 var luaHelpers = redisdb.LuaFamilies() + `
-local IDX, OWNERS = KEYS[1], KEYS[2]
+local IDX, OWNERS, STARTED = KEYS[1], KEYS[2], KEYS[3]
 local function bulk(cmd, key, args)
   for i = 1, #args, 4000 do
     redis.call(cmd, key, unpack(args, i, math.min(i + 3999, #args)))
@@ -61,6 +62,7 @@ local function drop(p, ids)
     keys[i] = p .. R .. id
   end
   bulk('ZREM', IDX, ids)
+  bulk('ZREM', STARTED, ids)
   bulk('HDEL', owners, ids)
   for i = 1, #keys, 4000 do
     redis.call('DEL', unpack(keys, i, math.min(i + 3999, #keys)))
@@ -76,10 +78,11 @@ end
 // trims the profile to its cap, oldest written first. The whole batch is one
 // atomic step; batching is what lets the store keep up with plain SETs.
 //
-// ARGV: prefix, max retained, then per receipt eight values: id, owner,
+// ARGV: prefix, max retained, then per receipt nine values: id, owner,
 // json, finish ms, ttl ms, mode ("put" or "create"), written ms ("0" for the
 // server's now), notify ("1": a create leaves a pending completion in
-// "P c:<owner>"). Returns per receipt 1 when written, 0 when mode is create
+// "P c:<owner>"), start ms (the score of the listings "P s:<owner>" and
+// "P started"). Returns per receipt 1 when written, 0 when mode is create
 // and the receipt exists (already, or from earlier in the batch).
 var writeScript = redis.NewScript(luaHelpers + `
 -- pair appends a score and a member to the list t[key], made on first use.
@@ -96,12 +99,12 @@ local p, max = ARGV[1], tonumber(ARGV[2])
 local owners, pr = OWNERS, p .. R
 local now = now_ms()
 local ids = {}
-for i = 3, #ARGV, 8 do
+for i = 3, #ARGV, 9 do
   ids[#ids + 1] = ARGV[i]
 end
 local stored = redis.call('HMGET', owners, unpack(ids))
 local out, final, order, wrote, pending = {}, {}, {}, {}, {}
-for i = 3, #ARGV, 8 do
+for i = 3, #ARGV, 9 do
   local id, mode = ARGV[i], ARGV[i + 5]
   local ok
   if mode == 'create' then
@@ -132,7 +135,7 @@ if #order > 0 then
   for j, id in ipairs(ids) do
     before[id] = stored[j]
   end
-  local s, sl, hs, ix = {}, {}, {}, {}
+  local s, sl, hs, ix, st = {}, {}, {}, {}, {}
   for _, id in ipairs(order) do
     local i = final[id]
     local owner = ARGV[i + 1]
@@ -146,9 +149,11 @@ if #order > 0 then
       hs[#hs + 1] = owner
       pair(sl, owner, 0, id)
     end
-    pair(s, owner, ARGV[i + 3], id)
+    pair(s, owner, ARGV[i + 8], id)
     ix[#ix + 1] = wrote[i]
     ix[#ix + 1] = id
+    st[#st + 1] = ARGV[i + 8]
+    st[#st + 1] = id
   end
   for o, list in pairs(s) do
     bulk('ZADD', p .. S .. o, list)
@@ -160,6 +165,7 @@ if #order > 0 then
     bulk('HSET', owners, hs)
   end
   bulk('ZADD', IDX, ix)
+  bulk('ZADD', STARTED, st)
   local c, ttl = {}, {}
   for _, i in ipairs(pending) do
     local o = ARGV[i + 1]

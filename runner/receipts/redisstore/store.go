@@ -42,7 +42,6 @@
 package redisstore
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,6 +51,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,9 +132,12 @@ type Store struct {
 	// Another process's spooled receipts are noticed at the next idle poll.
 	spooled atomic.Bool
 	spoolMu sync.Mutex // orders spooled writes against clearing spooled
-	kick    chan struct{}
-	queue   chan *writeReq
-	reads   chan *readReq
+	// layoutOK is set once the profile's listings are known to follow
+	// layoutVersion.
+	layoutOK atomic.Bool
+	kick     chan struct{}
+	queue    chan *writeReq
+	reads    chan *readReq
 
 	bg        context.Context
 	stop      context.CancelFunc
@@ -429,7 +432,10 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// List implements receipts.Store.
+// List implements receipts.Store. It reads the listings by start ("P s:O"
+// of each owner in scope, "P started" for the whole profile) from the
+// page's start, in batches, until it holds f.Limit receipts that pass: a
+// page costs about its own size whatever the profile keeps.
 func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filter) ([]*receipts.Receipt, error) {
 	owners := dedupe(scope.Owners)
 	if len(owners) == 0 && !scope.All {
@@ -439,62 +445,217 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 	if err != nil {
 		return nil, err
 	}
-	ids, err := s.listIDs(ctx, scope.All, owners)
-	if err != nil {
+	if err := s.upgradeLayout(ctx); err != nil {
 		return nil, fmt.Errorf("receipt list: redis: %w", err)
 	}
-	bodies, err := s.mget(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("receipt list: redis: %w", err)
+	indices := []string{s.keys.Started()}
+	if !scope.All {
+		indices = indices[:0]
+		for _, o := range owners {
+			indices = append(indices, s.keys.OwnerStarted(o))
+		}
+	}
+	l := lister{s: s, scope: scope, f: f, spooled: spooled}
+	var out []*receipts.Receipt
+	for _, index := range indices {
+		got, err := l.read(ctx, index)
+		if err != nil {
+			return nil, fmt.Errorf("receipt list: redis: %w", err)
+		}
+		out = append(out, got...)
 	}
 	s.afterRedisOK()
-	var out []*receipts.Receipt
-	var gone []any
-	for i, id := range ids {
-		if _, newer := spooled[id]; newer {
-			continue
-		}
-		body, ok := bodies[i].(string)
-		if !ok {
-			gone = append(gone, id)
-			continue
-		}
-		if r := s.decode(id, body); r != nil && scope.Allows(r.ParentSessionID) && f.Match(r) {
-			out = append(out, r)
-		}
-	}
 	for _, e := range spooled {
-		if r := e.Receipt; scope.Allows(r.ParentSessionID) && f.Match(r) {
+		if r := e.Receipt; l.passes(r) {
 			out = append(out, r)
 		}
 	}
-	s.clean(ctx, gone)
-	slices.SortFunc(out, func(a, b *receipts.Receipt) int {
-		return cmp.Or(b.FinishedAt.Compare(a.FinishedAt), strings.Compare(a.ID, b.ID))
-	})
-	return out, nil
+	s.clean(ctx, l.gone)
+	return f.Page(out), nil
 }
 
-// listIDs reads the ids of the profile's every receipt (all), or of the
-// owners', newest first.
-func (s *Store) listIDs(ctx context.Context, all bool, owners []string) ([]string, error) {
-	pipe := s.rdb.Pipeline()
-	var idx []*redis.StringSliceCmd
-	if all {
-		idx = append(idx, pipe.ZRevRange(ctx, s.keys.Written(), 0, -1))
-	} else {
-		for _, o := range owners {
-			idx = append(idx, pipe.ZRevRange(ctx, s.keys.OwnerFinished(o), 0, -1))
+// lister reads one page of a listing from the indices by start.
+type lister struct {
+	s       *Store
+	scope   receipts.Scope
+	f       receipts.Filter
+	spooled map[string]*spoolEntry
+	// gone are the ids listed whose receipt has expired.
+	gone []any
+}
+
+// passes reports whether r belongs on the page.
+func (l *lister) passes(r *receipts.Receipt) bool {
+	return l.scope.Allows(r.ParentSessionID) && l.f.Match(r) &&
+		(l.f.After == nil || receipts.KeyOf(r).Compare(*l.f.After) > 0)
+}
+
+// listBatch is how many ids past the page size a listing asks for at a
+// time: the receipts a filter or expiry skips.
+const listBatch = 32
+
+// read reads the receipts of the page from index, newest start first:
+// all of them without a limit, else batches until f.Limit pass and the
+// next id started in an earlier millisecond than the last of those (the
+// ids of one millisecond sort by their exact start, so all are read).
+func (l *lister) read(ctx context.Context, index string) ([]*receipts.Receipt, error) {
+	rng := &redis.ZRangeBy{Max: "+inf", Min: "-inf"}
+	if l.f.After != nil {
+		rng.Max = strconv.FormatInt(startScore(l.f.After.StartedAt), 10)
+	}
+	if l.f.Limit > 0 {
+		rng.Count = int64(l.f.Limit) + listBatch
+	}
+	var out []*receipts.Receipt
+	full, bound := false, 0.0
+	for {
+		zs, bodies, err := l.batch(ctx, index, rng)
+		if err != nil {
+			return nil, err
+		}
+		for i, z := range zs {
+			if full && z.Score < bound {
+				return out, nil
+			}
+			if r := l.receipt(z.Member.(string), bodies[i]); r != nil {
+				out = append(out, r)
+				if !full && l.f.Limit > 0 && len(out) >= l.f.Limit {
+					full, bound = true, z.Score
+				}
+			}
+		}
+		if rng.Count == 0 || int64(len(zs)) < rng.Count {
+			return out, nil
+		}
+		next(rng, zs)
+	}
+}
+
+// batch reads the ids of index in rng, newest start first, with their
+// scores and receipt bodies.
+func (l *lister) batch(ctx context.Context, index string, rng *redis.ZRangeBy) ([]redis.Z, []any, error) {
+	zs, err := l.s.rdb.ZRevRangeByScoreWithScores(ctx, index, rng).Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, len(zs))
+	for i, z := range zs {
+		ids[i], _ = z.Member.(string)
+		zs[i].Member = ids[i]
+	}
+	bodies, err := l.s.mget(ctx, ids)
+	return zs, bodies, err
+}
+
+// next moves rng on past zs, a batch it read: from the last score read,
+// past the ids of that score already read, so that an id added or removed
+// above it meanwhile cannot shift what comes next.
+func next(rng *redis.ZRangeBy, zs []redis.Z) {
+	last := zs[len(zs)-1].Score
+	ties := int64(0)
+	for _, z := range zs {
+		if z.Score == last {
+			ties++
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
+	if top := strconv.FormatFloat(last, 'f', -1, 64); rng.Max == top {
+		rng.Offset += ties
+	} else {
+		rng.Max, rng.Offset = top, ties
 	}
-	var ids []string
-	for _, c := range idx {
-		ids = append(ids, c.Val()...)
+}
+
+// receipt is the receipt of listed id with body (nil when it expired,
+// when the spool holds a newer one, or when it is not on the page).
+func (l *lister) receipt(id string, body any) *receipts.Receipt {
+	if _, newer := l.spooled[id]; newer {
+		return nil
 	}
-	return ids, nil
+	b, ok := body.(string)
+	if !ok {
+		l.gone = append(l.gone, id)
+		return nil
+	}
+	if r := l.s.decode(id, b); r != nil && l.passes(r) {
+		return r
+	}
+	return nil
+}
+
+// startScore is a receipt's score in the listings by start: its start in
+// Unix milliseconds (floor), so ids of one millisecond tie.
+func startScore(t time.Time) int64 { return t.UnixMilli() }
+
+// layoutVersion is the key layout this store writes: 2 since the listings
+// are by start ("P s:O" scored by started_at, "P started"); 1 scored the
+// owner indices by finished_at and had no profile listing.
+const layoutVersion = "2"
+
+// upgradeLayout brings the listings of a profile written by an older hermes
+// up to layoutVersion, once per profile (the first listing of any process
+// does it; the rest find the mark): every receipt in "P idx" is added to
+// "P started" and rescored in its owner's "P s:O" by its start. Running it
+// twice, or beside writers, does no harm: the scores are the same.
+func (s *Store) upgradeLayout(ctx context.Context) error {
+	if s.layoutOK.Load() {
+		return nil
+	}
+	v, err := s.rdb.Get(ctx, s.keys.Layout()).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	if v != layoutVersion {
+		if err := s.relist(ctx); err != nil {
+			return fmt.Errorf("layout upgrade: %w", err)
+		}
+		if err := s.rdb.Set(ctx, s.keys.Layout(), layoutVersion, 0).Err(); err != nil {
+			return err
+		}
+		s.log.Info("receipt listings upgraded to order by start", "prefix", s.prefix)
+	}
+	s.layoutOK.Store(true)
+	return nil
+}
+
+// relist adds every receipt of the profile to the listings by start.
+func (s *Store) relist(ctx context.Context) error {
+	var cursor uint64
+	for {
+		pairs, next, err := s.rdb.ZScan(ctx, s.keys.Written(), cursor, "", 1000).Result()
+		if err != nil {
+			return err
+		}
+		ids := make([]string, 0, len(pairs)/2)
+		for i := 0; i < len(pairs); i += 2 {
+			ids = append(ids, pairs[i])
+		}
+		bodies, err := s.mget(ctx, ids)
+		if err != nil {
+			return err
+		}
+		pipe := s.rdb.Pipeline()
+		for i, id := range ids {
+			b, ok := bodies[i].(string)
+			if !ok {
+				continue
+			}
+			if r := s.decode(id, b); r != nil {
+				at := r.StartedAt
+				if at.IsZero() {
+					at = r.FinishedAt
+				}
+				z := redis.Z{Score: float64(startScore(at)), Member: id}
+				pipe.ZAdd(ctx, s.keys.Started(), z)
+				pipe.ZAdd(ctx, s.keys.OwnerStarted(r.ParentSessionID), z)
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // clean removes the index entries of receipts a reader found listed but
@@ -750,16 +911,17 @@ func dedupe(owners []string) []string {
 }
 
 // scriptKeys is what every script declares: the profile's index of every
-// receipt and its owners hash (KEYS[1], KEYS[2]), then more.
+// receipt, its owners hash and its listing by start (KEYS[1..3]), then
+// more.
 func (s *Store) scriptKeys(more ...string) []string {
-	return append([]string{s.keys.Written(), s.keys.Owners()}, more...)
+	return append([]string{s.keys.Written(), s.keys.Owners(), s.keys.Started()}, more...)
 }
 
 // ownerIndexKeys declares the indices of owners, for a prefix lookup.
 func (s *Store) ownerIndexKeys(owners []string) []string {
 	keys := s.scriptKeys()
 	for _, o := range owners {
-		keys = append(keys, s.keys.OwnerIDs(o), s.keys.OwnerFinished(o))
+		keys = append(keys, s.keys.OwnerIDs(o), s.keys.OwnerStarted(o))
 	}
 	return keys
 }

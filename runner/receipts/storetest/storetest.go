@@ -76,6 +76,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scope", testScope},
 		{"Prefix", testPrefix},
 		{"List", testList},
+		{"Pages", testPages},
 		{"Expire", testExpire},
 		{"Retention", testRetention},
 		{"MaxRetained", testMaxRetained},
@@ -478,6 +479,118 @@ func testList(t *testing.T, open opener, _ Harness) {
 				t.Errorf("List(%+v) = %v; want %v", tc.f, got, tc.want)
 			}
 		})
+	}
+}
+
+// testPages: a listing read page by page, each page starting after the
+// last receipt of the one before, is the whole listing in order, with no
+// receipt twice: whatever the page size, with receipts that started in one
+// millisecond or at one instant, ending out of start order, under a
+// filter, for a session and for the whole profile; and one expired on the
+// way is simply not there.
+func testPages(t *testing.T, open opener, h Harness) {
+	s := open(t, "a", receipts.Options{})
+	rs := pageFixtures()
+	put(t, s, rs...)
+	keys := func(rs []*receipts.Receipt) []string {
+		out := []string{}
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	for _, sc := range []receipts.Scope{scope("sess-a"), scope("sess-a", "sess-b"), {All: true}} {
+		for _, f := range []receipts.Filter{{}, {TaskID: "t2"}} {
+			want := ids(t, s, sc, f)
+			var check []*receipts.Receipt
+			for _, r := range rs {
+				if sc.Allows(r.ParentSessionID) && f.Match(r) {
+					check = append(check, r)
+				}
+			}
+			if w := keys(f.Page(check)); !eq(want, w) {
+				t.Fatalf("List(%v, %+v) = %v; want %v (by start, then id)", sc, f, want, w)
+			}
+			for _, limit := range []int{1, 3, 7, 50} {
+				if got := pages(t, s, sc, f, limit); !eq(got, want) {
+					t.Errorf("pages of %d (%v, %+v) = %v; want %v", limit, sc, f, got, want)
+				}
+			}
+		}
+	}
+	pageAfterExpiry(t, s, h)
+}
+
+// pageFixtures are receipts of two owners that started at one instant,
+// in one millisecond, and ended out of start order.
+func pageFixtures() []*receipts.Receipt {
+	var rs []*receipts.Receipt
+	for n := range 40 {
+		r := fixture(id(n+1), []string{"sess-a", "sess-b"}[n%2], n)
+		switch {
+		case n > 0 && n%5 == 0: // started at the very instant of the one before
+			r.StartedAt = rs[n-1].StartedAt
+		case n > 0 && n%7 == 0: // in the same millisecond, a little later
+			r.StartedAt = rs[n-1].StartedAt.Add(300 * time.Microsecond)
+		case n%3 == 0: // ran long: ends after later starts
+			r.StartedAt = r.StartedAt.Add(-20 * time.Second)
+		}
+		r.TaskID = []string{"t1", "t2", "t3"}[n%3]
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// pageAfterExpiry: a receipt that expires between two pages is not on the
+// next one.
+func pageAfterExpiry(t *testing.T, s receipts.Store, h Harness) {
+	ctx := context.Background()
+	all := receipts.Scope{All: true}
+	first, err := s.List(ctx, all, receipts.Filter{Limit: 10})
+	if err != nil || len(first) != 10 {
+		t.Fatalf("first page: %d, %v", len(first), err)
+	}
+	want := ids(t, s, all, receipts.Filter{})[10:]
+	h.Expire(t, s, want[0])
+	k := receipts.KeyOf(first[9])
+	rest, err := s.List(ctx, all, receipts.Filter{After: &k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rest {
+		got = append(got, r.ID)
+	}
+	if !eq(got, want[1:]) {
+		t.Errorf("after an expiry, the rest = %v; want %v", got, want[1:])
+	}
+}
+
+// pages reads the listing of sc and f in pages of limit, each after the
+// last of the one before, and returns the ids read.
+func pages(t *testing.T, s receipts.Store, sc receipts.Scope, f receipts.Filter, limit int) []string {
+	t.Helper()
+	var got []string
+	for n := 0; ; n++ {
+		if n > 1000 {
+			t.Fatalf("paging never ends: %v", got)
+		}
+		f.Limit = limit
+		page, err := s.List(context.Background(), sc, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > limit {
+			t.Fatalf("limit %d: a page of %d", limit, len(page))
+		}
+		for _, r := range page {
+			got = append(got, r.ID)
+		}
+		if len(page) < limit {
+			return got
+		}
+		k := receipts.KeyOf(page[len(page)-1])
+		f.After = &k
 	}
 }
 
