@@ -360,6 +360,14 @@ func TestProcessManageActions(t *testing.T) {
 	if err != nil || !strings.Contains(out, id) || !strings.HasPrefix(out, "[") {
 		t.Errorf("list = %s, %v", out, err)
 	}
+	second := call("terminal", map[string]any{"command": "sleep 30", "background": true})["session_id"].(string)
+	out, err = set.Call(ctx, "process_manage", `{"action":"list","limit":1}`)
+	if err != nil || !strings.Contains(out, second) || strings.Contains(out, id) {
+		t.Errorf("list with limit 1 = %s, %v; want the latest started (%s) alone", out, err, second)
+	}
+	if _, err := set.Call(ctx, "process_manage", `{"action":"list","limit":-1}`); err == nil {
+		t.Error("list with a negative limit accepted")
+	}
 	if r := call("process_manage", map[string]any{"action": "poll", "session_id": id}); r["status"] != "running" {
 		t.Errorf("poll = %v", r)
 	}

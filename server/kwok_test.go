@@ -1,15 +1,20 @@
 package server_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/server"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // simJobs is how many pod jobs the smoke run of the simulated cluster
@@ -42,6 +47,7 @@ limits:
 `, url, hex.EncodeToString(b), kubeconfig, testenv.KWOKTaint, 2*simJobs),
 		opts: func(o *server.Options) { o.Backends = []string{"kubernetes"} },
 	}
+	logsBefore := logRequests(t, kubeconfig)
 	a, bb := startServer(t, cfg), startServer(t, cfg)
 	const who = "sim-agent"
 	t.Logf("%d jobs on %d simulated nodes", simJobs, nodes)
@@ -96,4 +102,36 @@ limits:
 		t.Errorf("after all were taken: %d %+v", status, cs)
 	}
 	t.Logf("all %d ended and taken %s after the first start", simJobs, time.Since(began).Round(time.Millisecond))
+	// A simulated node serves no logs: a job asks for its log about once
+	// (its end's read) once its node is known not to, not again and again
+	// while it runs (seven times a job before, bench/RESULTS.md).
+	if n := logRequests(t, kubeconfig) - logsBefore; n > 3*simJobs {
+		t.Errorf("%d log requests for %d jobs on nodes that serve none", n, simJobs)
+	}
+}
+
+// logRequests is the API server's count of pod log requests so far.
+func logRequests(t *testing.T, kubeconfig string) int {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("API server metrics: %v", err)
+	}
+	n := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "apiserver_request_total{") && strings.Contains(line, `subresource="log"`) {
+			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+				n += v
+			}
+		}
+	}
+	return int(n)
 }

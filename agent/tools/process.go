@@ -67,7 +67,7 @@ var processParams = json.RawMessage(`{
     "data": {"type": "string", "description": "For write and submit: the text to send."},
     "timeout": {"type": "number", "description": "For wait: seconds to wait at most (default 180)."},
     "offset": {"type": "integer", "description": "For log: first line (negative counts from the end)."},
-    "limit": {"type": "integer", "description": "For log: maximum number of lines."},
+    "limit": {"type": "integer", "description": "For log: maximum number of lines. For list: at most this many processes, the latest started first (a session that kept many receipts lists them all otherwise)."},
     "filter": {"type": "string", "description": "For log: a regular expression (RE2; (?i) ignores case); the answer holds only the matching lines of the whole kept output, numbered as offset counts, instead of the output. Use it to find errors in long output."},
     "context": {"type": "integer", "description": "For log with filter: lines of context either side of each match (default 0, at most 100)."}
   },
@@ -93,7 +93,14 @@ func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		list, err := p.opts.Runner.List(ctx, service.ListOptions{Retained: retained})
+		limit, _, err := a.Int("limit")
+		if err != nil {
+			return "", err
+		}
+		if limit < 0 {
+			return "", fmt.Errorf("%w: argument \"limit\" must not be negative", ErrBadArguments)
+		}
+		list, err := p.opts.Runner.List(ctx, service.ListOptions{Retained: retained, Limit: limit})
 		if err != nil {
 			return "", err
 		}

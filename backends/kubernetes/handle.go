@@ -32,6 +32,10 @@ type Handle struct {
 	// Release cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// created is the pod as Create returned it, for a start by this
+	// handle: what a wait reads until the informer has seen the pod,
+	// instead of asking the API server for it (podwatch.go current).
+	created *corev1.Pod
 
 	outMu sync.Mutex
 	out   *io.PipeReader

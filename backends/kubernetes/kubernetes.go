@@ -22,6 +22,7 @@ import (
 	"maps"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,6 +147,9 @@ type Backend struct {
 	resources corev1.ResourceRequirements
 	log       *slog.Logger
 	watcher   *podWatch
+	// unserved holds the nodes whose kubelet did not serve a log follow
+	// lately (node name → until when): logs.go.
+	unserved sync.Map
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -335,6 +339,7 @@ func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle,
 		return nil, b.apiErr("create pod "+pod.Name, err)
 	}
 	h := b.newHandle(created.Name, spec.ID, spec.Stdin)
+	h.created = created
 	sctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
 	defer cancel()
 	if _, err := h.awaitRunning(sctx); err != nil {

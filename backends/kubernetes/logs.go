@@ -43,7 +43,7 @@ type follower struct {
 	w         io.Writer
 	delivered int64
 	tail      []byte
-	opened    bool // a follow stream opened once: a kubelet serves this pod's log
+	opened    bool // a follow stream served this pod's log once: a kubelet serves it
 }
 
 func (f *follower) Write(p []byte) (int, error) {
@@ -107,9 +107,27 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 				return err
 			}
 		}
+		node := p.Spec.NodeName
+		if !f.opened && h.b.unservedNode(node) {
+			// Its kubelet served no log lately: wait for the end and
+			// read the log once then, rather than ask again and again.
+			if !h.sleepUnlessEnded(ctx, maxUnservedWait) {
+				return ctx.Err()
+			}
+			continue
+		}
 		ended, err = h.streamFrom(ctx, f, skip)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		switch {
+		case f.opened:
+			h.b.unserved.Delete(node)
+		case !ended && !podGone(err):
+			// Refused (a simulated node's answer is 404 for pods/log),
+			// or "served" a stream that ended at once with nothing
+			// while the container runs.
+			h.b.unserved.Store(node, time.Now().Add(unservedFor))
 		}
 		if ended {
 			continue // the final read delivers the rest at once
@@ -142,6 +160,41 @@ const (
 	maxUnservedWait = 30 * time.Second
 )
 
+// podGone reports whether err is the API server's answer for a pod that
+// is not there, as opposed to a log it cannot serve: both are 404, the
+// first about the kind "pods", the second about "pods/log".
+func podGone(err error) bool {
+	var st apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &st) {
+		return false
+	}
+	d := st.Status().Details
+	return d == nil || d.Kind == "pods"
+}
+
+// servedAfter is how long a follow stream must stay open, if it delivers
+// nothing, to count as served.
+const servedAfter = time.Second
+
+// unservedFor is how long a node whose kubelet did not serve a log follow
+// is not asked for another one: its jobs' output is read once, at their
+// end (a simulated node has no kubelet; a partitioned one answers later).
+const unservedFor = time.Minute
+
+// unservedNode reports whether node's kubelet failed to serve a log
+// follow within unservedFor.
+func (b *Backend) unservedNode(node string) bool {
+	v, ok := b.unserved.Load(node)
+	if !ok {
+		return false
+	}
+	if time.Now().After(v.(time.Time)) {
+		b.unserved.CompareAndDelete(node, v)
+		return false
+	}
+	return true
+}
+
 // sleepUnlessEnded waits d, less if the pod ends (or goes) first; false
 // if ctx ended.
 func (h *Handle) sleepUnlessEnded(ctx context.Context, d time.Duration) bool {
@@ -171,7 +224,16 @@ func (h *Handle) streamFrom(ctx context.Context, f *follower, skip int64) (ended
 	if err != nil {
 		return endSeen.Load(), err
 	}
-	f.opened = true
+	// The stream served the log if it delivered some, or stayed open
+	// while the container ran: a kubelet holds a follow open until the
+	// container ends, so one that closes at once with nothing served
+	// nothing.
+	at, before := time.Now(), f.delivered
+	defer func() {
+		if f.delivered > before || time.Since(at) >= servedAfter {
+			f.opened = true
+		}
+	}()
 	defer rc.Close()
 	if skip > 0 {
 		if _, err := io.CopyN(io.Discard, rc, skip); err != nil {

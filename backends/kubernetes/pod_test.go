@@ -10,7 +10,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hermesrun/hermes/backend"
@@ -290,6 +292,28 @@ func TestAPIRateBound(t *testing.T) {
 		b := offline(t, Options{APIQPS: tc.qps, APIBurst: tc.burst})
 		if b.cfg.QPS != tc.wantQPS || b.cfg.Burst != tc.wantBurst {
 			t.Errorf("api_qps %g, api_burst %d: QPS %g, burst %d; want %g, %d", tc.qps, tc.burst, b.cfg.QPS, b.cfg.Burst, tc.wantQPS, tc.wantBurst)
+		}
+	}
+}
+
+// TestPodGone: of the API server's 404s for a pod's log, only the one
+// about the pod itself means it is gone; the one about pods/log (a node
+// without a kubelet serving logs) does not.
+func TestPodGone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"pod not found", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "job-1"), true},
+		{"log not served", &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 404,
+			Reason: metav1.StatusReasonNotFound, Message: "the server could not find the requested resource ( pods/log job-1)",
+			Details: &metav1.StatusDetails{Name: "job-1", Kind: "pods/log"}}}, false},
+		{"refused", errors.New("dial tcp 10.0.0.1:10250: connect: connection refused"), false},
+		{"no error", nil, false},
+	} {
+		if got := podGone(tc.err); got != tc.want {
+			t.Errorf("%s: podGone = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -221,6 +221,11 @@ func (h *Handle) current(ctx context.Context, inf cache.SharedIndexInformer, see
 	if seenRV != "" {
 		return nil, nil
 	}
+	if h.created != nil {
+		// This handle created it after the informer's list: the watch
+		// brings it (and its deletion) soon; meanwhile it is as created.
+		return h.created, nil
+	}
 	// Created after the informer's list and not yet seen on its watch,
 	// or already gone: ask once.
 	got, err := h.b.pods().Get(ctx, h.name, metav1.GetOptions{})

@@ -91,6 +91,9 @@ type bench struct {
 	cs                                     k8s.Interface
 	ns, image, hermes, kubectl, kubeconfig string
 	seq                                    int
+	// lastBy is the API server's request counts by kind at the last
+	// look (sim.go apiRequests).
+	lastBy map[string]float64
 }
 
 func fail(err error) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,13 +295,16 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	return res, nil
 }
 
-// apiRequests is the API server's count of requests served so far.
+// apiRequests is the API server's count of requests served so far. With
+// HERMES_SIM_BREAKDOWN set it prints, between one call and the next, the
+// requests by verb, resource and subresource that grew the most.
 func (b *bench) apiRequests(ctx context.Context) (int64, error) {
 	raw, err := b.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("API server metrics: %w", err)
 	}
 	var total float64
+	by := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -310,9 +314,46 @@ func (b *bench) apiRequests(ctx context.Context) (int64, error) {
 		}
 		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
 			total += v
+			by[requestKind(line)] += v
 		}
 	}
+	if os.Getenv("HERMES_SIM_BREAKDOWN") != "" {
+		b.printBreakdown(by)
+	}
 	return int64(total), nil
+}
+
+// requestKind is the verb, resource and subresource of a metrics line.
+func requestKind(line string) string {
+	var kind []string
+	for _, l := range []string{"verb", "resource", "subresource"} {
+		if i := strings.Index(line, l+`="`); i >= 0 {
+			v := line[i+len(l)+2:]
+			kind = append(kind, v[:strings.IndexByte(v, '"')])
+		}
+	}
+	return strings.Join(kind, " ")
+}
+
+// printBreakdown prints what grew since the last call.
+func (b *bench) printBreakdown(by map[string]float64) {
+	if b.lastBy != nil {
+		type kv struct {
+			k string
+			v float64
+		}
+		var d []kv
+		for k, v := range by {
+			if g := v - b.lastBy[k]; g > 0 {
+				d = append(d, kv{k, g})
+			}
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i].v > d[j].v })
+		for _, e := range d[:min(len(d), 12)] {
+			fmt.Printf("  %8.0f %s\n", e.v, e.k)
+		}
+	}
+	b.lastBy = by
 }
 
 // parallel runs f(0..n-1), at most c at once, and returns the first error.
