@@ -92,20 +92,9 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		ended := podEnd(p) != nil
-		skip := int64(0)
-		if f.delivered > 0 || ended {
-			var cur bytes.Buffer
-			if err := h.readLog(ctx, &cur); errors.Is(err, errLogRemoved) {
-				return nil // what was streamed is all there is
-			} else if err != nil {
-				return err
-			}
-			skip = f.offsetIn(cur.Bytes())
-			if ended {
-				// Nothing more will come: the rest of the file is all.
-				_, err := f.Write(cur.Bytes()[skip:])
-				return err
-			}
+		skip, done, err := h.resume(ctx, f, ended)
+		if done || err != nil {
+			return err
 		}
 		node := p.Spec.NodeName
 		if !f.opened && h.b.unservedNode(node) {
@@ -120,15 +109,7 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		switch {
-		case f.opened:
-			h.b.unserved.Delete(node)
-		case !ended && !podGone(err):
-			// Refused (a simulated node's answer is 404 for pods/log),
-			// or "served" a stream that ended at once with nothing
-			// while the container runs.
-			h.b.unserved.Store(node, time.Now().Add(unservedFor))
-		}
+		h.b.noteServed(node, f.opened, ended, err)
 		if ended {
 			continue // the final read delivers the rest at once
 		}
@@ -150,6 +131,42 @@ func (h *Handle) followLog(ctx context.Context, w io.Writer) error {
 		// Loop: the container may have ended (a final read delivers the
 		// rest) or the stream broke while it runs (reopen where it
 		// stopped).
+	}
+}
+
+// resume reads the whole current log when the follower has delivered some
+// (a reopened stream skips what it gave) or the pod has ended, and returns
+// where a new stream picks up. done: the pod ended and all its output is
+// delivered.
+func (h *Handle) resume(ctx context.Context, f *follower, ended bool) (skip int64, done bool, err error) {
+	if f.delivered == 0 && !ended {
+		return 0, false, nil
+	}
+	var cur bytes.Buffer
+	if err := h.readLog(ctx, &cur); errors.Is(err, errLogRemoved) {
+		return 0, true, nil // what was streamed is all there is
+	} else if err != nil {
+		return 0, true, err
+	}
+	skip = f.offsetIn(cur.Bytes())
+	if ended {
+		// Nothing more will come: the rest of the file is all.
+		_, err := f.Write(cur.Bytes()[skip:])
+		return skip, true, err
+	}
+	return skip, false, nil
+}
+
+// noteServed records what a follow of a log on node showed: served (once),
+// or, for a container still running, refused (a simulated node's answer
+// is 404 for pods/log) or "served" a stream that ended at once with
+// nothing. err is the follow's error.
+func (b *Backend) noteServed(node string, served, ended bool, err error) {
+	switch {
+	case served:
+		b.unserved.Delete(node)
+	case !ended && !podGone(err):
+		b.unserved.Store(node, time.Now().Add(unservedFor))
 	}
 }
 
