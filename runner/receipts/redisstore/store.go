@@ -611,7 +611,7 @@ func (s *Store) upgradeLayout(ctx context.Context) error {
 		if err := s.rdb.Set(ctx, s.keys.Layout(), layoutVersion, 0).Err(); err != nil {
 			return err
 		}
-		s.log.Info("receipt listings upgraded to order by start", "prefix", s.prefix)
+		s.log.Info("receipt listings upgraded to order by start")
 	}
 	s.layoutOK.Store(true)
 	return nil
