@@ -104,6 +104,30 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 	return out, nil
 }
 
+var _ service.RetainedCounter = (*Registry)(nil)
+
+// CountRetained implements service.RetainedCounter, from the store's index
+// by owner where it has one, else by listing.
+func (r *Registry) CountRetained(ctx context.Context, owners []string) (map[string]int, error) {
+	scope, err := r.Scope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	allowed := slices.DeleteFunc(slices.Clone(owners), func(o string) bool { return !scope.Allows(o) })
+	if c, ok := r.opts.Store.(receipts.OwnerCounter); ok {
+		return c.CountOwners(ctx, allowed)
+	}
+	recs, err := r.opts.Store.List(ctx, receipts.Scope{Owners: allowed}, receipts.Filter{Summary: true})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(allowed))
+	for _, rec := range recs {
+		out[rec.ParentSessionID]++
+	}
+	return out, nil
+}
+
 // listRunning lists the processes that match: this registry's, those its
 // backends run elsewhere and those o names, each once, marked in seen.
 // This registry's ended processes are listed only with o.Retained.

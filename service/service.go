@@ -89,6 +89,16 @@ type Service interface {
 	Sessions(ctx context.Context, limit int) ([]*sessions.Session, error)
 }
 
+// RetainedCounter is a Service that counts sessions' retained receipts
+// without reading them: the console's sessions page, on a tenant that has
+// kept many.
+type RetainedCounter interface {
+	// CountRetained returns how many retained receipts each of sessions
+	// owns ("" for those with no owner session), within the caller's
+	// scope (sessions outside it count nothing).
+	CountRetained(ctx context.Context, sessions []string) (map[string]int, error)
+}
+
 // ErrUnavailable is returned by Start when the limits cannot be checked
 // (the ledger's store does not answer): nothing started, try again.
 var ErrUnavailable = errors.New("admission unavailable")

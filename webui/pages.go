@@ -292,6 +292,35 @@ type sessionNode struct {
 	Running, Finished int
 }
 
+// jobCounts counts the running and the finished jobs of each session in
+// list and of none (""): the finished from the store's index by owner when
+// the service can, rather than by reading every receipt the tenant keeps.
+func (c *Console) jobCounts(v *view, list []*sessions.Session) (running, finished map[string]int, err error) {
+	rc, counts := v.svc.(service.RetainedCounter)
+	jobs, err := v.svc.List(v.ctx, service.ListOptions{Retained: !counts})
+	if err != nil {
+		return nil, nil, err
+	}
+	running, finished = map[string]int{}, map[string]int{}
+	for _, j := range jobs {
+		if receipts.Active(j.Status) {
+			running[j.ParentSessionID]++
+		} else {
+			finished[j.ParentSessionID]++
+		}
+	}
+	if counts {
+		ids := []string{""}
+		for _, s := range list {
+			ids = append(ids, s.ID)
+		}
+		if finished, err = rc.CountRetained(v.ctx, ids); err != nil {
+			return nil, nil, err
+		}
+	}
+	return running, finished, nil
+}
+
 // sessionsPage shows the tenant's sessions as a tree by lineage.
 func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, v *view) {
 	list, err := v.svc.Sessions(v.ctx, maxSessions)
@@ -299,18 +328,10 @@ func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, v *view) 
 		http.Error(w, "sessions: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	jobs, err := v.svc.List(v.ctx, service.ListOptions{Retained: true})
+	running, finished, err := c.jobCounts(v, list)
 	if err != nil {
 		http.Error(w, "list: "+err.Error(), http.StatusServiceUnavailable)
 		return
-	}
-	running, finished := map[string]int{}, map[string]int{}
-	for _, j := range jobs {
-		if receipts.Active(j.Status) {
-			running[j.ParentSessionID]++
-		} else {
-			finished[j.ParentSessionID]++
-		}
 	}
 	known := map[string]bool{}
 	children := map[string][]*sessions.Session{}

@@ -299,3 +299,50 @@ func withReceipt(tb testing.TB, rec *receipts.Receipt) service.Service {
 	}
 	return reg
 }
+
+// TestSessionsPageCounts: the sessions page counts each session's finished
+// jobs from the store's index by owner (and its running ones live), the
+// same numbers a listing of every receipt gives.
+func TestSessionsPageCounts(t *testing.T) {
+	dir := t.TempDir()
+	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := sessions.NewFileStore(filepath.Join(dir, "sessions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"agent-a", "agent-b"} {
+		if err := ss.Create(ctx, id, "cli", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	for i := range 7 {
+		owner := []string{"agent-a", "agent-b", ""}[i%3] // a: 3, b: 2, none: 2
+		if err := st.Put(ctx, &receipts.Receipt{ID: fmt.Sprintf("proc_%012x", i+1), Command: "true", Backend: "local",
+			Status: receipts.StatusExited, StartedAt: now, FinishedAt: now, Owner: receipts.Owner{ParentSessionID: owner}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg, err := runner.New(runner.Options{Store: st, Sessions: ss, Backends: []backend.Backend{local.New()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := service.Service(reg).(service.RetainedCounter); !ok {
+		t.Fatal("the registry does not count retained receipts")
+	}
+	c, ck := loggedIn(t, reg)
+	req := httptest.NewRequest("GET", "http://console.test/ui/sessions", nil)
+	req.AddCookie(ck)
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, req)
+	body := w.Body.String()
+	for _, want := range []string{`agent-a</a></td>`, `<td>0</td><td>3</td>`, `<td>0</td><td>2</td>`, `<td>no session</td><td>-</td><td>-</td><td>-</td><td>0</td><td>2</td>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("sessions page lacks %q:\n%s", want, body)
+		}
+	}
+}

@@ -222,18 +222,10 @@ func sample(pid, n int) string {
 }
 
 // statusKiB reads one numeric field of /proc/pid/status.
+// statusKiB is a field of pid's /proc status (0 when absent).
 func statusKiB(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := osproc.StatusField(pid, field)
+	return n
 }
 
 func load() string {

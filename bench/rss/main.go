@@ -27,7 +27,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -302,11 +301,10 @@ func watchHWM(pid int) func() int64 {
 	result := make(chan int64, 1)
 	go func() {
 		var last int64
-		path := "/proc/" + strconv.Itoa(pid) + "/status"
 		t := time.NewTicker(5 * time.Millisecond)
 		defer t.Stop()
 		for {
-			if v := vmHWM(path); v > last {
+			if v, _ := osproc.StatusField(pid, "VmHWM"); v > last {
 				last = v
 			}
 			select {
@@ -321,23 +319,6 @@ func watchHWM(pid int) func() int64 {
 		close(done)
 		return <-result
 	}
-}
-
-func vmHWM(path string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				v, _ := strconv.ParseInt(f[0], 10, 64)
-				return v
-			}
-		}
-	}
-	return 0
 }
 
 func fail(err error) {

@@ -19,7 +19,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -33,8 +32,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,6 +41,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -530,19 +528,8 @@ func settle() mem {
 // status returns the number in field key of /proc/self/status (kB for
 // sizes).
 func status(key string) uint64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
-			n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n
-		}
-	}
-	return 0
+	n, _ := osproc.StatusField(0, key)
+	return uint64(n)
 }
 
 // removeAll deletes dir, its many files in parallel.

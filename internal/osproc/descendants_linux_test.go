@@ -95,3 +95,18 @@ func TestDescendantsOnePass(t *testing.T) {
 		t.Fatalf("Descendants found %d processes, want %d", len(got), want)
 	}
 }
+
+func TestStatusField(t *testing.T) {
+	if n, ok := osproc.StatusField(0, "VmRSS"); !ok || n <= 0 {
+		t.Errorf("VmRSS of this process = %d, %v", n, ok)
+	}
+	if n, ok := osproc.StatusField(os.Getpid(), "Threads"); !ok || n < 1 {
+		t.Errorf("Threads of this process = %d, %v", n, ok)
+	}
+	if _, ok := osproc.StatusField(0, "NoSuchField"); ok {
+		t.Error("a field that is not there is reported")
+	}
+	if _, ok := osproc.StatusField(1<<22+7, "VmRSS"); ok {
+		t.Error("a process that is not there is reported")
+	}
+}

@@ -70,3 +70,6 @@ func Zombie(int) bool { return false }
 
 // Environ is not available on macOS.
 func Environ(int, string) (string, bool) { return "", false }
+
+// StatusField reads /proc/PID/status, which this system has not.
+func StatusField(int, string) (int64, bool) { return 0, false }

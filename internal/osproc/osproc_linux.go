@@ -233,3 +233,28 @@ func Environ(pid int, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// StatusField is the number a field of /proc/PID/status starts with (pid 0:
+// this process): kB for the memory fields (VmRSS, VmHWM), a count for
+// Threads. ok is false when the process or the field is not there.
+func StatusField(pid int, field string) (n int64, ok bool) {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		if rest, found := bytes.CutPrefix(line, []byte(field+":")); found {
+			f := bytes.Fields(rest)
+			if len(f) == 0 {
+				return 0, false
+			}
+			n, err := strconv.ParseInt(string(f[0]), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,6 +1,7 @@
 package receipts
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -193,6 +194,22 @@ func (s *FileStore) listOwner(owner string, d *dirCache) ([]*Receipt, error) {
 	}
 	if trusted && complete && len(listed) == len(ids) {
 		d.recordOwner(owner, links, dir, listed)
+	}
+	return out, nil
+}
+
+var _ OwnerCounter = (*FileStore)(nil)
+
+// CountOwners implements OwnerCounter: the links in each owner's index,
+// building the index first if the profile has none.
+func (s *FileStore) CountOwners(_ context.Context, owners []string) (map[string]int, error) {
+	out := make(map[string]int, len(owners))
+	for _, o := range owners {
+		ids, err := s.ownerIDs(o)
+		if err != nil {
+			return nil, err
+		}
+		out[o] = len(ids)
 	}
 	return out, nil
 }

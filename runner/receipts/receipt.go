@@ -360,6 +360,15 @@ type Store interface {
 	Close() error
 }
 
+// OwnerCounter is a Store that counts owners' receipts from its index by
+// owner, without reading them.
+type OwnerCounter interface {
+	// CountOwners returns how many receipts each of owners has, as the
+	// index says: receipts that expired since the last look at them may
+	// still be counted.
+	CountOwners(ctx context.Context, owners []string) (map[string]int, error)
+}
+
 // Options are the retention settings every Store honours.
 type Options struct {
 	// Retention is how long a receipt lives after it was written.

@@ -63,6 +63,9 @@ func TestListPagesInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n, err := s.CountOwners(ctx, []string{"sess", "nobody"}); err != nil || n["sess"] != len(rs) || n["nobody"] != 0 {
+		t.Errorf("CountOwners = %v, %v; want %d and 0", n, err, len(rs))
+	}
 	for _, sc := range []receipts.Scope{{Owners: []string{"sess"}}, {All: true}} {
 		for _, f := range []receipts.Filter{{TaskID: "hit"}, {}} {
 			want := ids(f.Page(slices.DeleteFunc(slices.Clone(rs), func(r *receipts.Receipt) bool { return !f.Match(r) })))

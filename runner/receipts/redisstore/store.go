@@ -474,6 +474,29 @@ func (s *Store) List(ctx context.Context, scope receipts.Scope, f receipts.Filte
 	return f.Page(out), nil
 }
 
+var _ receipts.OwnerCounter = (*Store)(nil)
+
+// CountOwners implements receipts.OwnerCounter: the size of each owner's
+// listing, one pipelined ZCARD each.
+func (s *Store) CountOwners(ctx context.Context, owners []string) (map[string]int, error) {
+	if err := s.upgradeLayout(ctx); err != nil {
+		return nil, fmt.Errorf("receipt count: redis: %w", err)
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(owners))
+	for i, o := range owners {
+		cmds[i] = pipe.ZCard(ctx, s.keys.OwnerStarted(o))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && len(owners) > 0 {
+		return nil, fmt.Errorf("receipt count: redis: %w", err)
+	}
+	out := make(map[string]int, len(owners))
+	for i, o := range owners {
+		out[o] = int(cmds[i].Val())
+	}
+	return out, nil
+}
+
 // lister reads one page of a listing from the indices by start.
 type lister struct {
 	s       *Store
