@@ -114,6 +114,40 @@ func (h *Handle) removedErr(op string) error {
 	return fmt.Errorf("docker %s %s: container %s was removed: %w", op, h.id, shortID(h.cid), backend.ErrLost)
 }
 
+// settleOOM looks again, for a moment, at a container that a SIGKILL
+// ended under a memory limit without the engine saying OOMKilled: dockerd
+// learns of the exit and of the kernel's OOM kill from two events, and may
+// report the first before it has the second (TestDockerResources saw
+// "killed" for a job past its memory once).
+func (h *Handle) settleOOM(ctx context.Context, info container.InspectResponse) container.InspectResponse {
+	if info.State.OOMKilled || info.State.ExitCode != 137 || info.HostConfig == nil || info.HostConfig.Memory == 0 ||
+		strings.HasSuffix(info.Name, killedSuffix) { // killed by hermes: no OOM to wait for
+		return info
+	}
+	for range oomLooks {
+		select {
+		case <-ctx.Done():
+			return info
+		case <-time.After(oomLookEvery):
+		}
+		again, err := h.b.cli.ContainerInspect(ctx, h.cid)
+		if err != nil || again.ContainerJSONBase == nil || again.State == nil {
+			return info
+		}
+		if again.State.OOMKilled {
+			return again
+		}
+	}
+	return info
+}
+
+// oomLooks and oomLookEvery bound settleOOM's wait: 250 ms, once per
+// SIGKILLed container with a memory limit.
+const (
+	oomLooks     = 5
+	oomLookEvery = 50 * time.Millisecond
+)
+
 // Wait blocks until the container stops and reports its exit. A container
 // removed before its end could be read yields an error wrapping
 // backend.ErrLost; so does one that was created but never started within
@@ -134,6 +168,7 @@ func (h *Handle) Wait(ctx context.Context) (backend.Exit, error) {
 	if err != nil {
 		return backend.Exit{}, err
 	}
+	info = h.settleOOM(ctx, info)
 	st := info.State
 	exit := backend.Exit{Code: st.ExitCode, FinishedAt: time.Now()}
 	if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && t.Year() > 1 {

@@ -44,18 +44,32 @@ func queuedLedger(t *testing.T, n int) (*admission.FileLedger, string, []string)
 // damaged copy set aside holds no request.
 func TestFileLedgerRecovers(t *testing.T) {
 	ctx := context.Background()
-	_, dir, _ := queuedLedger(t, 6)
-	whole, err := os.ReadFile(filepath.Join(dir, "ledger.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cut := range []int{0, 1, len(whole) / 3, len(whole) / 2, len(whole) - 40, len(whole) - 1} {
-		t.Run(fmt.Sprintf("cut at %d of %d", cut, len(whole)), func(t *testing.T) {
+	// Each cut is taken of the ledger it damages: two ledgers of the same
+	// jobs differ in length by their times' digits, and a cut past the
+	// end of a shorter one would pad it instead.
+	for _, c := range []struct {
+		name string
+		at   func(n int) int
+	}{
+		{"everything", func(int) int { return 0 }},
+		{"all but the first byte", func(int) int { return 1 }},
+		{"a third", func(n int) int { return n / 3 }},
+		{"half", func(n int) int { return n / 2 }},
+		{"40 bytes short", func(n int) int { return n - 40 }},
+		{"the last byte", func(n int) int { return n - 1 }},
+	} {
+		t.Run("cut "+c.name, func(t *testing.T) {
 			l, dir, ids := queuedLedger(t, 6)
 			path := filepath.Join(dir, "ledger.json")
+			whole, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := c.at(len(whole))
 			if err := os.Truncate(path, int64(cut)); err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("cut at %d of %d", cut, len(whole))
 			q, err := l.Queued(ctx)
 			if err != nil {
 				t.Fatal(err)

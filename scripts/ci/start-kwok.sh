@@ -20,6 +20,14 @@ bash "$(dirname "$0")/build-kwok.sh" >&2
 version="$(cd "$HERMES_ROOT/tools/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
 kubectl=("$bin/kubectl" --kubeconfig "$kubeconfig")
 
+# A KWOK that runs with other stages than the file's now (an older
+# checkout's) is restarted: it reads them only at start.
+stages="$(sha256sum "$HERMES_ROOT/tools/kwok/stages.yaml" | cut -d' ' -f1)"
+if [ -f "$out/pid" ] && kill -0 "$(cat "$out/pid")" 2>/dev/null && [ "$(cat "$out/stages" 2>/dev/null)" != "$stages" ]; then
+	log "kwok runs with other stages: restarting it"
+	kill "$(cat "$out/pid")" 2>/dev/null || true
+	for _ in $(seq 50); do kill -0 "$(cat "$out/pid")" 2>/dev/null || break; sleep 0.1; done
+fi
 if [ -f "$out/pid" ] && kill -0 "$(cat "$out/pid")" 2>/dev/null; then
 	log "kwok already running (pid $(cat "$out/pid"))"
 else
@@ -31,6 +39,7 @@ else
 		--cidr 10.128.0.0/16 --node-ip 127.0.0.1 --node-lease-duration-seconds 40 \
 		--config "$HERMES_ROOT/tools/kwok/stages.yaml" </dev/null >"$out/kwok.log" 2>&1 &
 	echo $! >"$out/pid"
+	echo "$stages" >"$out/stages"
 	log "kwok $version started (pid $!, log $out/kwok.log)"
 fi
 
