@@ -344,9 +344,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	o.Elsewhere = s.elsewhere(r.Context(), t)
 	// The registry reads the page from the store (and one more, which
 	// says whether another page follows), not every receipt it keeps.
-	if pq.after != nil {
-		o.After = &receipts.ListKey{StartedAt: pq.after.at, ID: pq.after.id}
-	}
+	o.After = pq.after
 	if pq.limit > 0 {
 		o.Limit = pq.limit + 1
 	}
@@ -355,16 +353,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.lookupFailed(w, r, "", err)
 		return
 	}
-	list, next := page(list, processKey, pq)
+	list, next := page(list, service.KeyOf, pq)
 	if list == nil {
 		list = []*service.Info{}
 	}
 	setNext(w, r, next)
 	writeJSON(w, http.StatusOK, list)
 }
-
-// processKey is where a process sorts in a listing.
-func processKey(p *service.Info) pageKey { return pageKey{at: p.StartedAt.Round(0), id: p.ID} }
 
 // logs handles GET /v1/processes/{id}/log, and its follow=1 stream.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request, t *Tenant) {

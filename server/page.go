@@ -1,15 +1,12 @@
 package server
 
 import (
-	"cmp"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // Listings come in pages when asked (limit, cursor). A cursor is the sort
@@ -18,24 +15,13 @@ import (
 // between sorts before it and cannot shift the pages still to come, and
 // whatever ends or expires in between is simply not there any more.
 
-// pageKey is where an item sorts in a listing.
-type pageKey struct {
-	at time.Time
-	id string
-}
+// cursor is the cursor of the page after the item at k.
+func cursor(k receipts.ListKey) string { return api.Cursor(k.StartedAt, k.ID) }
 
-// compare orders keys as listings are: newest first, then by id.
-func (k pageKey) compare(o pageKey) int {
-	return cmp.Or(o.at.Compare(k.at), strings.Compare(k.id, o.id))
-}
-
-// cursor is the cursor of the page after k.
-func (k pageKey) cursor() string { return api.Cursor(k.at, k.id) }
-
-// parseCursor reads a cursor made by pageKey.cursor.
-func parseCursor(s string) (pageKey, error) {
+// parseCursor reads a cursor made by cursor.
+func parseCursor(s string) (receipts.ListKey, error) {
 	at, id, err := api.ParseCursor(s)
-	return pageKey{at: at, id: id}, err
+	return receipts.ListKey{StartedAt: at, ID: id}, err
 }
 
 // pageQuery is what a list request asks for.
@@ -43,7 +29,7 @@ type pageQuery struct {
 	// limit is the page size; 0 lists everything after the cursor.
 	limit int
 	// after is the cursor's key; nil starts at the newest.
-	after *pageKey
+	after *receipts.ListKey
 }
 
 // readPage reads the limit and cursor parameters, or answers 400.
@@ -71,20 +57,12 @@ func readPage(w http.ResponseWriter, r *http.Request) (pageQuery, bool) {
 
 // page sorts items as listings are and cuts out the page q asks for. next
 // is the cursor of the page after it, "" when nothing is left.
-func page[T any](items []T, key func(T) pageKey, q pageQuery) (out []T, next string) {
-	slices.SortStableFunc(items, func(a, b T) int { return key(a).compare(key(b)) })
-	if q.after != nil {
-		after := *q.after
-		i, _ := slices.BinarySearchFunc(items, after, func(it T, k pageKey) int { return key(it).compare(k) })
-		for i < len(items) && key(items[i]).compare(after) <= 0 {
-			i++ // the cursor's own item, if it is still there
-		}
-		items = items[i:]
+func page[T any](items []T, key func(T) receipts.ListKey, q pageQuery) (out []T, next string) {
+	out, more := receipts.PageOf(items, key, q.after, q.limit)
+	if more {
+		return out, cursor(key(out[len(out)-1]))
 	}
-	if q.limit > 0 && len(items) > q.limit {
-		return items[:q.limit], key(items[q.limit-1]).cursor()
-	}
-	return items, ""
+	return out, ""
 }
 
 // setNext tells the caller how to ask for the next page: the cursor in

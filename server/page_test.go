@@ -8,16 +8,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 func TestCursorRoundTrip(t *testing.T) {
 	at := time.Date(2026, 12, 3, 10, 2, 11, 123456789, time.FixedZone("X", 3600))
-	for _, k := range []pageKey{
-		{at: at, id: "proc_0123456789ab"},
-		{at: time.Time{}, id: "a session id with spaces/and:colons"},
-		{at: at.Add(-time.Nanosecond), id: strings.Repeat("s", 256)},
+	for _, k := range []receipts.ListKey{
+		{StartedAt: at, ID: "proc_0123456789ab"},
+		{StartedAt: time.Time{}, ID: "a session id with spaces/and:colons"},
+		{StartedAt: at.Add(-time.Nanosecond), ID: strings.Repeat("s", 256)},
 	} {
-		c := k.cursor()
+		c := cursor(k)
 		if strings.ContainsAny(c, "+/=&?# ") {
 			t.Errorf("cursor %q needs escaping in a query", c)
 		}
@@ -25,7 +27,7 @@ func TestCursorRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parseCursor(%q): %v", c, err)
 		}
-		if !got.at.Equal(k.at) || got.id != k.id {
+		if !got.StartedAt.Equal(k.StartedAt) || got.ID != k.ID {
 			t.Errorf("round trip of %+v gave %+v", k, got)
 		}
 	}
@@ -35,7 +37,7 @@ func TestParseCursorRefuses(t *testing.T) {
 	for name, c := range map[string]string{
 		"not base64":    "!!!",
 		"not JSON":      "bm90IGpzb24",
-		"no id":         pageKey{at: time.Now()}.cursor(),
+		"no id":         cursor(receipts.ListKey{StartedAt: time.Now()}),
 		"other version": "eyJ2IjoyLCJhdCI6IjIwMjYtMTItMDNUMTA6MDI6MTFaIiwiaWQiOiJ4In0", // {"v":2,…}
 		"too long":      strings.Repeat("A", 1025),
 	} {
@@ -51,7 +53,7 @@ type item struct {
 	id string
 }
 
-func itemKey(i item) pageKey { return pageKey(i) }
+func itemKey(i item) receipts.ListKey { return receipts.ListKey{StartedAt: i.at, ID: i.id} }
 
 // TestPageWalk: walking a listing page by page yields every item once, in
 // order, whatever the page size; items added in between (newer than all)
@@ -65,7 +67,7 @@ func TestPageWalk(t *testing.T) {
 		all = append(all, item{at: base.Add(time.Duration(i/2) * time.Second), id: fmt.Sprintf("id%02d", i)})
 	}
 	want := slices.Clone(all)
-	slices.SortFunc(want, func(a, b item) int { return itemKey(a).compare(itemKey(b)) })
+	slices.SortFunc(want, func(a, b item) int { return itemKey(a).Compare(itemKey(b)) })
 	for _, tc := range []struct {
 		name  string
 		limit int
@@ -118,7 +120,7 @@ func TestPageWalk(t *testing.T) {
 }
 
 func TestReadPage(t *testing.T) {
-	valid := pageKey{at: time.Unix(1, 0).UTC(), id: "x"}.cursor()
+	valid := cursor(receipts.ListKey{StartedAt: time.Unix(1, 0).UTC(), ID: "x"})
 	for _, tc := range []struct {
 		query     string
 		wantLimit int

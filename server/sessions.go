@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/api"
+	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 )
@@ -80,7 +81,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t *Tenant)
 }
 
 // sessionKey is where a session sorts in a listing.
-func sessionKey(s *sessions.Session) pageKey { return pageKey{at: s.StartedAt.Round(0), id: s.ID} }
+func sessionKey(s *sessions.Session) receipts.ListKey {
+	return receipts.ListKey{StartedAt: s.StartedAt.Round(0), ID: s.ID}
+}
 
 // getSession handles GET /v1/sessions/{id}.
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, t *Tenant) {

@@ -114,9 +114,10 @@ func keyOf(st fs.FileInfo) (fileKey, bool) {
 	return fileKey{dev: uint64(sys.Dev), ino: uint64(sys.Ino), size: st.Size(), mtime: st.ModTime().UnixNano()}, true
 }
 
-// listCached lists every receipt of s through d, without output: from d
-// alone while the directory is unchanged, else with a lstat of each file
-// and a read of those that changed.
+// listCached lists every receipt of s through d, without output: a lstat
+// of each file and a read of those that changed. (A directory unchanged
+// since a complete listing is answered from d alone before this, by
+// cachedPage.)
 func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 	// The directory is looked at before it is read: a change after this
 	// moves its time past what is recorded.
@@ -126,11 +127,6 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 		return nil, fmt.Errorf("receipt store: %w", err)
 	}
 	dk, dirOK := keyOf(dst)
-	if dirOK {
-		if recs, ok := d.unchanged(dk, func(k fileKey) bool { return s.expired(time.Unix(0, k.mtime)) }); ok {
-			return recs, nil
-		}
-	}
 	ids, err := s.ids()
 	if err != nil {
 		return nil, err
@@ -304,25 +300,6 @@ func (s *FileStore) cachedSummary(id string, d *dirCache, n uint64) (*Receipt, b
 		}
 	}
 	return nil, false, nil
-}
-
-// unchanged returns copies of every cached receipt if the directory is the
-// one (dk) a complete listing recorded and none of them has expired.
-func (d *dirCache) unchanged(dk fileKey, expired func(fileKey) bool) ([]*Receipt, bool) {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.whole == nil || *d.whole != dk {
-		return nil, false
-	}
-	out := make([]*Receipt, 0, len(d.entries))
-	for _, e := range d.entries {
-		if expired(e.key) {
-			return nil, false // the full listing removes it
-		}
-		r := *e.rec
-		out = append(out, &r)
-	}
-	return out, true
 }
 
 // complete records that listing n found exactly the receipts cached, in

@@ -278,19 +278,27 @@ func (k ListKey) Compare(o ListKey) int {
 // Page sorts rs in listing order and keeps the page f asks for (After,
 // Limit): for stores that hold a listing in memory.
 func (f Filter) Page(rs []*Receipt) []*Receipt {
-	slices.SortFunc(rs, func(a, b *Receipt) int { return KeyOf(a).Compare(KeyOf(b)) })
-	if f.After != nil {
-		after := *f.After
-		i, _ := slices.BinarySearchFunc(rs, after, func(r *Receipt, k ListKey) int { return KeyOf(r).Compare(k) })
-		for i < len(rs) && KeyOf(rs[i]).Compare(after) <= 0 {
-			i++
+	page, _ := PageOf(rs, KeyOf, f.After, f.Limit)
+	return page
+}
+
+// PageOf sorts items in listing order by key (stably) and keeps those
+// that sort after after (all when nil), at most limit of them (all when 0).
+// more says whether the limit left some out. Whatever lists in pages, the
+// stores and the API, cuts its pages with it.
+func PageOf[T any](items []T, key func(T) ListKey, after *ListKey, limit int) (page []T, more bool) {
+	slices.SortStableFunc(items, func(a, b T) int { return key(a).Compare(key(b)) })
+	if after != nil {
+		i, _ := slices.BinarySearchFunc(items, *after, func(it T, k ListKey) int { return key(it).Compare(k) })
+		for i < len(items) && key(items[i]).Compare(*after) <= 0 {
+			i++ // the cursor's own item, if it is still there
 		}
-		rs = rs[i:]
+		items = items[i:]
 	}
-	if f.Limit > 0 && len(rs) > f.Limit {
-		rs = rs[:f.Limit]
+	if limit > 0 && len(items) > limit {
+		return items[:limit], true
 	}
-	return rs
+	return items, false
 }
 
 // Match reports whether r passes f.
