@@ -38,7 +38,10 @@ terminal:
     node_selector: {type: kwok}
     tolerations: [{key: kwok.x-k8s.io/node, operator: Exists, effect: NoSchedule}]
 YAML
-	HERMES_HOME="$tmp/$1" "$tmp/hermes" serve --listen "127.0.0.1:$2" --backends kubernetes 2>"$tmp/$1.log" &
+	# Go profiles on PORT+1000 (go tool pprof http://127.0.0.1:18081/debug/pprof/heap)
+	# for a round that stalls or grows.
+	HERMES_HOME="$tmp/$1" "$tmp/hermes" serve --listen "127.0.0.1:$2" --debug-listen "127.0.0.1:$(($2 + 1000))" \
+		--backends kubernetes 2>"$tmp/$1.log" &
 	pids+=($!)
 	for _ in $(seq 100); do curl -fsS "http://127.0.0.1:$2/healthz" >/dev/null 2>&1 && return; sleep 0.1; done
 	echo "runner $1 did not start" >&2

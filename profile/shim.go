@@ -10,7 +10,6 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/callerkey"
-	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/runner"
 	"golang.org/x/sys/unix"
 )
@@ -54,7 +53,7 @@ func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) erro
 // else the one its starter named for callers alike (callerSupervisor).
 // Such a supervisor also runs the commands its callers hand off (package
 // handoff) with cli; the runner's does not.
-func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int) error {
+func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli *shim.CLIHandler) error {
 	if socket == "" {
 		socket = e.SupervisorSocket()
 	}

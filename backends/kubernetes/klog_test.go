@@ -43,6 +43,9 @@ func TestIsRemovedLog(t *testing.T) {
 		"unable to retrieve container logs for containerd://0bf3": true,
 		"started\nunable to retrieve container logs for x":        false,
 		"unable to retrieve container logs for x\n":               false,
+		`failed to try resolving symlinks in path "/var/log/pods/default_hermes-proc-89_0974/job/0.log": lstat /var/log/pods/default_hermes-proc-89_0974/job/0.log: no such file or directory`: true,
+		"started\nfailed to try resolving symlinks in path \"/var/log/pods/x\": gone":                                                                                                          false,
+		`failed to try resolving symlinks in path "/home/u/x": gone`:                                                                                                                           false,
 		"": false,
 	} {
 		if got := isRemovedLog([]byte(body)); got != want {

@@ -280,7 +280,7 @@ func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
 	}
 	defer rc.Close()
 	br := bufio.NewReader(rc)
-	if head, _ := br.Peek(len(removedLogPrefix)); string(head) == removedLogPrefix {
+	if head, _ := br.Peek(removedLogPeek); removedLogStart(head) {
 		// Only a log that starts like the kubelet's message is read
 		// ahead, one line, to tell the two apart.
 		line, rerr := br.ReadBytes('\n')
@@ -307,11 +307,30 @@ var errLogRemoved = errors.New("container log removed")
 // isRemovedLog reports whether a log body is the kubelet's message for a
 // container it no longer has, rather than anything the job printed.
 func isRemovedLog(b []byte) bool {
-	return bytes.HasPrefix(b, []byte(removedLogPrefix)) && !bytes.Contains(b, []byte("\n"))
+	return removedLogStart(b) && !bytes.Contains(b, []byte("\n"))
 }
 
-// removedLogPrefix starts the kubelet's answer for a removed container.
-const removedLogPrefix = "unable to retrieve container logs for "
+// removedLogPrefixes start the kubelet's answers, in place of a log, for a
+// container that was removed or whose log file went with its pod: the
+// runtime's, and the kubelet's own when the file is gone before it looks.
+var removedLogPrefixes = []string{
+	"unable to retrieve container logs for ",
+	"failed to try resolving symlinks in path \"/var/log/pods/",
+}
+
+// removedLogPeek is how much of a log removedLogStart needs to see.
+const removedLogPeek = 64
+
+// removedLogStart reports whether head, a log's first bytes, starts like
+// one of the kubelet's answers for a removed log.
+func removedLogStart(head []byte) bool {
+	for _, p := range removedLogPrefixes {
+		if bytes.HasPrefix(head, []byte(p)) {
+			return true
+		}
+	}
+	return false
+}
 
 // started reports whether the job container has run at all.
 func started(p *corev1.Pod) bool {

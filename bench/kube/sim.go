@@ -243,6 +243,14 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	redisBefore := redisMemory(ctx, o.redisURL)
 	var mu sync.Mutex
 	posted := map[string]time.Time{}
+	ended := map[string]time.Duration{}
+	// A round that stalls says where: still starting, or waiting for ends.
+	stopProgress := progress(func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("hermes round %d: %d of %d started, %d ended (load %s)", round+1, len(posted), o.n, len(ended), load())
+	})
+	defer stopProgress()
 	start := time.Now()
 	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
 	err = parallel(o.n, o.concurrency, func(i int) error {
@@ -263,19 +271,26 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	}
 	started := time.Since(start)
 	rssLive := rss(o.runnerPIDs)
-	ended := map[string]time.Duration{}
-	for len(ended) < o.n && ctx.Err() == nil {
+	for ctx.Err() == nil {
+		mu.Lock()
+		done := len(ended) >= o.n
+		mu.Unlock()
+		if done {
+			break
+		}
 		var cs []struct {
 			ID string `json:"session_id"`
 		}
 		if err := call(ctx, "GET", o.runners[0]+"/v1/sessions/"+session+"/completions?wait=5s", session, "", http.StatusOK, &cs); err != nil {
 			return simResult{}, err
 		}
+		mu.Lock()
 		for _, c := range cs {
 			if t, ok := posted[c.ID]; ok {
 				ended[c.ID] = time.Since(t)
 			}
 		}
+		mu.Unlock()
 	}
 	if len(ended) < o.n {
 		return simResult{}, fmt.Errorf("%d of %d completions", len(ended), o.n)
@@ -293,6 +308,24 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 		res.redisPer = float64(redisMemory(ctx, o.redisURL)-redisBefore) / float64(o.n)
 	}
 	return res, nil
+}
+
+// progress prints what line says to stderr every 15 s until stopped.
+func progress(line func() string) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fmt.Fprintln(os.Stderr, line())
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // apiRequests is the API server's count of requests served so far. With

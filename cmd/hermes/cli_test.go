@@ -711,6 +711,8 @@ func TestBadInput(t *testing.T) {
 		{"tail and offset", []string{"log", "--tail", "1", "--offset", "1", unknown}},
 		{"negative limit", []string{"log", "--limit", "-1", unknown}},
 		{"bad offset", []string{"log", "--offset", "x", unknown}},
+		{"offset of short flags", []string{"log", "--offset", "-x", unknown}},
+		{"offset without a value", []string{"log", unknown, "--offset"}},
 	}
 	p := newProfile(t)
 	for _, tc := range cases {
@@ -837,7 +839,7 @@ func TestLogFollowAndWindows(t *testing.T) {
 	}{
 		{[]string{"--offset", "1", "--limit", "2"}, "two\nthree\n"},
 		{[]string{"--offset=-1"}, "four"},
-		{[]string{"--offset", "-2"}, "three\nfour"}, // joined before kong sees "-2"
+		{[]string{"--offset", "-2"}, "three\nfour"}, // the flag takes "-2" whole
 		{[]string{"--tail", "2"}, "three\nfour"},
 		{[]string{"--tail", "1", "--limit", "1"}, "four"},
 		{[]string{"--limit", "1"}, "one\n"},
@@ -890,24 +892,6 @@ func TestRunQuiet(t *testing.T) {
 	}
 	if r := p.hermes("run", "-q", "--", "true"); r.code != 2 || !strings.Contains(r.stderr, "--quiet needs --background") {
 		t.Fatalf("run -q without -b: %s", r)
-	}
-}
-
-// TestNegativeValues: a negative number after a flag that takes one is
-// joined to it, and nothing after "--" is touched.
-func TestNegativeValues(t *testing.T) {
-	cases := []struct{ in, want []string }{
-		{[]string{"log", "--offset", "-2", "id"}, []string{"log", "--offset=-2", "id"}},
-		{[]string{"log", "--offset", "2", "id"}, []string{"log", "--offset", "2", "id"}},
-		{[]string{"log", "--offset", "-x", "id"}, []string{"log", "--offset", "-x", "id"}},
-		{[]string{"log", "--offset"}, []string{"log", "--offset"}},
-		{[]string{"run", "--", "tail", "--offset", "-2"}, []string{"run", "--", "tail", "--offset", "-2"}},
-		{[]string{"log", "--limit", "-2"}, []string{"log", "--limit", "-2"}},
-	}
-	for _, tc := range cases {
-		if got := negativeValues(tc.in); !slices.Equal(got, tc.want) {
-			t.Errorf("negativeValues(%q) = %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }
 

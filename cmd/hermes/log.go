@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+
+	"github.com/alecthomas/kong"
 
 	"github.com/hermesrun/hermes/service"
 )
@@ -14,13 +17,36 @@ import (
 type LogCmd struct {
 	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)." complete:"ids"`
 	Follow bool   `short:"f" help:"Keep printing new output until the process ends; then exit with its exit code, as wait does (0 without --follow)."`
-	Offset int    `help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
+	Offset signedInt `placeholder:"INT" help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
 	Limit  int    `help:"Maximum number of lines to show (0: all)."`
 	Tail   int    `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
 	Grep   string `help:"Show only the lines of the whole kept output that match this regular expression (RE2; (?i) for any case), numbered: 'N:' a match, 'N-' context. Exits 1 when none matches, as grep does." placeholder:"RE"`
 	// Context and MaxCount go with --grep.
 	Context  int `short:"C" help:"With --grep: lines of context either side of each match." placeholder:"N"`
 	MaxCount int `name:"max-count" help:"With --grep: stop after this many matching lines (0: all)." placeholder:"N"`
+}
+
+// signedInt is an integer flag whose value may be negative as an argument
+// of its own ("--offset -2"): kong reads a lone "-2" as a cluster of short
+// flags, so this flag takes its next argument whatever it looks like.
+type signedInt int
+
+// Decode implements kong.MapperValue.
+func (v *signedInt) Decode(ctx *kong.DecodeContext) error {
+	t := ctx.Scan.Pop()
+	if t.IsEOL() {
+		return errors.New("expected an integer")
+	}
+	s, ok := t.Value.(string)
+	if !ok {
+		s = fmt.Sprint(t.Value)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("expected an integer but got %q", s)
+	}
+	*v = signedInt(n)
+	return nil
 }
 
 // Validate implements kong.Validatable.
@@ -35,7 +61,7 @@ func (c *LogCmd) Validate() error {
 		if c.Offset != 0 {
 			return errors.New("--tail and --offset both say where to start: give one")
 		}
-		c.Offset = -c.Tail
+		c.Offset = signedInt(-c.Tail)
 	}
 	if c.Grep == "" && (c.Context != 0 || c.MaxCount != 0) {
 		return errors.New("--context and --max-count go with --grep")
@@ -61,7 +87,7 @@ func (c *LogCmd) Run(ctx context.Context, g *Globals) error {
 		if c.Grep != "" {
 			return c.search(ctx, g, svc)
 		}
-		res, err := svc.Log(ctx, c.ID, c.Offset, c.Limit)
+		res, err := svc.Log(ctx, c.ID, int(c.Offset), c.Limit)
 		if err != nil {
 			return err
 		}
@@ -117,7 +143,7 @@ func (c *LogCmd) search(ctx context.Context, g *Globals, svc service.Service) er
 // script stands for the job.
 func (c *LogCmd) follow(ctx context.Context, g *Globals, svc service.Service) error {
 	var exit *int
-	err := service.Follow(ctx, svc, c.ID, c.Offset, func(ev service.FollowEvent) error {
+	err := service.Follow(ctx, svc, c.ID, int(c.Offset), func(ev service.FollowEvent) error {
 		if ev.Final() {
 			exit = ev.ExitCode
 		}

@@ -17,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
-	// handoff initialises before the rest of hermes (hugeheap, imported
-	// first for the heap it advises, imports it): it may hand the whole
-	// command to the caller supervisor and exit before the rest starts.
-	"github.com/hermesrun/hermes/internal/handoff"
+	// The one fast path: handoff initialises before the rest of hermes
+	// (hugeheap, imported first for the heap it advises, imports it) and
+	// may hand the whole command to the caller supervisor and exit before
+	// the rest starts (docs/api.md, "CLI commands handed off").
 	_ "github.com/hermesrun/hermes/internal/hugeheap"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -125,9 +125,6 @@ type Globals struct {
 	// listCache outlives the command: the supervisor running handed-off
 	// commands keeps one for all of them (receipts.ListCache).
 	listCache *receipts.ListCache
-	// parsers outlives the command too: the supervisor's commands reuse
-	// the parsers built for those before them.
-	parsers *parsers
 }
 
 // getwd is the directory the command resolves against.
@@ -185,39 +182,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return command(ctx, args, &Globals{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv, interrupts: intr})
 }
 
-// handedOff runs a command a CLI process of this context handed to this
-// supervisor (package handoff), as that process would have: its
-// arguments, environment, directory and descriptors. ctx ends when the
-// caller is interrupted or gone. kong still reads the flags it takes from
-// the environment (HERMES_RUNNER_*) from this process's own: callers of
-// one key differ only in call-only variables, none of which is a flag's.
-//
-// The commands share cache, which makes their listings of retained
-// receipts cheaper than a process of their own could, and the parsers of
-// the commands that ran before them.
-func handedOff(cache *receipts.ListCache) func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int {
-	pool := newParsers()
-	return func(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
-		return command(ctx, call.Args, &Globals{
-			Stdout: stdout, Stderr: stderr, Getenv: handoff.Lookup(call.Env), Environ: call.Env,
-			Getwd:     func() (string, error) { return call.Dir, nil },
-			listCache: cache, parsers: pool,
-		})
-	}
-}
-
 // command parses args and runs the command with g's descriptors and
 // environment (the other fields of g are filled from the command line).
 func command(ctx context.Context, args []string, g *Globals) int {
 	stdout, stderr := g.Stdout, g.Stderr
 	var cli CLI
-	kctx, exitCode, release, err := parse(g.parsers, &cli, negativeValues(helpCommand(args)), stdout, stderr,
+	kctx, exitCode, err := parse(&cli, helpCommand(args), stdout, stderr,
 		kong.Name("hermes"),
 		kong.Description("hermes runs shell commands for AI agents: in the foreground, or as detached background jobs whose results outlive the command that started them. Each finished process leaves a bounded, redacted, session-scoped receipt under $HERMES_HOME (or in Redis)."),
 		kong.Vars{"version": versionString()},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
-	defer release()
 	if errors.Is(err, errCommandTree) {
 		fmt.Fprintf(stderr, "hermes: internal error: %v\n", err)
 		return 70
@@ -290,42 +265,6 @@ func helpFor(err error) string {
 		}
 	}
 	return "hermes"
-}
-
-// takesNegative says whether flag takes an integer that may be negative.
-func takesNegative(flag string) bool { return flag == "--offset" }
-
-// negativeValues joins a flag that takesNegative and a negative number that
-// follows it ("--offset -2" becomes "--offset=-2"): kong reads "-2" as a
-// cluster of short flags, yet the help advertises negative offsets. It
-// stops at "--", after which everything belongs to the command.
-func negativeValues(args []string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			return append(out, args[i:]...)
-		}
-		if takesNegative(a) && i+1 < len(args) && isNegativeInt(args[i+1]) {
-			out = append(out, a+"="+args[i+1])
-			i++
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-func isNegativeInt(s string) bool {
-	if len(s) < 2 || s[0] != '-' {
-		return false
-	}
-	for _, r := range s[1:] {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // maxTokenFile bounds a token file: a tokens file of many tenants at most.

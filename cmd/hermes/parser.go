@@ -6,7 +6,6 @@ import (
 	"io"
 	"reflect"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/alecthomas/kong"
@@ -16,25 +15,20 @@ import (
 // exit (help, version) or -1.
 //
 // kong's reflection over the whole command tree (twenty commands, a few
-// hundred flags) is a tenth of a short command's own start, and agents run
-// `hermes run -b`, `poll` and `session completions` many times a minute. So
-// when args name a top-level command, parse first tries a tree of that
-// command alone, with the global flags: the command runs from it exactly as
-// from the whole tree. Anything that tree does not accept - help, the
-// version flag, a usage error - is parsed again by the whole tree, whose
-// output is what the user sees, so help and errors do not change.
-//
-// The command's own tree comes from pool when there is one (nil builds
-// one). The caller calls release once the command has run (its values live
-// in the pooled tree until then); release is never nil.
-func parse(pool *parsers, cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (kctx *kong.Context, exitCode int, release func(), err error) {
+// hundred flags) costs a short command 2-5 ms of its start (bench/RESULTS.md,
+// "Narrow parse"), and agents run `hermes run -b`, `poll` and `session
+// completions` many times a minute. So when args name a top-level command,
+// parse first tries a tree of that command alone, with the global flags:
+// the command runs from it exactly as from the whole tree. Anything that
+// tree does not accept - help, the version flag, a usage error - is parsed
+// again by the whole tree, whose output is what the user sees, so help and
+// errors do not change.
+func parse(cli *CLI, args []string, stdout, stderr io.Writer, opts ...kong.Option) (kctx *kong.Context, exitCode int, err error) {
 	if field, ok := narrowField(args); ok {
-		np := pool.get(field, opts)
-		if np != nil {
+		if np := newNarrowParser(field, opts); np != nil {
 			if kctx, ok := np.parse(cli, args); ok {
-				return kctx, -1, func() { pool.put(field.Name, np) }, nil
+				return kctx, -1, nil
 			}
-			pool.put(field.Name, np)
 		}
 	}
 	exitCode = -1
@@ -42,10 +36,10 @@ func parse(pool *parsers, cli *CLI, args []string, stdout, stderr io.Writer, opt
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exitCode = code }))...)
 	if err != nil {
-		return nil, -1, func() {}, fmt.Errorf("%w: %w", errCommandTree, err)
+		return nil, -1, fmt.Errorf("%w: %w", errCommandTree, err)
 	}
 	kctx, err = parser.Parse(args)
-	return kctx, exitCode, func() {}, err
+	return kctx, exitCode, err
 }
 
 // errCommandTree marks a command tree kong cannot build: a bug in CLI.
@@ -83,10 +77,7 @@ func newNarrowParser(field reflect.StructField, opts []kong.Option) *narrowParse
 }
 
 // parse parses args into the tree's value and, on success, copies the
-// global flags into cli. kong resets every value it knows to its default
-// (or its environment variable) before each parse, and every field of a
-// command is one it knows, so a tree parses again as if new
-// (TestPooledParseMatchesANewTree).
+// global flags into cli.
 func (np *narrowParser) parse(cli *CLI, args []string) (*kong.Context, bool) {
 	np.exited = false
 	kctx, err := np.parser.Parse(args)
@@ -100,50 +91,6 @@ func (np *narrowParser) parse(cli *CLI, args []string) (*kong.Context, bool) {
 		}
 	}
 	return kctx, true
-}
-
-// parsers keeps the trees of commands that have run, for the next of the
-// same command: a process that runs many commands (a caller supervisor,
-// package handoff) builds each tree once instead of by reflection per
-// command (kong.New was 0.2 of the 0.5 ms a handed-off `ps` took it). A
-// nil *parsers builds a tree per parse. All commands parse with the same
-// options.
-type parsers struct {
-	mu   sync.Mutex
-	free map[string][]*narrowParser
-}
-
-// maxIdleParsers bounds the trees kept per command: as many as run at
-// once, usually one.
-const maxIdleParsers = 4
-
-func newParsers() *parsers { return &parsers{free: map[string][]*narrowParser{}} }
-
-// get takes an idle tree of field's command, or builds one.
-func (p *parsers) get(field reflect.StructField, opts []kong.Option) *narrowParser {
-	if p != nil {
-		p.mu.Lock()
-		if free := p.free[field.Name]; len(free) > 0 {
-			np := free[len(free)-1]
-			p.free[field.Name] = free[:len(free)-1]
-			p.mu.Unlock()
-			return np
-		}
-		p.mu.Unlock()
-	}
-	return newNarrowParser(field, opts)
-}
-
-// put gives back a tree whose command has finished with its values.
-func (p *parsers) put(name string, np *narrowParser) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.free[name]) < maxIdleParsers {
-		p.free[name] = append(p.free[name], np)
-	}
 }
 
 // narrowField finds the top-level command args name, skipping the global

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -89,7 +88,7 @@ func TestParseFallsBackToTheWholeTree(t *testing.T) {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var cli CLI
 			var out bytes.Buffer
-			kctx, code, _, err := parse(nil, &cli, args, &out, &out, parserOpts...)
+			kctx, code, err := parse(&cli, args, &out, &out, parserOpts...)
 			_, wk, wcode, wout, werr := wholeTree(t, args)
 			if code != wcode || out.String() != wout || (err == nil) != (werr == nil) ||
 				(err != nil && err.Error() != werr.Error()) {
@@ -115,7 +114,7 @@ func FuzzParse(f *testing.F) {
 		}
 		var cli CLI
 		var out bytes.Buffer
-		kctx, code, _, err := parse(nil, &cli, args, &out, &out, parserOpts...)
+		kctx, code, err := parse(&cli, args, &out, &out, parserOpts...)
 		_, wk, wcode, wout, werr := wholeTree(t, args)
 		if code != wcode || out.String() != wout || (err == nil) != (werr == nil) {
 			t.Fatalf("%q: parse exit %d err %v out %q; whole exit %d err %v out %q", args, code, err, out.String(), wcode, werr, wout)
@@ -140,7 +139,7 @@ func BenchmarkParse(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var cli CLI
-			if _, code, _, err := parse(nil, &cli, args, io.Discard, io.Discard, parserOpts...); err != nil || code >= 0 {
+			if _, code, err := parse(&cli, args, io.Discard, io.Discard, parserOpts...); err != nil || code >= 0 {
 				b.Fatal(code, err)
 			}
 		}
@@ -178,93 +177,4 @@ func TestNoCommandTakesTheCLI(t *testing.T) {
 		}
 	}
 	walk(reflect.TypeFor[CLI](), "hermes")
-}
-
-// TestPooledParseMatchesANewTree: a command's tree reused from the pool
-// parses each command line into what a new tree would, whatever the
-// command lines before it set: every flag, argument and global flag is
-// reset (a flag set once does not stay set, a repeated one does not
-// accumulate), and the environment is read again.
-func TestPooledParseMatchesANewTree(t *testing.T) {
-	lines := []struct {
-		args []string
-		env  string // HERMES_RUNNER_URL
-	}{
-		{[]string{"--json", "run", "-b", "-q", "--notify", "--env", "A=1", "-e", "B=2", "--timeout", "5s", "--task", "T", "--cwd", "/tmp", "--", "echo", "hi"}, "http://127.0.0.1:1"},
-		{[]string{"run", "-b", "--", "true"}, ""},
-		{[]string{"run", "--env", "C=3", "--", "make test"}, ""},
-		{[]string{"--runner-token", "tok", "ps", "--retained", "--status", "exited,killed", "-q"}, "http://127.0.0.1:2"},
-		{[]string{"ps"}, ""},
-		{[]string{"ps", "--status", "lost"}, ""},
-		{[]string{"wait", "--timeout", "2s", "proc_0123"}, ""},
-		{[]string{"wait", "proc_4567"}, ""},
-		{[]string{"log", "--offset=-2", "--limit", "3", "proc_0123"}, ""},
-		{[]string{"log", "proc_0123"}, "http://127.0.0.1:3"},
-		{[]string{"--json", "poll", "proc_0123"}, ""},
-		{[]string{"poll", "proc_89ab"}, ""},
-		{[]string{"run", "--help"}, ""},
-		{[]string{"run", "-b", "--", "true"}, ""},
-	}
-	pool := newParsers()
-	for round := range 2 {
-		for i, l := range lines {
-			t.Setenv("HERMES_RUNNER_URL", l.env)
-			samePooledParse(t, pool, l.args, fmt.Sprintf("round %d, line %d", round, i))()
-		}
-	}
-	if n := len(pool.free["Run"]); n != 1 {
-		t.Fatalf("%d idle run parsers after one command at a time, want 1", n)
-	}
-}
-
-// FuzzPooledParse: after any command line, a pooled tree parses the next
-// one as a new tree would (the same exit, error, command values and
-// global flags).
-func FuzzPooledParse(f *testing.F) {
-	for _, s := range []string{
-		"run\x00-b\x00-e\x00A=1\x00--\x00true\x01run\x00--\x00true",
-		"ps\x00--retained\x00--status\x00lost\x01ps",
-		"--json\x00wait\x00--timeout\x001s\x00proc_0123\x01wait\x00proc_0123",
-		"log\x00--tail\x003\x00proc_0123\x01log\x00proc_0123",
-		"run\x00--help\x01run\x00-b\x00--\x00x",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		first, second, _ := strings.Cut(s, "\x01")
-		split := func(s string) []string {
-			if s == "" {
-				return nil
-			}
-			return strings.Split(s, "\x00")
-		}
-		pool := newParsers()
-		var before CLI
-		_, _, release, _ := parse(pool, &before, split(first), io.Discard, io.Discard, parserOpts...)
-		release()
-		defer samePooledParse(t, pool, split(second), fmt.Sprintf("after %q", split(first)))()
-	})
-}
-
-// samePooledParse parses args with a tree from pool and with a new tree,
-// and fails unless both give the same exit, error, command values and
-// global flags. It returns the pooled tree's release.
-func samePooledParse(t *testing.T, pool *parsers, args []string, label string) (release func()) {
-	t.Helper()
-	var fresh, pooled CLI
-	fk, fcode, _, ferr := parse(nil, &fresh, args, io.Discard, io.Discard, parserOpts...)
-	pk, pcode, release, perr := parse(pool, &pooled, args, io.Discard, io.Discard, parserOpts...)
-	if fcode != pcode || (ferr == nil) != (perr == nil) {
-		t.Fatalf("%q %s: pooled exit %d err %v, new exit %d err %v", args, label, pcode, perr, fcode, ferr)
-	}
-	if ferr != nil || fcode >= 0 {
-		return release
-	}
-	if got, want := pk.Selected().Target.Interface(), fk.Selected().Target.Interface(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q %s: pooled %+v, new %+v", args, label, got, want)
-	}
-	if pooled.JSON != fresh.JSON || pooled.Runner != fresh.Runner || pooled.RunnerToken != fresh.RunnerToken || pooled.RunnerTokenFile != fresh.RunnerTokenFile {
-		t.Fatalf("%q %s: pooled globals %+v, new %+v", args, label, pooled, fresh)
-	}
-	return release
 }

@@ -53,7 +53,7 @@ func BenchmarkHandedOffReads(b *testing.B) {
 			var n countingWriter
 			b.ReportAllocs()
 			for b.Loop() {
-				if code := run(ctx, call, nil, &n, io.Discard); code != 0 {
+				if code := run.Run(ctx, call, nil, &n, io.Discard); code != 0 {
 					b.Fatalf("exit %d", code)
 				}
 			}

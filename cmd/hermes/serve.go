@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/internal/pprofhttp"
 	"github.com/hermesrun/hermes/server"
 	"github.com/hermesrun/hermes/service"
 )
@@ -22,6 +23,7 @@ type ServeCmd struct {
 	TLSKey          string        `name:"tls-key" help:"Private key of --tls-cert (PEM)." type:"existingfile" placeholder:"FILE"`
 	Advertise       string        `help:"Run as one of several replicas sharing the Redis store: the URL the other replicas reach this one at, e.g. http://10.0.0.7:7070 (default $HERMES_ADVERTISE_URL). Requests for a job another replica runs are forwarded to it." placeholder:"URL"`
 	ReplicaName     string        `help:"This replica's name among the others (default $HERMES_REPLICA_NAME, else the host name)." placeholder:"NAME"`
+	DebugListen     string        `help:"Serve Go's profiles (heap, goroutines, CPU: go tool pprof http://ADDR/debug/pprof/heap) on this loopback address, apart from the API (default $HERMES_DEBUG_LISTEN; off when empty)." placeholder:"HOST:PORT"`
 }
 
 // Run implements the command. It logs JSON lines to stderr and returns on
@@ -62,6 +64,18 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 	srv, err := server.New(opts)
 	if err != nil {
 		return badInput("%v", err)
+	}
+	if addr := firstNonEmpty(c.DebugListen, g.Getenv("HERMES_DEBUG_LISTEN")); addr != "" {
+		ln, err := pprofhttp.Listen(addr)
+		if err != nil {
+			return badInput("%v", err)
+		}
+		go func() {
+			if err := pprofhttp.Serve(ctx, ln); err != nil {
+				log.Warn("debug server stopped", "err", err)
+			}
+		}()
+		log.Info("serving Go profiles", "addr", ln.Addr().String())
 	}
 	return srv.ListenAndServe(ctx)
 }

@@ -30,7 +30,7 @@ func Missed() string { return missed }
 // syscalls only (see package earlystart): os has not initialised yet.
 func init() {
 	args := commandLine()
-	if args == nil || !Eligible(args, getenv) {
+	if args == nil || !CLIGrammar.Eligible(args, getenv) {
 		return
 	}
 	home := Home(getenv)

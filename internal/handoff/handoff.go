@@ -18,8 +18,10 @@
 // those, the process goes on as if this package did nothing.
 //
 // The wire format (Call.Encode, Decode) and the rule for what may be
-// handed off (Eligible) are shared by both ends; the client is in
-// client_linux.go.
+// handed off (Grammar.Eligible) are shared by both ends; the client is in
+// client_linux.go. What the rule must know of the command line (which of
+// run's flags take a value) is CLIGrammar, written from the CLI's own
+// model by a test of cmd/hermes, which fails when the two differ.
 package handoff
 
 import (
@@ -122,6 +124,17 @@ func decodeList(b []byte) ([]string, []byte, error) {
 	return out, b, nil
 }
 
+// Grammar is what the hand-off knows of a CLI's command line.
+type Grammar struct {
+	// RunValueFlags are run's flags that take the next argument as their
+	// value, as written: "--env", "-e".
+	RunValueFlags []string
+	// RunShortBools are the letters of run's one-letter boolean flags.
+	RunShortBools string
+	// RunBackground is the letter of run's --background.
+	RunBackground byte
+}
+
 // Eligible reports whether a command line (without the program name) may
 // be handed off, with getenv reading the caller's environment. Both ends
 // check it. It admits only commands that are short, touch nothing of the
@@ -135,7 +148,7 @@ func decodeList(b []byte) ([]string, []byte, error) {
 //     no shared runner (--runner, HERMES_RUNNER_URL: those commands are an
 //     HTTP client, whose token file may be a relative path);
 //   - a profile Home can name.
-func Eligible(args []string, getenv func(string) string) bool {
+func (g Grammar) Eligible(args []string, getenv func(string) string) bool {
 	if getenv("HERMES_RUNNER_URL") != "" || Home(getenv) == "" {
 		return false
 	}
@@ -170,7 +183,7 @@ func Eligible(args []string, getenv func(string) string) bool {
 		}
 		return true
 	case "run":
-		return background(flags)
+		return g.background(flags)
 	}
 	return false
 }
@@ -232,18 +245,9 @@ func CommandName(args []string) string {
 	return args[0]
 }
 
-// RunValueFlags are the flags of run that the hand-off reads as taking the
-// next argument as their value; a test holds them to the CLI's own model.
-func RunValueFlags() []string { return append([]string(nil), runValueFlags...) }
-
-// runValueFlags are run's flags that take the next argument as their value.
-var runValueFlags = []string{"--backend", "--image", "--env", "-e", "--timeout", "--task", "--session-key",
-	"--after", "--after-ok", "--priority", "--retries", "--retry-delay",
-	"--cpus", "--memory", "--pids", "--network", "--notify-on", "--notify-interval"}
-
 // background reports whether run's flags (those before `--`) ask for
 // --background, skipping the values of flags that take one.
-func background(flags []string) bool {
+func (g Grammar) background(flags []string) bool {
 	bg := false
 	for i := 0; i < len(flags); i++ {
 		a := flags[i]
@@ -252,35 +256,46 @@ func background(flags []string) bool {
 			bg = true
 		case earlystart.HasPrefix(a, "--background="):
 			bg = a == "--background=true"
-		case indexOf(runValueFlags, a) >= 0:
+		case indexOf(g.RunValueFlags, a) >= 0:
 			i++ // its value, whatever it looks like
 		case earlystart.HasPrefix(a, "--"):
 			// --quiet, --notify, --json, --flag=value
 		case earlystart.HasPrefix(a, "-") && len(a) > 1:
 			// A cluster of short flags: -b, -q, -bq, -be VALUE, -eVALUE.
-			cluster := a[1:]
-			for j := 0; j < len(cluster); j++ {
-				c := cluster[j]
-				if c == 'b' {
-					bg = true
-					continue
-				}
-				if c == 'q' {
-					continue
-				}
-				if c != 'e' {
-					return false
-				}
-				if j == len(cluster)-1 {
-					i++ // -e's value is the next argument
-				}
-				break // else the rest of the cluster is -e's value
+			b, next, ok := g.cluster(a[1:])
+			if !ok {
+				return false
+			}
+			bg = bg || b
+			if next {
+				i++ // the cluster's last flag takes the next argument
 			}
 		default:
 			return false // a positional before `--`: leave it to the parser
 		}
 	}
 	return bg
+}
+
+// cluster reads the letters of a cluster of short flags of run: booleans,
+// then at most one flag that takes a value (the rest of the cluster, or
+// the next argument when it ends the cluster). ok is false for a letter
+// run does not take.
+func (g Grammar) cluster(letters string) (bg, next, ok bool) {
+	for j := 0; j < len(letters); j++ {
+		c := letters[j]
+		if earlystart.IndexByte([]byte(g.RunShortBools), c) >= 0 {
+			bg = bg || c == g.RunBackground
+			continue
+		}
+		if indexOf(g.RunValueFlags, "-"+string(c)) < 0 {
+			return false, false, false
+		}
+		// The rest of the cluster is this flag's value, or the next
+		// argument is.
+		return bg, j == len(letters)-1, true
+	}
+	return bg, false, true
 }
 
 func hasSuffix(s, suffix string) bool {

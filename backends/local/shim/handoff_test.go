@@ -24,6 +24,13 @@ import (
 // $EXIT; `wait` blocks until cancelled and then creates $MARK; `log`
 // writes to its stdout and fails (a closed pipe, for the test); `run`
 // starts its command as a background job of a caller (see runInBackground).
+// testGrammar is the part of hermes's command line the tests' hand-offs use.
+var testGrammar = handoff.Grammar{
+	RunValueFlags: []string{"--env", "-e"},
+	RunShortBools: "bq",
+	RunBackground: 'b',
+}
+
 func testCLI(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 	get := handoff.Lookup(call.Env)
 	switch handoff.CommandName(call.Args) {

@@ -37,15 +37,24 @@ type SupervisorConfig struct {
 	// AfterJob, if set, is called after each job's receipt is written
 	// (a profile's queue dispatch).
 	AfterJob func(ctx context.Context, id string)
-	// CLI, if set, runs a command a hermes CLI process of the same
-	// context handed off (package handoff) with the caller's stdin,
-	// stdout and stderr, and returns its exit status; ctx ends when the
-	// caller is interrupted or gone. stdout and stderr are the caller's
-	// *os.File where they are terminals; elsewhere they are writers that
-	// stop at a closed pipe, as the caller itself would have. Without
-	// CLI, hand-offs are declined and the callers run their commands
-	// themselves.
-	CLI func(ctx context.Context, call handoff.Call, stdin io.Reader, stdout, stderr io.Writer) int
+	// CLI, if set, runs the commands hermes CLI processes of the same
+	// context hand off (package handoff) with the caller's stdin, stdout
+	// and stderr. stdout and stderr are the caller's *os.File where they
+	// are terminals; elsewhere they are writers that stop at a closed
+	// pipe, as the caller itself would have. Without CLI, hand-offs are
+	// declined and the callers run their commands themselves.
+	CLI *CLIHandler
+}
+
+// CLIHandler runs, in a supervisor, the commands its callers hand off.
+type CLIHandler struct {
+	// Grammar is the CLI's, whose Eligible the supervisor checks before
+	// it takes a command, as the caller did before sending it.
+	Grammar handoff.Grammar
+	// Run runs the call as the caller's process would have, with its
+	// stdin, stdout and stderr, and returns its exit status; ctx ends
+	// when the caller is interrupted or gone.
+	Run func(ctx context.Context, call handoff.Call, stdin io.Reader, stdout, stderr io.Writer) int
 }
 
 // DefaultIdleExit is how long an idle supervisor waits for more jobs.
@@ -370,7 +379,7 @@ func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []b
 		s.log.Warn("bad hand-off", "err", err)
 		return
 	}
-	if !handoff.Eligible(call.Args, handoff.Lookup(call.Env)) {
+	if !s.cfg.CLI.Grammar.Eligible(call.Args, handoff.Lookup(call.Env)) {
 		return
 	}
 	// The command's name only: its arguments may hold a secret.
@@ -394,7 +403,7 @@ func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []b
 		cancel()
 	}()
 	var broke atomic.Uint32
-	code := s.cfg.CLI(cctx, call, stdio[0], callerOutput(stdio[1], 1, &broke), callerOutput(stdio[2], 2, &broke))
+	code := s.cfg.CLI.Run(cctx, call, stdio[0], callerOutput(stdio[1], 1, &broke), callerOutput(stdio[2], 2, &broke))
 	out := fmt.Appendf(nil, "%c%d\n", handoff.Exit, code)
 	if n := broke.Load(); n != 0 {
 		// The caller dies of SIGPIPE, as it would have at that write.

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -27,7 +26,6 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
-	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/runner"
@@ -65,9 +63,9 @@ func runAsSupervisor(home string) int {
 		return 1
 	}
 	idle, _ := time.ParseDuration(os.Getenv(idleEnv))
-	var cli func(context.Context, handoff.Call, io.Reader, io.Writer, io.Writer) int
+	var cli *shim.CLIHandler
 	if os.Getenv(cliEnv) != "" {
-		cli = testCLI
+		cli = &shim.CLIHandler{Grammar: testGrammar, Run: testCLI}
 	}
 	err = shim.Supervise(context.Background(), shim.SupervisorConfig{
 		CLI: cli,
