@@ -30,6 +30,9 @@ serve() { # serve NAME PORT
 store:
   redis_url: $redis
   prefix: "hermes:{bench-kwok-$$}:"
+  # Every round's receipts are kept, so that each job's can be counted
+  # (the default cap of 1,000 would drop them, and their completions).
+  max_retained_results: $((n * ${ROUNDS:-3} + 1000))
 terminal:
   env: kubernetes
   kubernetes:

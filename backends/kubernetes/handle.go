@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,8 +35,9 @@ type Handle struct {
 	cancel context.CancelFunc
 	// created is the pod as Create returned it, for a start by this
 	// handle: what a wait reads until the informer has seen the pod,
-	// instead of asking the API server for it (podwatch.go current).
-	created *corev1.Pod
+	// instead of asking the API server for it (podwatch.go current);
+	// nil once the informer has it.
+	created atomic.Pointer[corev1.Pod]
 
 	outMu sync.Mutex
 	out   *io.PipeReader

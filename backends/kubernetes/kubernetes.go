@@ -339,7 +339,10 @@ func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle,
 		return nil, b.apiErr("create pod "+pod.Name, err)
 	}
 	h := b.newHandle(created.Name, spec.ID, spec.Stdin)
-	h.created = created
+	// Managed fields are most of a pod object's size and nothing reads
+	// them (the informer's cache drops them too).
+	created.ManagedFields = nil
+	h.created.Store(created)
 	sctx, cancel := context.WithTimeout(ctx, b.opts.StartTimeout)
 	defer cancel()
 	if _, err := h.awaitRunning(sctx); err != nil {
@@ -359,13 +362,19 @@ func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle,
 // List implements backend.Backend: the profile's pods that have not been
 // released, running or ended.
 func (b *Backend) List(ctx context.Context) ([]backend.Live, error) {
-	list, err := b.pods().List(ctx, metav1.ListOptions{LabelSelector: labelProfile + "=" + b.profileLabel()})
-	if err != nil {
-		return nil, b.apiErr("list pods", err)
+	pods, cached := b.watcher.cachedPods()
+	if !cached {
+		list, err := b.pods().List(ctx, metav1.ListOptions{LabelSelector: labelProfile + "=" + b.profileLabel()})
+		if err != nil {
+			return nil, b.apiErr("list pods", err)
+		}
+		for i := range list.Items {
+			pods = append(pods, &list.Items[i])
+		}
 	}
 	var out []backend.Live
-	for i := range list.Items {
-		if p := &list.Items[i]; b.ours(p) && len(p.Spec.Containers) > 0 {
+	for _, p := range pods {
+		if b.ours(p) && len(p.Spec.Containers) > 0 {
 			out = append(out, liveFromPod(p))
 		}
 	}

@@ -105,6 +105,30 @@ func (w *podWatch) subscribe(name string) (*podSub, cache.SharedIndexInformer, f
 	}
 }
 
+// cachedPods returns the profile's pods as the shared informer sees them,
+// when one runs and has synced: a long-lived runner lists its pods (every
+// few seconds, for ends nobody observed) from the cache it keeps anyway
+// instead of asking the API server for every pod of the profile, whose
+// answer grows with the jobs (thousands of pods: megabytes to decode each
+// time). ok is false when there is no such cache; the caller then lists.
+func (w *podWatch) cachedPods() (pods []*corev1.Pod, ok bool) {
+	if !w.shared {
+		return nil, false
+	}
+	w.mu.Lock()
+	pi := w.scopes[""]
+	w.mu.Unlock()
+	if pi == nil || !pi.inf.HasSynced() {
+		return nil, false
+	}
+	for _, obj := range pi.inf.GetStore().List() {
+		if p, isPod := obj.(*corev1.Pod); isPod {
+			pods = append(pods, p)
+		}
+	}
+	return pods, true
+}
+
 // stopIdle stops pi, the informer of scope, if still nobody waits.
 func (w *podWatch) stopIdle(scope string, pi *podInformer) {
 	w.mu.Lock()
@@ -216,15 +240,18 @@ func (h *Handle) watch(ctx context.Context, check func(*corev1.Pod) (bool, error
 func (h *Handle) current(ctx context.Context, inf cache.SharedIndexInformer, seenRV string) (*corev1.Pod, error) {
 	// An informer's key is namespace/name, as Ref.
 	if obj, ok, _ := inf.GetStore().GetByKey(h.Ref()); ok {
+		// The cache has it from now on: a live job holds one copy of
+		// its pod, the cache's.
+		h.created.Store(nil)
 		return obj.(*corev1.Pod), nil
 	}
 	if seenRV != "" {
 		return nil, nil
 	}
-	if h.created != nil {
+	if p := h.created.Load(); p != nil {
 		// This handle created it after the informer's list: the watch
 		// brings it (and its deletion) soon; meanwhile it is as created.
-		return h.created, nil
+		return p, nil
 	}
 	// Created after the informer's list and not yet seen on its watch,
 	// or already gone: ask once.

@@ -271,6 +271,7 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	}
 	started := time.Since(start)
 	rssLive := rss(o.runnerPIDs)
+	dups := 0
 	for ctx.Err() == nil {
 		mu.Lock()
 		done := len(ended) >= o.n
@@ -286,14 +287,34 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 		}
 		mu.Lock()
 		for _, c := range cs {
+			if _, again := ended[c.ID]; again {
+				dups++
+			}
 			if t, ok := posted[c.ID]; ok {
 				ended[c.ID] = time.Since(t)
 			}
 		}
 		mu.Unlock()
 	}
-	if len(ended) < o.n {
-		return simResult{}, fmt.Errorf("%d of %d completions", len(ended), o.n)
+	if len(ended) < o.n || dups > 0 {
+		return simResult{}, fmt.Errorf("%d of %d completions, %d taken twice", len(ended), o.n, dups)
+	}
+	if o.redisURL != "" {
+		// Exactly one receipt per job: the session's index names each
+		// job once, and nothing else.
+		ids, err := sessionReceipts(ctx, o.redisURL, session)
+		if err != nil {
+			return simResult{}, err
+		}
+		missing := 0
+		for id := range posted {
+			if !ids[id] {
+				missing++
+			}
+		}
+		if missing > 0 || len(ids) != o.n {
+			return simResult{}, fmt.Errorf("%d receipts in the session for %d jobs, %d jobs without one", len(ids), o.n, missing)
+		}
 	}
 	after, err := b.apiRequests(ctx)
 	if err != nil {
@@ -466,6 +487,33 @@ func rss(pids []int) int64 {
 		}
 	}
 	return total
+}
+
+// sessionReceipts is the set of ids the session's receipt index names
+// (P s:<session>, whatever the profile's prefix P).
+func sessionReceipts(ctx context.Context, url, session string) (map[string]bool, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	keys, err := c.Keys(ctx, "*:s:"+session).Result()
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) != 1 {
+		return nil, fmt.Errorf("%d receipt indices of session %s", len(keys), session)
+	}
+	ids, err := c.ZRange(ctx, keys[0], 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
 }
 
 // redisMemory is Redis's used_memory, 0 without a URL.
