@@ -15,12 +15,12 @@ import (
 
 // LogCmd shows output.
 type LogCmd struct {
-	ID     string `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)." complete:"ids"`
-	Follow bool   `short:"f" help:"Keep printing new output until the process ends; then exit with its exit code, as wait does (0 without --follow)."`
+	ID     string    `arg:"" help:"Process id (or a unique prefix of at least proc_ and 4 hex digits)." complete:"ids"`
+	Follow bool      `short:"f" help:"Keep printing new output until the process ends; then exit with its exit code, as wait does (0 without --follow)."`
 	Offset signedInt `placeholder:"INT" help:"First line to show, counted from the first line the job printed even once it is no longer kept (negative counts from the end)."`
-	Limit  int    `help:"Maximum number of lines to show (0: all)."`
-	Tail   int    `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
-	Grep   string `help:"Show only the lines of the whole kept output that match this regular expression (RE2; (?i) for any case), numbered: 'N:' a match, 'N-' context. Exits 1 when none matches, as grep does." placeholder:"RE"`
+	Limit  int       `help:"Maximum number of lines to show (0: all)."`
+	Tail   int       `help:"Show only the last N lines (--offset -N)." placeholder:"N"`
+	Grep   string    `help:"Show only the lines of the whole kept output that match this regular expression (RE2; (?i) for any case), numbered: 'N:' a match, 'N-' context. Exits 1 when none matches, as grep does." placeholder:"RE"`
 	// Context and MaxCount go with --grep.
 	Context  int `short:"C" help:"With --grep: lines of context either side of each match." placeholder:"N"`
 	MaxCount int `name:"max-count" help:"With --grep: stop after this many matching lines (0: all)." placeholder:"N"`
