@@ -5,7 +5,9 @@
 # loop at the same concurrency, as paired rounds (bench/kube/sim.go): start
 # throughput, create-to-end, API server requests per job, the runners' RSS
 # per live job and Redis memory per receipt. Needs the test cluster
-# (scripts/ci/start-k8s.sh) and Redis (scripts/ci/start-redis.sh).
+# (scripts/ci/start-k8s.sh) and Redis (scripts/ci/start-redis.sh). KILL=1
+# SIGKILLs the second runner once the last round's jobs have started: the
+# first must record every end, each once.
 set -euo pipefail
 export CGO_ENABLED=0
 cd "$(dirname "$0")/.."
@@ -53,4 +55,5 @@ YAML
 serve a 17081
 serve b 17082
 "$tmp/kube" -sim "$n" -concurrency "${CONCURRENCY:-64}" -rounds "${ROUNDS:-3}" -sim-duration "${DURATION:-30s}" \
-	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" -redis "$redis"
+	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" -redis "$redis" \
+	${KILL:+-kill-replica}

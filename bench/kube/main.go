@@ -53,6 +53,7 @@ func main() {
 		simRounds  = flag.Int("rounds", 3, "with -sim: paired rounds")
 		runnerPIDs = flag.String("runner-pids", "", "with -sim: comma-separated pids of the runners, for their RSS")
 		redisURL   = flag.String("redis", "", "with -sim: the runners' Redis, for its memory per receipt")
+		killLast   = flag.Bool("kill-replica", false, "with -sim: SIGKILL the last of -runner-pids once the last round's jobs have started; the others must record every end")
 	)
 	flag.Parse()
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -77,7 +78,7 @@ func main() {
 			}
 		}
 		b.simulate(simOpts{n: *sim, concurrency: *simConc, rounds: *simRounds, duration: *simDur,
-			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL})
+			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL, killLast: *killLast})
 		return
 	}
 	if *rate > 0 {

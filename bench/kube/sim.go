@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +45,7 @@ type simOpts struct {
 	runners                []string
 	runnerPIDs             []int
 	redisURL               string
+	killLast               bool // SIGKILL the last runner in the last round
 }
 
 type simResult struct {
@@ -271,6 +273,15 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	}
 	started := time.Since(start)
 	rssLive := rss(o.runnerPIDs)
+	if o.killLast && round == o.rounds-1 && len(o.runnerPIDs) > 1 {
+		// A replica dies with its jobs running: the other must still
+		// record every end, each once.
+		pid := o.runnerPIDs[len(o.runnerPIDs)-1]
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return simResult{}, fmt.Errorf("kill runner %d: %w", pid, err)
+		}
+		fmt.Fprintf(os.Stderr, "hermes round %d: runner %d killed with its jobs running\n", round+1, pid)
+	}
 	dups := 0
 	for ctx.Err() == nil {
 		mu.Lock()
