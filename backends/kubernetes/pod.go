@@ -185,7 +185,30 @@ func liveFromPod(p *corev1.Pod) backend.Live {
 	if live.Meta.StartedAt.IsZero() {
 		live.Meta.StartedAt = p.CreationTimestamp.Time
 	}
+	live.Lost = endedUnobserved(p, time.Now())
 	return live
+}
+
+// unobservedAfter is how long a pod may stay ended before anyone but its
+// owner records its end: the owner (a replica's registry, a watcher)
+// records and releases it within a second or two, and another replica
+// stepping in before that would only read its log and record it twice
+// (one receipt stays: the second Create loses).
+const unobservedAfter = 15 * time.Second
+
+// endedUnobserved reports whether p ended more than unobservedAfter ago and
+// is still there: nobody recorded its end and released it (its replica was
+// killed, its watcher died). Live.Lost then tells a registry to attach and
+// record the end the pod's status holds.
+func endedUnobserved(p *corev1.Pod, now time.Time) bool {
+	if podEnd(p) == nil {
+		return false
+	}
+	at := p.CreationTimestamp.Time
+	if term := jobTerminated(p); term != nil && !term.FinishedAt.IsZero() {
+		at = term.FinishedAt.Time
+	}
+	return now.Sub(at) > unobservedAfter
 }
 
 // podEnd is the exit of a pod whose job container has terminated, or nil

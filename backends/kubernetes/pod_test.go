@@ -208,6 +208,39 @@ func TestPodEnd(t *testing.T) {
 	}
 }
 
+// TestEndedUnobserved: a pod that ended and is still there some time later
+// (its replica was killed before it recorded the end) is listed Lost, so
+// that another registry records it; one that just ended is left to its
+// owner, and a running one is not lost at all.
+func TestEndedUnobserved(t *testing.T) {
+	now := time.Now()
+	endedAt := func(ago time.Duration) *corev1.Pod {
+		p := term(0, "Completed")
+		p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now.Add(-ago))
+		return p
+	}
+	neverRan := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+		Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "UnexpectedAdmissionError"}}
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"ended a minute ago":  {endedAt(time.Minute), true},
+		"just ended":          {endedAt(time.Second), false},
+		"failed before a run": {neverRan, true},
+		"running for an hour": {running, false},
+	} {
+		if got := endedUnobserved(tc.pod, now); got != tc.want {
+			t.Errorf("%s: endedUnobserved = %v, want %v", name, got, tc.want)
+		}
+		if got := liveFromPod(tc.pod).Lost; got != tc.want {
+			t.Errorf("%s: liveFromPod(...).Lost = %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
 func TestFollowerOffset(t *testing.T) {
 	long := bytes.Repeat([]byte("line of output\n"), 1000)
 	tests := []struct {
