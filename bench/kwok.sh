@@ -7,7 +7,8 @@
 # per live job and Redis memory per receipt. Needs the test cluster
 # (scripts/ci/start-k8s.sh) and Redis (scripts/ci/start-redis.sh). KILL=1
 # SIGKILLs the second runner once the last round's jobs have started: the
-# first must record every end, each once.
+# first must record every end, each once. CREATE_ONLY=1 lets the bare
+# loop's workers create without waiting for their pods to run.
 set -euo pipefail
 export CGO_ENABLED=0
 cd "$(dirname "$0")/.."
@@ -56,4 +57,4 @@ serve a 17081
 serve b 17082
 "$tmp/kube" -sim "$n" -concurrency "${CONCURRENCY:-64}" -rounds "${ROUNDS:-3}" -sim-duration "${DURATION:-30s}" \
 	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" -redis "$redis" \
-	${KILL:+-kill-replica}
+	${KILL:+-kill-replica} ${CREATE_ONLY:+-create-only}

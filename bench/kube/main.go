@@ -53,6 +53,7 @@ func main() {
 		simRounds  = flag.Int("rounds", 3, "with -sim: paired rounds")
 		runnerPIDs = flag.String("runner-pids", "", "with -sim: comma-separated pids of the runners, for their RSS")
 		redisURL   = flag.String("redis", "", "with -sim: the runners' Redis, for its memory per receipt")
+		createOnly = flag.Bool("create-only", false, "with -sim: the bare loop's workers create and go on, without waiting for their pods to run (a start's answer waits for that)")
 		killLast   = flag.Bool("kill-replica", false, "with -sim: SIGKILL the last of -runner-pids once the last round's jobs have started; the others must record every end")
 	)
 	flag.Parse()
@@ -78,7 +79,7 @@ func main() {
 			}
 		}
 		b.simulate(simOpts{n: *sim, concurrency: *simConc, rounds: *simRounds, duration: *simDur,
-			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL, killLast: *killLast})
+			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL, killLast: *killLast, createOnly: *createOnly})
 		return
 	}
 	if *rate > 0 {

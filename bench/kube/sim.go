@@ -26,7 +26,11 @@ import (
 // (scripts/ci/start-kwok.sh), each running -sim-duration, through the
 // runners at -runners, beside a bare client-go loop at the same
 // concurrency that creates the same pods and follows them all with one
-// watch. Rounds alternate which goes first. For each it reports:
+// watch. Each of its workers creates a pod and waits for the watch to see
+// it run before the next, as a hermes start answers only once its pod runs;
+// -create-only lets them go on at once (the API server's create rate, a
+// bound no start that waits can reach at the same concurrency). Rounds
+// alternate which goes first. For each it reports:
 //
 //   - start throughput: N over the time from the first create (or POST)
 //     to the last pod running (for hermes, to the last start answered:
@@ -46,6 +50,7 @@ type simOpts struct {
 	runnerPIDs             []int
 	redisURL               string
 	killLast               bool // SIGKILL the last runner in the last round
+	createOnly             bool // the bare loop's workers do not wait for their pods to run
 }
 
 type simResult struct {
@@ -140,9 +145,21 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 	go func() {
 		errs <- parallel(o.n, o.concurrency, func(i int) error {
 			name := fmt.Sprintf("bench-sim-%s-%d", label, i)
-			tally.create(name)
-			_, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{})
-			return err
+			running := tally.create(name)
+			if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			if o.createOnly {
+				return nil
+			}
+			// As a hermes start does, a worker's start is done once its
+			// pod runs (the one watch below sees it).
+			select {
+			case <-running:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		})
 	}()
 	for len(tally.ended) < o.n {
@@ -200,29 +217,39 @@ func (b *bench) rewatch(ctx context.Context, label string, tally *simTally) (wat
 // simTally is what the bare loop learns of its pods: when each was
 // created, when the last began running, and how long each took to end.
 type simTally struct {
-	mu          sync.Mutex // created is written by the creating goroutines
+	mu          sync.Mutex // created and runs are written by the creating goroutines
 	created     map[string]time.Time
+	runs        map[string]chan struct{} // closed once the pod runs
 	running     map[string]bool
 	ended       map[string]time.Duration
 	lastRunning time.Time
 }
 
 func newSimTally() *simTally {
-	return &simTally{created: map[string]time.Time{}, running: map[string]bool{}, ended: map[string]time.Duration{}}
+	return &simTally{created: map[string]time.Time{}, runs: map[string]chan struct{}{},
+		running: map[string]bool{}, ended: map[string]time.Duration{}}
 }
 
-// create notes that the pod name is being created, now.
-func (t *simTally) create(name string) {
+// create notes that the pod name is being created, now, and returns a
+// channel closed once it runs.
+func (t *simTally) create(name string) <-chan struct{} {
 	at := time.Now()
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.created[name] = at
-	t.mu.Unlock()
+	t.runs[name] = make(chan struct{})
+	return t.runs[name]
 }
 
 // see takes in the state of pod p as the watch or a list shows it.
 func (t *simTally) see(p *corev1.Pod) {
 	if p.Status.Phase != corev1.PodPending && !t.running[p.Name] {
 		t.running[p.Name], t.lastRunning = true, time.Now()
+		t.mu.Lock()
+		if ch := t.runs[p.Name]; ch != nil {
+			close(ch)
+		}
+		t.mu.Unlock()
 	}
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		if _, seen := t.ended[p.Name]; !seen {

@@ -20,11 +20,15 @@ bash "$(dirname "$0")/build-kwok.sh" >&2
 version="$(cd "$HERMES_ROOT/tools/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
 kubectl=("$bin/kubectl" --kubeconfig "$kubeconfig")
 
-# A KWOK that runs with other stages than the file's now (an older
+# KWOK logs every pod patch at INFO: thousands of lines a round, CPU the
+# control plane and the runners need on a small machine.
+flags=(--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
+	--cidr 10.128.0.0/16 --node-ip 127.0.0.1 --node-lease-duration-seconds 40 --v WARN)
+# A KWOK that runs with other stages or flags than these (an older
 # checkout's) is restarted: it reads them only at start.
-stages="$(sha256sum "$HERMES_ROOT/tools/kwok/stages.yaml" | cut -d' ' -f1)"
+stages="$( (cat "$HERMES_ROOT/tools/kwok/stages.yaml"; echo "${flags[*]}") | sha256sum | cut -d' ' -f1)"
 if [ -f "$out/pid" ] && kill -0 "$(cat "$out/pid")" 2>/dev/null && [ "$(cat "$out/stages" 2>/dev/null)" != "$stages" ]; then
-	log "kwok runs with other stages: restarting it"
+	log "kwok runs with other stages or flags: restarting it"
 	kill "$(cat "$out/pid")" 2>/dev/null || true
 	for _ in $(seq 50); do kill -0 "$(cat "$out/pid")" 2>/dev/null || break; sleep 0.1; done
 fi
@@ -34,9 +38,7 @@ else
 	# Pod IPs are only status here, from a range of their own; the node IP
 	# is loopback, so that the API server's calls for logs, exec and
 	# attach fail at once instead of timing out.
-	setsid "$bin/kwok-$version" --kubeconfig "$kubeconfig" \
-		--manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-		--cidr 10.128.0.0/16 --node-ip 127.0.0.1 --node-lease-duration-seconds 40 \
+	setsid "$bin/kwok-$version" --kubeconfig "$kubeconfig" "${flags[@]}" \
 		--config "$HERMES_ROOT/tools/kwok/stages.yaml" </dev/null >"$out/kwok.log" 2>&1 &
 	echo $! >"$out/pid"
 	echo "$stages" >"$out/stages"
