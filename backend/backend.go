@@ -249,8 +249,10 @@ type Live struct {
 	Image   string
 	Timeout time.Duration
 	Meta    Meta
-	// Lost is set when the process's supervisor vanished without recording
-	// an end: attaching to it records status lost.
+	// Lost is set when the process ended, or its supervisor vanished,
+	// without anyone recording its end: attaching to it records the end
+	// the backend still knows (a container's or a pod's exit), or status
+	// lost when it knows none.
 	Lost bool
 }
 

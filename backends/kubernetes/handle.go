@@ -349,6 +349,12 @@ func (h *Handle) Release(ctx context.Context) error {
 	}
 	h.outMu.Unlock()
 	if h.b.opts.Keep {
+		// Left for debugging, marked, so that no sweep for ends nobody
+		// observed takes it for one (endedUnobserved).
+		patch := []byte(`{"metadata":{"annotations":{"` + annotationReleased + `":"true"}}}`)
+		if _, err := h.b.pods().Patch(ctx, h.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return h.b.apiErr("mark pod "+h.name+" released", err)
+		}
 		return nil
 	}
 	zero := int64(0)

@@ -38,6 +38,10 @@ const (
 	// process that asks knows of the kill, yet any replica may record the
 	// end: the pod carries the intent to them all.
 	annotationKilled = "hermes.run/killed"
+	// annotationReleased marks a pod a registry is done with that stays
+	// (terminal.kubernetes.keep): its end is recorded, and nobody is to
+	// record it again.
+	annotationReleased = "hermes.run/released"
 )
 
 // podName is the pod of process id: proc_0123abcd4567 becomes
@@ -201,14 +205,27 @@ const unobservedAfter = 15 * time.Second
 // killed, its watcher died). Live.Lost then tells a registry to attach and
 // record the end the pod's status holds.
 func endedUnobserved(p *corev1.Pod, now time.Time) bool {
-	if podEnd(p) == nil {
+	// Being deleted or kept after its release: its end was recorded.
+	if p.DeletionTimestamp != nil || p.Annotations[annotationReleased] != "" || podEnd(p) == nil {
 		return false
 	}
-	at := p.CreationTimestamp.Time
+	return now.Sub(endedAt(p)) > unobservedAfter
+}
+
+// endedAt is when the ended pod p ended, as far as its status says: its
+// job container's end, else (it never ran) the last change of its
+// conditions, else its creation. The kubelet's clock writes the first.
+func endedAt(p *corev1.Pod) time.Time {
 	if term := jobTerminated(p); term != nil && !term.FinishedAt.IsZero() {
-		at = term.FinishedAt.Time
+		return term.FinishedAt.Time
 	}
-	return now.Sub(at) > unobservedAfter
+	at := p.CreationTimestamp.Time
+	for _, c := range p.Status.Conditions {
+		if c.LastTransitionTime.After(at) {
+			at = c.LastTransitionTime.Time
+		}
+	}
+	return at
 }
 
 // podEnd is the exit of a pod whose job container has terminated, or nil

@@ -214,7 +214,7 @@ func TestPodEnd(t *testing.T) {
 // owner, and a running one is not lost at all.
 func TestEndedUnobserved(t *testing.T) {
 	now := time.Now()
-	endedAt := func(ago time.Duration) *corev1.Pod {
+	endedAgo := func(ago time.Duration) *corev1.Pod {
 		p := term(0, "Completed")
 		p.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(now.Add(-ago))
 		return p
@@ -223,14 +223,23 @@ func TestEndedUnobserved(t *testing.T) {
 		Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: "UnexpectedAdmissionError"}}
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(now.Add(-time.Hour))},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	justFailed := neverRan.DeepCopy()
+	justFailed.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, LastTransitionTime: metav1.NewTime(now.Add(-time.Second))}}
+	kept := endedAgo(time.Minute)
+	kept.Annotations = map[string]string{annotationReleased: "true"}
+	deleting := endedAgo(time.Minute)
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	for name, tc := range map[string]struct {
 		pod  *corev1.Pod
 		want bool
 	}{
-		"ended a minute ago":  {endedAt(time.Minute), true},
-		"just ended":          {endedAt(time.Second), false},
-		"failed before a run": {neverRan, true},
-		"running for an hour": {running, false},
+		"ended a minute ago":            {endedAgo(time.Minute), true},
+		"just ended":                    {endedAgo(time.Second), false},
+		"failed before a run":           {neverRan, true},
+		"running for an hour":           {running, false},
+		"pending long, failed just now": {justFailed, false},
+		"kept after its release":        {kept, false},
+		"being deleted":                 {deleting, false},
 	} {
 		if got := endedUnobserved(tc.pod, now); got != tc.want {
 			t.Errorf("%s: endedUnobserved = %v, want %v", name, got, tc.want)

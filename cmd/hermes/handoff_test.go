@@ -255,8 +255,10 @@ func TestHandOffGrammarIsTheCLIs(t *testing.T) {
 	if !reflect.DeepEqual(handoff.CLIGrammar, g) {
 		t.Fatalf("handoff.CLIGrammar = %+v, the CLI's %+v", handoff.CLIGrammar, g)
 	}
-	// And the grammar reads a command line as kong does: -b found in a
-	// cluster, a value that looks like -b skipped.
+	// And the grammar reads a command line as kong does where it hands
+	// one off: -b found in a cluster, a value that looks like -b skipped
+	// (kong refuses `--after -b`: the supervisor answers with kong's
+	// error, as the caller would have).
 	home := map[string]string{"HOME": "/home/u"}
 	for args, want := range map[string]bool{
 		"run -qb -- true":               true,

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
-	// The one fast path: handoff initialises before the rest of hermes
+	// The one fast path before main: handoff initialises before the rest of hermes
 	// (hugeheap, imported first for the heap it advises, imports it) and
 	// may hand the whole command to the caller supervisor and exit before
 	// the rest starts (docs/api.md, "CLI commands handed off").

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -61,15 +62,21 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals) error {
 		}
 		opts.Tokens = tokens
 	}
-	srv, err := server.New(opts)
-	if err != nil {
-		return badInput("%v", err)
-	}
+	// The debug address is checked before the runner opens anything.
+	var debug net.Listener
 	if addr := firstNonEmpty(c.DebugListen, g.Getenv("HERMES_DEBUG_LISTEN")); addr != "" {
 		ln, err := pprofhttp.Listen(addr)
 		if err != nil {
 			return badInput("%v", err)
 		}
+		debug = ln
+		defer debug.Close()
+	}
+	srv, err := server.New(opts)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	if ln := debug; ln != nil {
 		go func() {
 			if err := pprofhttp.Serve(ctx, ln); err != nil {
 				log.Warn("debug server stopped", "err", err)

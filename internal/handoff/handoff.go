@@ -177,7 +177,10 @@ func (g Grammar) Eligible(args []string, getenv func(string) string) bool {
 		return true
 	case "log":
 		for _, a := range flags {
-			if a == "-f" || a == "--follow" || earlystart.HasPrefix(a, "--follow=") {
+			// -f alone or in a cluster (-fC0): a cluster is declined
+			// whole when an f appears anywhere in it, even as a value.
+			short := earlystart.HasPrefix(a, "-") && !earlystart.HasPrefix(a, "--")
+			if a == "--follow" || earlystart.HasPrefix(a, "--follow=") || short && earlystart.Contains([]byte(a), "f") {
 				return false
 			}
 		}

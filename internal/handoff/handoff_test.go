@@ -95,6 +95,8 @@ func TestEligible(t *testing.T) {
 		{[]string{"wait", "proc_1", "--timeout", "5s"}, true},
 		{[]string{"log", "proc_1", "--offset", "-5"}, true},
 		{[]string{"log", "proc_1", "-f"}, false},
+		{[]string{"log", "proc_1", "-fC0"}, false},
+		{[]string{"log", "proc_1", "-C2", "--grep", "x"}, true},
 		{[]string{"log", "--follow", "proc_1"}, false},
 		{[]string{"log", "--follow=true", "proc_1"}, false},
 		{[]string{"run", "-b", "--", "true"}, true},

@@ -19,11 +19,6 @@ import (
 	"github.com/hermesrun/hermes/internal/handoff"
 )
 
-// testCLI stands in for hermes's commands in a supervisor that takes
-// hand-offs: `ps` prints its arguments and directory, exits with
-// $EXIT; `wait` blocks until cancelled and then creates $MARK; `log`
-// writes to its stdout and fails (a closed pipe, for the test); `run`
-// starts its command as a background job of a caller (see runInBackground).
 // testGrammar is the part of hermes's command line the tests' hand-offs use.
 var testGrammar = handoff.Grammar{
 	RunValueFlags: []string{"--env", "-e"},
@@ -31,6 +26,11 @@ var testGrammar = handoff.Grammar{
 	RunBackground: 'b',
 }
 
+// testCLI stands in for hermes's commands in a supervisor that takes
+// hand-offs: `ps` prints its arguments and directory, exits with
+// $EXIT; `wait` blocks until cancelled and then creates $MARK; `log`
+// writes to its stdout and fails (a closed pipe, for the test); `run`
+// starts its command as a background job of a caller (see runInBackground).
 func testCLI(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 	get := handoff.Lookup(call.Env)
 	switch handoff.CommandName(call.Args) {
