@@ -271,15 +271,48 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	rssBefore := rss(o.runnerPIDs)
 	redisBefore := redisMemory(ctx, o.redisURL)
 	var mu sync.Mutex
-	posted := map[string]time.Time{}
-	ended := map[string]time.Duration{}
+	posted := map[string]time.Time{} // id -> when its POST was sent
+	taken := map[string]time.Time{}  // id -> when its completion was taken
+	dups := 0
 	// A round that stalls says where: still starting, or waiting for ends.
 	stopProgress := progress(func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("hermes round %d: %d of %d started, %d ended (load %s)", round+1, len(posted), o.n, len(ended), load())
+		return fmt.Sprintf("hermes round %d: %d of %d started, %d ended (load %s)", round+1, len(posted), o.n, len(taken), load())
 	})
 	defer stopProgress()
+	// Completions are taken from the first start on, as the bare loop's
+	// watch sees ends while it still creates: an end is timed when it is
+	// taken, not when the last start has answered.
+	takerDone := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			mu.Lock()
+			done := len(taken) >= o.n
+			mu.Unlock()
+			if done {
+				takerDone <- nil
+				return
+			}
+			var cs []struct {
+				ID string `json:"session_id"`
+			}
+			if err := call(ctx, "GET", o.runners[0]+"/v1/sessions/"+session+"/completions?wait=5s", session, "", http.StatusOK, &cs); err != nil {
+				takerDone <- err
+				return
+			}
+			now := time.Now()
+			mu.Lock()
+			for _, c := range cs {
+				if _, again := taken[c.ID]; again {
+					dups++
+				}
+				taken[c.ID] = now
+			}
+			mu.Unlock()
+		}
+		takerDone <- ctx.Err()
+	}()
 	start := time.Now()
 	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
 	err = parallel(o.n, o.concurrency, func(i int) error {
@@ -309,30 +342,14 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 		}
 		fmt.Fprintf(os.Stderr, "hermes round %d: runner %d killed with its jobs running\n", round+1, pid)
 	}
-	dups := 0
-	for ctx.Err() == nil {
-		mu.Lock()
-		done := len(ended) >= o.n
-		mu.Unlock()
-		if done {
-			break
+	if err := <-takerDone; err != nil {
+		return simResult{}, err
+	}
+	ended := map[string]time.Duration{}
+	for id, at := range taken {
+		if t, ok := posted[id]; ok {
+			ended[id] = at.Sub(t)
 		}
-		var cs []struct {
-			ID string `json:"session_id"`
-		}
-		if err := call(ctx, "GET", o.runners[0]+"/v1/sessions/"+session+"/completions?wait=5s", session, "", http.StatusOK, &cs); err != nil {
-			return simResult{}, err
-		}
-		mu.Lock()
-		for _, c := range cs {
-			if _, again := ended[c.ID]; again {
-				dups++
-			}
-			if t, ok := posted[c.ID]; ok {
-				ended[c.ID] = time.Since(t)
-			}
-		}
-		mu.Unlock()
 	}
 	if len(ended) < o.n || dups > 0 {
 		return simResult{}, fmt.Errorf("%d of %d completions, %d taken twice", len(ended), o.n, dups)
