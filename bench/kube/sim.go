@@ -144,22 +144,7 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 	errs := make(chan error, 1)
 	go func() {
 		errs <- parallel(o.n, o.concurrency, func(i int) error {
-			name := fmt.Sprintf("bench-sim-%s-%d", label, i)
-			running := tally.create(name)
-			if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{}); err != nil {
-				return err
-			}
-			if o.createOnly {
-				return nil
-			}
-			// As a hermes start does, a worker's start is done once its
-			// pod runs (the one watch below sees it).
-			select {
-			case <-running:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return b.bareStart(ctx, o, tally, fmt.Sprintf("bench-sim-%s-%d", label, i), label)
 		})
 	}()
 	for len(tally.ended) < o.n {
@@ -198,6 +183,25 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 	res := simResult{throughput: float64(o.n) / tally.lastRunning.Sub(start).Seconds(), requests: float64(after-before) / float64(o.n)}
 	res.endP50, res.endP99 = percentiles(tally.ended)
 	return res, nil
+}
+
+// bareStart is one start of the bare loop: it creates the pod name and,
+// as a hermes start does, is done once the pod runs (the round's one watch
+// sees it), unless o.createOnly.
+func (b *bench) bareStart(ctx context.Context, o simOpts, tally *simTally, name, label string) error {
+	running := tally.create(name)
+	if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if o.createOnly {
+		return nil
+	}
+	select {
+	case <-running:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // rewatch lists the pods of the round labelled label into tally and
@@ -286,49 +290,10 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	// taken, not when the last start has answered.
 	takerDone := make(chan error, 1)
 	go func() {
-		for ctx.Err() == nil {
-			mu.Lock()
-			done := len(taken) >= o.n
-			mu.Unlock()
-			if done {
-				takerDone <- nil
-				return
-			}
-			var cs []struct {
-				ID string `json:"session_id"`
-			}
-			if err := call(ctx, "GET", o.runners[0]+"/v1/sessions/"+session+"/completions?wait=5s", session, "", http.StatusOK, &cs); err != nil {
-				takerDone <- err
-				return
-			}
-			now := time.Now()
-			mu.Lock()
-			for _, c := range cs {
-				if _, again := taken[c.ID]; again {
-					dups++
-				}
-				taken[c.ID] = now
-			}
-			mu.Unlock()
-		}
-		takerDone <- ctx.Err()
+		takerDone <- takeAll(ctx, o.runners[0], session, o.n, &mu, taken, &dups)
 	}()
 	start := time.Now()
-	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
-	err = parallel(o.n, o.concurrency, func(i int) error {
-		t := time.Now()
-		var rec struct {
-			ID string `json:"session_id"`
-		}
-		if err := call(ctx, "POST", o.runners[i%len(o.runners)]+"/v1/processes", session, body, http.StatusCreated, &rec); err != nil {
-			return err
-		}
-		mu.Lock()
-		posted[rec.ID] = t
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
+	if err := postAll(ctx, o, session, &mu, posted); err != nil {
 		return simResult{}, err
 	}
 	started := time.Since(start)
@@ -336,11 +301,9 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	if o.killLast && round == o.rounds-1 && len(o.runnerPIDs) > 1 {
 		// A replica dies with its jobs running: the other must still
 		// record every end, each once.
-		pid := o.runnerPIDs[len(o.runnerPIDs)-1]
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			return simResult{}, fmt.Errorf("kill runner %d: %w", pid, err)
+		if err := killRunner(o.runnerPIDs[len(o.runnerPIDs)-1], round); err != nil {
+			return simResult{}, err
 		}
-		fmt.Fprintf(os.Stderr, "hermes round %d: runner %d killed with its jobs running\n", round+1, pid)
 	}
 	if err := <-takerDone; err != nil {
 		return simResult{}, err
@@ -355,35 +318,97 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 		return simResult{}, fmt.Errorf("%d of %d completions, %d taken twice", len(ended), o.n, dups)
 	}
 	if o.redisURL != "" {
-		// Exactly one receipt per job: the session's index names each
-		// job once, and nothing else.
-		ids, err := sessionReceipts(ctx, o.redisURL, session)
-		if err != nil {
+		if err := oneReceiptEach(ctx, o.redisURL, session, posted); err != nil {
 			return simResult{}, err
-		}
-		missing := 0
-		for id := range posted {
-			if !ids[id] {
-				missing++
-			}
-		}
-		if missing > 0 || len(ids) != o.n {
-			return simResult{}, fmt.Errorf("%d receipts in the session for %d jobs, %d jobs without one", len(ids), o.n, missing)
 		}
 	}
 	after, err := b.apiRequests(ctx)
 	if err != nil {
 		return simResult{}, err
 	}
-	res := simResult{throughput: float64(o.n) / started.Seconds(), requests: float64(after-before) / float64(o.n)}
+	res := simResult{throughput: float64(o.n) / started.Seconds(), requests: float64(after-before) / float64(o.n),
+		rssPerJob: float64(rssLive-rssBefore) / float64(o.n),                        // 0 without runner pids
+		redisPer:  float64(redisMemory(ctx, o.redisURL)-redisBefore) / float64(o.n)} // 0 without Redis
 	res.endP50, res.endP99 = percentiles(ended)
-	if len(o.runnerPIDs) > 0 {
-		res.rssPerJob = float64(rssLive-rssBefore) / float64(o.n)
-	}
-	if o.redisURL != "" {
-		res.redisPer = float64(redisMemory(ctx, o.redisURL)-redisBefore) / float64(o.n)
-	}
 	return res, nil
+}
+
+// postAll starts the round's o.n jobs through the runners, round robin,
+// o.concurrency at a time, noting in posted (under mu) when each start was
+// sent.
+func postAll(ctx context.Context, o simOpts, session string, mu *sync.Mutex, posted map[string]time.Time) error {
+	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
+	return parallel(o.n, o.concurrency, func(i int) error {
+		t := time.Now()
+		var rec struct {
+			ID string `json:"session_id"`
+		}
+		if err := call(ctx, "POST", o.runners[i%len(o.runners)]+"/v1/processes", session, body, http.StatusCreated, &rec); err != nil {
+			return err
+		}
+		mu.Lock()
+		posted[rec.ID] = t
+		mu.Unlock()
+		return nil
+	})
+}
+
+// killRunner SIGKILLs the runner pid in the middle of a round.
+func killRunner(pid, round int) error {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill runner %d: %w", pid, err)
+	}
+	fmt.Fprintf(os.Stderr, "hermes round %d: runner %d killed with its jobs running\n", round+1, pid)
+	return nil
+}
+
+// oneReceiptEach checks that the session's receipt index names each
+// posted job once, and nothing else.
+func oneReceiptEach(ctx context.Context, url, session string, posted map[string]time.Time) error {
+	ids, err := sessionReceipts(ctx, url, session)
+	if err != nil {
+		return err
+	}
+	missing := 0
+	for id := range posted {
+		if !ids[id] {
+			missing++
+		}
+	}
+	if missing > 0 || len(ids) != len(posted) {
+		return fmt.Errorf("%d receipts in the session for %d jobs, %d jobs without one", len(ids), len(posted), missing)
+	}
+	return nil
+}
+
+// takeAll takes the session's completions from runner until n were taken,
+// noting in taken when each was (under mu) and counting in dups those
+// taken twice.
+func takeAll(ctx context.Context, runner, session string, n int, mu *sync.Mutex, taken map[string]time.Time, dups *int) error {
+	for ctx.Err() == nil {
+		mu.Lock()
+		done := len(taken) >= n
+		mu.Unlock()
+		if done {
+			return nil
+		}
+		var cs []struct {
+			ID string `json:"session_id"`
+		}
+		if err := call(ctx, "GET", runner+"/v1/sessions/"+session+"/completions?wait=5s", session, "", http.StatusOK, &cs); err != nil {
+			return err
+		}
+		now := time.Now()
+		mu.Lock()
+		for _, c := range cs {
+			if _, again := taken[c.ID]; again {
+				*dups++
+			}
+			taken[c.ID] = now
+		}
+		mu.Unlock()
+	}
+	return ctx.Err()
 }
 
 // progress prints what line says to stderr every 15 s until stopped.

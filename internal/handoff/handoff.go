@@ -165,28 +165,43 @@ func (g Grammar) Eligible(args []string, getenv func(string) string) bool {
 		}
 		flags = rest[:i]
 	}
-	for _, a := range flags {
-		switch {
-		case a == "-h", a == "--help", earlystart.HasPrefix(a, "--help="), earlystart.HasPrefix(a, "--runner"),
-			a == "--version", a == "--cwd", earlystart.HasPrefix(a, "--cwd="):
-			return false
-		}
+	if slicesAny(flags, outOfCall) {
+		return false
 	}
 	switch cmd {
 	case "ps", "poll", "wait":
 		return true
 	case "log":
-		for _, a := range flags {
-			// -f alone or in a cluster (-fC0): a cluster is declined
-			// whole when an f appears anywhere in it, even as a value.
-			short := earlystart.HasPrefix(a, "-") && !earlystart.HasPrefix(a, "--")
-			if a == "--follow" || earlystart.HasPrefix(a, "--follow=") || short && earlystart.Contains([]byte(a), "f") {
-				return false
-			}
-		}
-		return true
+		return !slicesAny(flags, follows)
 	case "run":
 		return g.background(flags)
+	}
+	return false
+}
+
+// outOfCall says whether a flag asks for what a handed-off command cannot
+// do or must not: help, the version, a shared runner, a directory
+// relative to the caller's.
+func outOfCall(a string) bool {
+	return a == "-h" || a == "--help" || earlystart.HasPrefix(a, "--help=") || earlystart.HasPrefix(a, "--runner") ||
+		a == "--version" || a == "--cwd" || earlystart.HasPrefix(a, "--cwd=")
+}
+
+// follows says whether a flag of log asks it to follow: -f alone or in a
+// cluster (-fC0; a cluster is declined whole when an f appears anywhere in
+// it, even as a value), --follow.
+func follows(a string) bool {
+	short := earlystart.HasPrefix(a, "-") && !earlystart.HasPrefix(a, "--")
+	return a == "--follow" || earlystart.HasPrefix(a, "--follow=") || short && earlystart.Contains([]byte(a), "f")
+}
+
+// slicesAny is slices.ContainsFunc, written here as indexOf is: this
+// package keeps to the imports that initialise first (see earlystart).
+func slicesAny(list []string, f func(string) bool) bool {
+	for _, s := range list {
+		if f(s) {
+			return true
+		}
 	}
 	return false
 }
