@@ -39,16 +39,19 @@ func TestQuietlyLowersClientGoErrors(t *testing.T) {
 // TestIsRemovedLog: the kubelet's answer for a removed container is told
 // apart from output, even output that quotes it on a line of its own.
 func TestIsRemovedLog(t *testing.T) {
+	const pod = "hermes-proc-89"
 	for body, want := range map[string]bool{
 		"unable to retrieve container logs for containerd://0bf3": true,
 		"started\nunable to retrieve container logs for x":        false,
 		"unable to retrieve container logs for x\n":               false,
-		`failed to try resolving symlinks in path "/var/log/pods/default_hermes-proc-89_0974/job/0.log": lstat /var/log/pods/default_hermes-proc-89_0974/job/0.log: no such file or directory`: true,
-		"started\nfailed to try resolving symlinks in path \"/var/log/pods/x\": gone":                                                                                                          false,
-		`failed to try resolving symlinks in path "/home/u/x": gone`:                                                                                                                           false,
 		"": false,
+		`failed to try resolving symlinks in path "/var/log/pods/default_hermes-proc-89_0974/job/0.log": lstat /var/log/pods/default_hermes-proc-89_0974/job/0.log: no such file or directory`: true,
+		`failed to try resolving symlinks in path "/srv/kubelet/pods/jobs_hermes-proc-89_0974/job/0.log": lstat: gone`:                                                                         true,
+		"started\nfailed to try resolving symlinks in path \"/var/log/pods/x_hermes-proc-89_1\": gone":                                                                                         false,
+		`failed to try resolving symlinks in path "/home/u/x": gone`:                                                                                                                           false,
+		`failed to try resolving symlinks in path "/var/log/pods/default_hermes-proc-77_0974/job/0.log": gone`:                                                                                 false,
 	} {
-		if got := isRemovedLog([]byte(body)); got != want {
+		if got := isRemovedLog([]byte(body), pod); got != want {
 			t.Errorf("isRemovedLog(%q) = %v", body, got)
 		}
 	}

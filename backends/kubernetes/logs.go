@@ -284,7 +284,7 @@ func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
 		// Only a log that starts like the kubelet's message is read
 		// ahead, one line, to tell the two apart.
 		line, rerr := br.ReadBytes('\n')
-		if rerr == io.EOF && isRemovedLog(line) {
+		if rerr == io.EOF && isRemovedLog(line, h.name) {
 			// The container was removed (a deleted pod): the kubelet
 			// answers with its own message in place of the log.
 			return fmt.Errorf("kubernetes log %s: %s: %w", h.id, line, errLogRemoved)
@@ -304,19 +304,24 @@ func (h *Handle) readLog(ctx context.Context, w io.Writer) error {
 // gone.
 var errLogRemoved = errors.New("container log removed")
 
-// isRemovedLog reports whether a log body is the kubelet's message for a
-// container it no longer has, rather than anything the job printed.
-func isRemovedLog(b []byte) bool {
-	return removedLogStart(b) && !bytes.Contains(b, []byte("\n"))
+// isRemovedLog reports whether a log body of pod is the kubelet's message
+// for a removed container or log, not output: one line, no newline, in one
+// of the kubelet's forms; the second names the pod's log directory
+// (<namespace>_<pod>_<uid>, wherever the kubelet keeps them).
+func isRemovedLog(b []byte, pod string) bool {
+	if !removedLogStart(b) || bytes.Contains(b, []byte("\n")) {
+		return false
+	}
+	return bytes.HasPrefix(b, []byte(removedContainerLog)) || bytes.Contains(b, []byte("_"+pod+"_"))
 }
 
-// removedLogPrefixes start the kubelet's answers, in place of a log, for a
-// container that was removed or whose log file went with its pod: the
-// runtime's, and the kubelet's own when the file is gone before it looks.
-var removedLogPrefixes = []string{
-	"unable to retrieve container logs for ",
-	"failed to try resolving symlinks in path \"/var/log/pods/",
-}
+// The kubelet's answers, in place of a log, for a container that was
+// removed (the runtime's), and for a log file gone with its pod before the
+// kubelet looked (its own).
+const (
+	removedContainerLog = "unable to retrieve container logs for "
+	removedLogFile      = "failed to try resolving symlinks in path \""
+)
 
 // removedLogPeek is how much of a log removedLogStart needs to see.
 const removedLogPeek = 64
@@ -324,12 +329,7 @@ const removedLogPeek = 64
 // removedLogStart reports whether head, a log's first bytes, starts like
 // one of the kubelet's answers for a removed log.
 func removedLogStart(head []byte) bool {
-	for _, p := range removedLogPrefixes {
-		if bytes.HasPrefix(head, []byte(p)) {
-			return true
-		}
-	}
-	return false
+	return bytes.HasPrefix(head, []byte(removedContainerLog)) || bytes.HasPrefix(head, []byte(removedLogFile))
 }
 
 // started reports whether the job container has run at all.
