@@ -196,8 +196,7 @@ func (h *Handle) Kill(ctx context.Context, grace time.Duration) error {
 	h.mu.Lock()
 	h.killed = true
 	h.mu.Unlock()
-	patch := []byte(`{"metadata":{"annotations":{"` + annotationKilled + `":"true"}}}`)
-	if _, err := h.b.pods().Patch(ctx, h.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := h.mark(ctx, annotationKilled); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -209,6 +208,14 @@ func (h *Handle) Kill(ctx context.Context, grace time.Duration) error {
 		return h.b.apiErr("delete pod "+h.name, err)
 	}
 	return nil
+}
+
+// mark sets the annotation (to "true") on the pod, for whichever replica
+// looks at it next.
+func (h *Handle) mark(ctx context.Context, annotation string) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + annotation + `":"true"}}}`)
+	_, err := h.b.pods().Patch(ctx, h.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // Write sends p to the container's stdin through an attach session,
@@ -351,8 +358,7 @@ func (h *Handle) Release(ctx context.Context) error {
 	if h.b.opts.Keep {
 		// Left for debugging, marked, so that no sweep for ends nobody
 		// observed takes it for one (endedUnobserved).
-		patch := []byte(`{"metadata":{"annotations":{"` + annotationReleased + `":"true"}}}`)
-		if _, err := h.b.pods().Patch(ctx, h.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := h.mark(ctx, annotationReleased); err != nil && !apierrors.IsNotFound(err) {
 			return h.b.apiErr("mark pod "+h.name+" released", err)
 		}
 		return nil

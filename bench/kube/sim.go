@@ -572,11 +572,10 @@ func rss(pids []int) int64 {
 // sessionReceipts is the set of ids the session's receipt index names
 // (P s:<session>, whatever the profile's prefix P).
 func sessionReceipts(ctx context.Context, url, session string) (map[string]bool, error) {
-	opt, err := redis.ParseURL(url)
+	c, err := redisClient(url)
 	if err != nil {
 		return nil, err
 	}
-	c := redis.NewClient(opt)
 	defer c.Close()
 	keys, err := c.Keys(ctx, "*:s:"+session).Result()
 	if err != nil {
@@ -601,11 +600,10 @@ func redisMemory(ctx context.Context, url string) int64 {
 	if url == "" {
 		return 0
 	}
-	opt, err := redis.ParseURL(url)
+	c, err := redisClient(url)
 	if err != nil {
 		return 0
 	}
-	c := redis.NewClient(opt)
 	defer c.Close()
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
@@ -618,4 +616,13 @@ func redisMemory(ctx context.Context, url string) int64 {
 		}
 	}
 	return 0
+}
+
+// redisClient is a client of the runners' Redis at url.
+func redisClient(url string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	return redis.NewClient(opt), nil
 }
