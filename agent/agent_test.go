@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hermesrun/hermes/runner/receipts"
-
 	"github.com/hermesrun/hermes/agent"
 	"github.com/hermesrun/hermes/agent/openai"
 	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
@@ -278,7 +277,7 @@ func TestNoFollowUpForAnotherSession(t *testing.T) {
 	p := newProvider(t, func(int, wireReq) reply { return reply{Content: "nothing to do"} })
 	reg, _ := newRegistry(t)
 	other := sessions.WithCurrent(context.Background(), "someone-else")
-	info, err := reg.Start(other, service.StartRequest{Command: "echo theirs", Owner: receipts.Owner{NotifyOnComplete: true}})
+	info, err := reg.Start(other, service.StartRequest{Job: job.Job{Command: "echo theirs", Owner: job.Owner{NotifyOnComplete: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -41,7 +42,11 @@ func newRegistry(t *testing.T) *runner.Registry {
 func startNotify(t *testing.T, reg *runner.Registry, session, command string) string {
 	t.Helper()
 	info, err := reg.Start(sessions.WithCurrent(context.Background(), session), service.StartRequest{
-		Command: command, Owner: receipts.Owner{NotifyOnComplete: true, ParentSessionID: session}})
+		Job: job.Job{
+			Command: command,
+			Owner:   job.Owner{NotifyOnComplete: true, ParentSessionID: session},
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +233,12 @@ func TestStopDeliversWake(t *testing.T) {
 	ctx := context.Background()
 	gate := t.TempDir() + "/gate"
 	info, err := reg.Start(sessions.WithCurrent(ctx, "claude-w"), service.StartRequest{
-		Command: "echo 'build FAILED: 2 errors'; while [ ! -e " + gate + " ]; do sleep 0.05; done",
-		Owner:   receipts.Owner{NotifyOnComplete: true, ParentSessionID: "claude-w"},
-		Control: receipts.Control{NotifyOn: []string{"FAILED"}}})
+		Job: job.Job{
+			Command: "echo 'build FAILED: 2 errors'; while [ ! -e " + gate + " ]; do sleep 0.05; done",
+			Owner:   job.Owner{NotifyOnComplete: true, ParentSessionID: "claude-w"},
+			Control: job.Control{NotifyOn: []string{"FAILED"}},
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/duration"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/service"
 )
 
@@ -157,7 +157,7 @@ func (b *Bytes) UnmarshalJSON(raw []byte) error {
 		}
 		s = strconv.FormatInt(n, 10)
 	}
-	v, err := receipts.ParseBytes(s)
+	v, err := job.ParseBytes(s)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (p *Priority) UnmarshalJSON(b []byte) error {
 		}
 		s = strconv.Itoa(n)
 	}
-	v, err := receipts.ParsePriority(s)
+	v, err := job.ParsePriority(s)
 	if err != nil {
 		return err
 	}
@@ -188,9 +188,9 @@ func (p *Priority) UnmarshalJSON(b []byte) error {
 }
 
 // Control is the scheduling the request asks for.
-func (r *StartRequest) Control() receipts.Control {
-	c := receipts.Control{After: r.After, AfterOK: r.AfterOK, Priority: int(r.Priority), Retries: r.Retries,
-		Resources: receipts.Resources{CPUs: r.CPUs, Memory: int64(r.Memory), Pids: r.Pids, Network: r.Network}}
+func (r *StartRequest) Control() job.Control {
+	c := job.Control{After: r.After, AfterOK: r.AfterOK, Priority: int(r.Priority), Retries: r.Retries,
+		Resources: job.Resources{CPUs: r.CPUs, Memory: int64(r.Memory), Pids: r.Pids, Network: r.Network}}
 	c.SetRetryDelay(time.Duration(r.RetryDelay))
 	c.NotifyOn = r.NotifyOn
 	if r.NotifyInterval != 0 {

@@ -17,53 +17,34 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
-// Spec describes one process to start. Backends must not keep it beyond
-// Start except for the fields they stamp on what they create (labels).
+// Spec describes one process to start: the job (its Backend left to the
+// registry) and what only its start needs. Backends must not keep it
+// beyond Start except for the fields they stamp on what they create
+// (labels).
 type Spec struct {
-	// ID is the hermes process id (proc_…), chosen by the registry.
-	ID string
-	// Command is run by a shell: bash -c for local, sh -c in containers
-	// without bash.
-	Command string
-	// Cwd is the working directory; empty means the backend's default.
-	Cwd string
+	// Job is what the process is, for whom, and how it is scheduled:
+	// backends that outlive their starter carry it whole (shim state,
+	// container labels), so that any later observer writes a faithful
+	// receipt.
+	job.Job
 	// Env holds extra KEY=VALUE pairs on top of the backend's base
-	// environment. TRACEPARENT/TRACESTATE arrive here.
-	Env []string
+	// environment. TRACEPARENT/TRACESTATE arrive here. It is passed on to
+	// start the process, never recorded.
+	Env []string `json:"env,omitempty"`
 	// BaseEnv, when set, replaces the base environment of a backend that
 	// runs jobs as its own children (local): a supervisor shared by
 	// several callers starts each job from its caller's environment, not
 	// its own. Others ignore it. It holds the caller's secrets, so it is
 	// never serialised.
 	BaseEnv []string `json:"-"`
-	// Timeout, when positive, bounds the run; the supervisor enforces it.
-	Timeout time.Duration
-	// Image is the container image (docker backend only).
-	Image string
-	// Stdin keeps a pipe open to the process for Write/CloseStdin.
-	Stdin bool
-	// Meta is the ownership and tracing bookkeeping that backends which
-	// outlive their starter must carry (shim state, container labels).
-	Meta Meta
 	// Tee, when set, also receives the output as it arrives (a foreground
 	// run). Only backends with Capabilities.Foreground read it; for the
 	// others the registry tees what it pumps.
 	Tee io.Writer `json:"-"`
-}
-
-// Meta is the bookkeeping of a process that is not needed to run it but must
-// survive with it so that any later observer can write a faithful receipt.
-type Meta struct {
-	Profile string `json:"profile,omitempty"`
-	receipts.Owner
-	receipts.Trace
-	StartedAt time.Time `json:"started_at"`
-	// Control is how the job is scheduled (dependencies, priority,
-	// retries), kept so that its receipt says it.
-	receipts.Control
 }
 
 // Exit is how a process ended, as its backend saw it.
@@ -111,7 +92,7 @@ type Capabilities struct {
 	// processes (pods of one cluster), so runner replicas need not forward
 	// requests for them to the replica that started them.
 	Shared bool
-	// Enforces says which of a job's own bounds (Meta.Resources) the
+	// Enforces says which of a job's own bounds (Job.Resources) the
 	// backend enforces; a start asking for another is refused.
 	Enforces Enforcement
 }
@@ -124,7 +105,7 @@ type Enforcement struct {
 }
 
 // Check refuses what r asks for that e cannot enforce.
-func (e Enforcement) Check(backend string, r receipts.Resources) error {
+func (e Enforcement) Check(backend string, r job.Resources) error {
 	var missing []string
 	for _, c := range []struct {
 		asked, ok bool
@@ -146,7 +127,7 @@ func (e Enforcement) Check(backend string, r receipts.Resources) error {
 
 // Supported is r without what e cannot enforce: the tenant's defaults a
 // backend applies.
-func (e Enforcement) Supported(r receipts.Resources) receipts.Resources {
+func (e Enforcement) Supported(r job.Resources) job.Resources {
 	if !e.CPUs {
 		r.CPUs = 0
 	}
@@ -240,15 +221,9 @@ type Handle interface {
 }
 
 // Live describes a process that runs outside this registry, found again
-// through a Recover backend.
+// through a Recover backend: the job it was started as.
 type Live struct {
-	ID      string
-	Command string
-	Backend string
-	Cwd     string
-	Image   string
-	Timeout time.Duration
-	Meta    Meta
+	job.Job
 	// Lost is set when the process ended, or its supervisor vanished,
 	// without anyone recording its end: attaching to it records the end
 	// the backend still knows (a container's or a pod's exit), or status
@@ -256,10 +231,9 @@ type Live struct {
 	Lost bool
 }
 
-// Spec is what Start was told of a process found running elsewhere.
-func (l Live) Spec() Spec {
-	return Spec{ID: l.ID, Command: l.Command, Cwd: l.Cwd, Image: l.Image, Timeout: l.Timeout, Meta: l.Meta}
-}
+// Spec is what Start was told of a process found running elsewhere,
+// but its environment.
+func (l Live) Spec() Spec { return Spec{Job: l.Job} }
 
 // RedactMargin is how many characters beyond the output bound are kept in
 // memory so that a secret straddling the bound is still recognised (by its

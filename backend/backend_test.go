@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 func TestClipSnapshotLines(t *testing.T) {
@@ -34,14 +34,14 @@ func TestClipSnapshotLines(t *testing.T) {
 
 func TestEnforcement(t *testing.T) {
 	e := Enforcement{Memory: true, Why: "no cgroup"}
-	if err := e.Check("local", receipts.Resources{Memory: 1 << 20}); err != nil {
+	if err := e.Check("local", job.Resources{Memory: 1 << 20}); err != nil {
 		t.Fatalf("memory is enforced: %v", err)
 	}
-	err := e.Check("local", receipts.Resources{Memory: 1, CPUs: 1, Network: "none"})
+	err := e.Check("local", job.Resources{Memory: 1, CPUs: 1, Network: "none"})
 	if err == nil || err.Error() != "backend local cannot enforce cpus, network per job: no cgroup" {
 		t.Fatalf("Check = %v", err)
 	}
-	if got := e.Supported(receipts.Resources{Memory: 5, CPUs: 2, Pids: 3, Network: "none"}); got != (receipts.Resources{Memory: 5}) {
+	if got := e.Supported(job.Resources{Memory: 5, CPUs: 2, Pids: 3, Network: "none"}); got != (job.Resources{Memory: 5}) {
 		t.Fatalf("Supported = %+v", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/server"
@@ -121,7 +122,7 @@ func TestAPIClientService(t *testing.T) {
 	c := newClient(t, url, client.Options{CallerCwd: cwd})
 	ctx := sessions.WithCurrent(context.Background(), "agent-x")
 
-	info, err := c.Start(ctx, service.StartRequest{Command: "echo one; echo two; exit 5", Timeout: time.Minute, Owner: receipts.Owner{TaskID: "tk"}})
+	info, err := c.Start(ctx, service.StartRequest{Job: job.Job{Command: "echo one; echo two; exit 5", Timeout: time.Minute, Owner: job.Owner{TaskID: "tk"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestAPIClientService(t *testing.T) {
 	}
 
 	// stdin, follow, and a wait bounded by the context.
-	cat, err := c.Start(ctx, service.StartRequest{Command: "read a; read b; echo got $a $b; wc -c; exit 7", Stdin: true})
+	cat, err := c.Start(ctx, service.StartRequest{Job: job.Job{Command: "read a; read b; echo got $a $b; wc -c; exit 7", Stdin: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestAPIClientService(t *testing.T) {
 	}
 
 	// Kill.
-	sl, err := c.Start(ctx, service.StartRequest{Command: "sleep 30"})
+	sl, err := c.Start(ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hermesrun/hermes/client"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 )
@@ -17,7 +18,7 @@ func TestAPIClientPages(t *testing.T) {
 	ctx := sessions.WithCurrent(context.Background(), "pager")
 	var started []string
 	for range 5 {
-		info, err := c.Start(ctx, service.StartRequest{Command: "true"})
+		info, err := c.Start(ctx, service.StartRequest{Job: job.Job{Command: "true"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/client"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
@@ -108,7 +109,7 @@ func TestAPIClientFollowResumes(t *testing.T) {
 			c := newClient(t, ps.URL, client.Options{})
 			ctx, cancel := context.WithTimeout(sessions.WithCurrent(context.Background(), "resumer"), time.Minute)
 			defer cancel()
-			info, err := c.Start(ctx, service.StartRequest{Command: "for i in 1 2 3 4; do echo line$i; sleep 0.2; done; printf tail"})
+			info, err := c.Start(ctx, service.StartRequest{Job: job.Job{Command: "for i in 1 2 3 4; do echo line$i; sleep 0.2; done; printf tail"}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
-	"github.com/hermesrun/hermes/runner/receipts"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -39,7 +39,7 @@ type Bytes int64
 
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
-	v, err := receipts.ParseBytes(n.Value)
+	v, err := job.ParseBytes(n.Value)
 	if err != nil {
 		return fmt.Errorf("line %d: %w", n.Line, err)
 	}
@@ -98,10 +98,10 @@ func (l Limits) Admission() admission.Limits {
 	if l.DefaultTimeout != nil {
 		a.DefaultTimeout = time.Duration(*l.DefaultTimeout)
 	}
-	a.DefaultResources = receipts.Resources{CPUs: deref(l.DefaultCPUs), Memory: int64(deref(l.DefaultMemory)), Pids: deref(l.DefaultPids)}
-	a.MaxResources = receipts.Resources{CPUs: deref(l.MaxCPUs), Memory: int64(deref(l.MaxMemory)), Pids: deref(l.MaxPids)}
-	if l.Network != nil && *l.Network == receipts.NetworkNone {
-		a.MaxResources.Network = receipts.NetworkNone
+	a.DefaultResources = job.Resources{CPUs: deref(l.DefaultCPUs), Memory: int64(deref(l.DefaultMemory)), Pids: deref(l.DefaultPids)}
+	a.MaxResources = job.Resources{CPUs: deref(l.MaxCPUs), Memory: int64(deref(l.MaxMemory)), Pids: deref(l.MaxPids)}
+	if l.Network != nil && *l.Network == job.NetworkNone {
+		a.MaxResources.Network = job.NetworkNone
 	}
 	return a
 }
@@ -124,7 +124,7 @@ func (c Config) TenantLimits(name string) admission.Limits {
 // checkLimits validates `limits:` and every tenant's override.
 func (c Config) checkLimits() error {
 	for _, l := range append([]Limits{c.Limits}, tenantLimits(c.Tenants)...) {
-		if l.Network != nil && *l.Network != receipts.NetworkNone && *l.Network != receipts.NetworkDefault {
+		if l.Network != nil && *l.Network != job.NetworkNone && *l.Network != job.NetworkDefault {
 			return fmt.Errorf("limits.network %q: want none or default", clip(*l.Network))
 		}
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/config"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
-	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 func TestParseRefusesNegatives(t *testing.T) {
@@ -72,7 +72,7 @@ tenants:
 		{"unlisted", admission.Limits{ConcurrentJobs: 4, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
 		{"bots", admission.Limits{ConcurrentJobs: 16, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: 2 * time.Hour, DefaultTimeout: 30 * time.Minute}},
 		{"free", admission.Limits{ConcurrentJobs: 0, QueuedJobs: 100, StartsPerSecond: 2.5, MaxTimeout: time.Hour, DefaultTimeout: 30 * time.Minute,
-			MaxResources: receipts.Resources{Memory: 512 << 20, Network: "none"}}},
+			MaxResources: job.Resources{Memory: 512 << 20, Network: "none"}}},
 	}
 	for _, tt := range tests {
 		if got := c.TenantLimits(tt.tenant); got != tt.want {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -47,7 +48,7 @@ func TestJobControlTools(t *testing.T) {
 	c.call(t, "terminal", map[string]any{"command": "echo after", "background": true, "after": []string{first.ID}, "priority": "high"}, &dep)
 	c.call(t, "terminal", map[string]any{"command": "echo never", "background": true, "after_ok": first.ID}, &skip)
 	c.call(t, "terminal", map[string]any{"command": "exit 3", "background": true, "retries": 1, "retry_delay": 0.05}, &retried)
-	if dep.Status != "queued" || dep.After[0] != first.ID || dep.Priority != receipts.PriorityHigh || skip.AfterOK[0] != first.ID || retried.Retries != 1 {
+	if dep.Status != "queued" || dep.After[0] != first.ID || dep.Priority != job.PriorityHigh || skip.AfterOK[0] != first.ID || retried.Retries != 1 {
 		t.Fatalf("starts: %+v %+v %+v", dep, skip, retried)
 	}
 	var res struct {

@@ -9,6 +9,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
 )
@@ -58,7 +59,7 @@ func (c *Conn) readList(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk
 func (c *Conn) readProcess(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	uri := req.Params.URI
 	id, ok := strings.CutPrefix(uri, processURIPrefix)
-	if !ok || !receipts.IsPrefix(id) {
+	if !ok || !job.IsPrefix(id) {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
 	ctx, err := c.scoped(ctx)
@@ -107,7 +108,7 @@ func (c *Conn) subscribe(_ context.Context, req *sdk.SubscribeRequest) error {
 	if uri == ProcessesURI {
 		return nil
 	}
-	if id, ok := strings.CutPrefix(uri, processURIPrefix); ok && receipts.IsPrefix(id) {
+	if id, ok := strings.CutPrefix(uri, processURIPrefix); ok && job.IsPrefix(id) {
 		return nil
 	}
 	return sdk.ResourceNotFoundError(uri)

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/hermesrun/hermes/agent/tools"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
 )
@@ -129,7 +130,7 @@ func (c *Conn) interceptTask(ctx context.Context, req *jsonrpc.Request) (result 
 // parseTaskID splits a task id into its kind (prefix) and job id.
 func parseTaskID(s string) (kind, id string, ok bool) {
 	for _, k := range []string{taskJob, taskWait} {
-		if id, ok := strings.CutPrefix(s, k); ok && receipts.IsID(id) {
+		if id, ok := strings.CutPrefix(s, k); ok && job.IsID(id) {
 			return k, id, true
 		}
 	}
@@ -198,7 +199,7 @@ func (c *Conn) startAsTask(ctx context.Context, args tools.Args) (any, bool, err
 	var start struct {
 		ID string `json:"session_id"`
 	}
-	if json.Unmarshal([]byte(out), &start) != nil || !receipts.IsID(start.ID) {
+	if json.Unmarshal([]byte(out), &start) != nil || !job.IsID(start.ID) {
 		return textResult(out), true, nil
 	}
 	t, err := c.taskState(ctx, taskJob, start.ID)

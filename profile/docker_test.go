@@ -25,6 +25,7 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -102,8 +103,14 @@ func startContainer(t *testing.T, e *profile.Profile, image, command string, tim
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err = b.Start(ctx, backend.Spec{
-		ID: id, Command: command, Image: image, Timeout: timeout,
-		Meta: backend.Meta{Profile: e.Home, StartedAt: time.Now().UTC()},
+		Job: job.Job{
+			ID:        id,
+			Command:   command,
+			Image:     image,
+			Timeout:   timeout,
+			Profile:   e.Home,
+			StartedAt: time.Now().UTC(),
+		},
 	})
 	if err != nil {
 		t.Fatalf("start %q: %v", command, err)
@@ -273,7 +280,7 @@ func TestDockerEngineUnreachable(t *testing.T) {
 		}
 		ctx := context.Background()
 		begin := time.Now()
-		info, err := reg.Start(ctx, service.StartRequest{Command: "true", Backend: "docker", Image: "hermes-test-busybox:latest"})
+		info, err := reg.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", Backend: "docker", Image: "hermes-test-busybox:latest"}})
 		if !errors.Is(err, docker.ErrEngineUnavailable) || !strings.Contains(err.Error(), sock) {
 			t.Fatalf("mode %d: start with no engine: %v", mode, err)
 		}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -207,13 +206,10 @@ func (r *Registry) checkCycle(ctx context.Context, id string, after []string) er
 // notBefore is set, until then. kick dispatches at once (a caller outside
 // a Dispatch pass).
 func (r *Registry) hold(ctx context.Context, req service.StartRequest, backend string, notBefore time.Time, kick bool) (*service.Info, error) {
-	q := queued(req, backend)
-	payload, err := json.Marshal(q)
+	e, err := entry(req, backend, notBefore)
 	if err != nil {
 		return nil, err
 	}
-	e := admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt,
-		Priority: req.Priority, NotBefore: notBefore}
 	a := r.opts.Admission
 	if err := a.Ledger.Hold(ctx, e, a.Limits); err != nil {
 		var refused *admission.Refused
@@ -232,7 +228,8 @@ func (r *Registry) hold(ctx context.Context, req service.StartRequest, backend s
 			}
 		}
 	}
-	return queuedInfo(&q, 0), nil
+	q := queued(req, backend)
+	return queuedInfo(&q.Job, 0), nil
 }
 
 // skip records the end of req, which never ran: one of the jobs it waited
@@ -332,7 +329,7 @@ func (r *Registry) dependencies(ctx context.Context, q *queuedRequest) ([]depend
 func (r *Registry) dispatchHeld(ctx, octx context.Context, id string, q *queuedRequest, failed string) *Dispatched {
 	req := q.request()
 	if failed != "" {
-		req.StartedAt = q.QueuedAt
+		req.StartedAt = q.StartedAt
 		r.skip(octx, req, q.Backend, failed)
 		r.letGo(ctx, id)
 		return nil
@@ -348,7 +345,7 @@ func (r *Registry) dispatchHeld(ctx, octx context.Context, id string, q *queuedR
 		r.letGo(ctx, id)
 	}
 	if info != nil && info.Status != receipts.StatusQueued {
-		return &Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)}
+		return &Dispatched{Info: info, Waited: req.StartedAt.Sub(q.StartedAt)}
 	}
 	return nil
 }

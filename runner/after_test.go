@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -24,12 +25,23 @@ func TestAfter(t *testing.T) {
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
 				dir := t.TempDir()
-				a := start(t, r, ctx, service.StartRequest{Command: "sleep 0.4; echo a >> order; exit 3", Cwd: dir})
-				ok := start(t, r, ctx, service.StartRequest{Command: "echo fine", Cwd: dir})
-				b := start(t, r, ctx, service.StartRequest{Command: "echo b >> order; echo b", Cwd: dir,
-					Control: receipts.Control{After: []string{a.ID[:10], ok.ID}}})
-				c := start(t, r, ctx, service.StartRequest{Command: "echo c >> order", Cwd: dir,
-					Owner: receipts.Owner{NotifyOnComplete: true}, Control: receipts.Control{AfterOK: []string{a.ID}}})
+				a := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 0.4; echo a >> order; exit 3", Cwd: dir}})
+				ok := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo fine", Cwd: dir}})
+				b := start(t, r, ctx, service.StartRequest{
+					Job: job.Job{
+						Command: "echo b >> order; echo b",
+						Cwd:     dir,
+						Control: job.Control{After: []string{a.ID[:10], ok.ID}},
+					},
+				})
+				c := start(t, r, ctx, service.StartRequest{
+					Job: job.Job{
+						Command: "echo c >> order",
+						Cwd:     dir,
+						Owner:   job.Owner{NotifyOnComplete: true},
+						Control: job.Control{AfterOK: []string{a.ID}},
+					},
+				})
 				for _, in := range []*service.Info{b, c} {
 					if in.Status != receipts.StatusQueued || !slices.Contains(append(in.After, in.AfterOK...), a.ID) {
 						t.Fatalf("start = %s after %v; want queued after %s (the prefix resolved)", in.Status, in.After, a.ID)
@@ -105,15 +117,15 @@ func TestAfter(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				good := start(t, r, ctx, service.StartRequest{Command: "true"})
-				bad := start(t, r, ctx, service.StartRequest{Command: "false"})
+				good := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "true"}})
+				bad := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "false"}})
 				done(t, r, good.ID)
 				done(t, r, bad.ID)
-				now := start(t, r, ctx, service.StartRequest{Command: "echo now", Control: receipts.Control{After: []string{good.ID, bad.ID}}})
+				now := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo now", Control: job.Control{After: []string{good.ID, bad.ID}}}})
 				if now.Status != receipts.StatusRunning && now.Status != receipts.StatusExited {
 					t.Fatalf("after ended jobs = %s, want started", now.Status)
 				}
-				skipped := start(t, r, ctx, service.StartRequest{Command: "echo never", Control: receipts.Control{After: []string{bad.ID}, AfterOK: []string{good.ID, bad.ID}}})
+				skipped := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo never", Control: job.Control{After: []string{bad.ID}, AfterOK: []string{good.ID, bad.ID}}}})
 				if skipped.Status != receipts.StatusSkipped || !strings.Contains(skipped.Error, bad.ID) {
 					t.Fatalf("after_ok a failed job = %+v, want skipped naming %s", skipped, bad.ID)
 				}
@@ -123,15 +135,15 @@ func TestAfter(t *testing.T) {
 				led := ledger(t, h)
 				r := limited(t, h, led, admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				theirs := start(t, r, as("other"), service.StartRequest{Command: "sleep 5"})
-				for _, c := range []receipts.Control{
+				theirs := start(t, r, as("other"), service.StartRequest{Job: job.Job{Command: "sleep 5"}})
+				for _, c := range []job.Control{
 					{After: []string{"proc_0123456789ab"}},
 					{After: []string{theirs.ID}},
 					{After: []string{"nope"}},
 					{AfterOK: []string{"proc_"}},
 					{After: []string{theirs.ID}, Priority: 1000},
 				} {
-					_, err := r.Start(ctx, service.StartRequest{Command: "true", Control: c})
+					_, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", Control: c}})
 					if !errors.Is(err, service.ErrInvalid) {
 						t.Fatalf("start with %+v: %v, want ErrInvalid", c, err)
 					}
@@ -144,8 +156,8 @@ func TestAfter(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				a := start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
-				b := start(t, r, ctx, service.StartRequest{Command: "echo never", Control: receipts.Control{After: []string{a.ID}}})
+				a := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
+				b := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo never", Control: job.Control{After: []string{a.ID}}}})
 				info, err := r.Kill(ctx, b.ID)
 				if err != nil || info.Status != receipts.StatusKilled {
 					t.Fatalf("kill = %+v, %v", info, err)
@@ -171,13 +183,13 @@ func TestPriorities(t *testing.T) {
 			r := limited(t, h, ledger(t, h), admission.Limits{ConcurrentJobs: 1})
 			ctx := waitCtx(t, "owner")
 			dir := t.TempDir()
-			start(t, r, ctx, service.StartRequest{Command: "sleep 0.5", Cwd: dir})
+			start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 0.5", Cwd: dir}})
 			var last *service.Info
 			for _, j := range []struct {
 				name string
 				p    int
-			}{{"low", receipts.PriorityLow}, {"n1", 0}, {"high", receipts.PriorityHigh}, {"n2", 0}, {"top", 50}} {
-				last = start(t, r, ctx, service.StartRequest{Command: "echo " + j.name + " >> order", Cwd: dir, Control: receipts.Control{Priority: j.p}})
+			}{{"low", job.PriorityLow}, {"n1", 0}, {"high", job.PriorityHigh}, {"n2", 0}, {"top", 50}} {
+				last = start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo " + j.name + " >> order", Cwd: dir, Control: job.Control{Priority: j.p}}})
 				if last.Status != receipts.StatusQueued || last.Priority != j.p {
 					t.Fatalf("start %s = %s priority %d", j.name, last.Status, last.Priority)
 				}
@@ -187,7 +199,7 @@ func TestPriorities(t *testing.T) {
 			}
 			low, _ := r.List(ctx, service.ListOptions{})
 			for _, in := range low {
-				if in.Status == receipts.StatusQueued && in.Priority == receipts.PriorityLow && in.QueuePosition != 5 {
+				if in.Status == receipts.StatusQueued && in.Priority == job.PriorityLow && in.QueuePosition != 5 {
 					t.Fatalf("the low job is at %d, want 5", in.QueuePosition)
 				}
 			}
@@ -222,9 +234,14 @@ func TestRetries(t *testing.T) {
 				r := limited(t, h, led, admission.Limits{})
 				ctx := waitCtx(t, "owner")
 				dir := t.TempDir()
-				j := start(t, r, ctx, service.StartRequest{Cwd: dir, Owner: receipts.Owner{NotifyOnComplete: true},
-					Command: `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo attempt $n; [ $n -ge 3 ]`,
-					Control: receipts.Control{Retries: 5, RetryDelayMS: 300}})
+				j := start(t, r, ctx, service.StartRequest{
+					Job: job.Job{
+						Cwd:     dir,
+						Owner:   job.Owner{NotifyOnComplete: true},
+						Command: `n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; echo attempt $n; [ $n -ge 3 ]`,
+						Control: job.Control{Retries: 5, RetryDelayMS: 300},
+					},
+				})
 				// Between attempts it reads as queued, with what ended.
 				for {
 					p, err := r.Get(ctx, j.ID)
@@ -259,11 +276,21 @@ func TestRetries(t *testing.T) {
 				led := ledger(t, h)
 				r := limited(t, h, led, admission.Limits{})
 				ctx := waitCtx(t, "owner")
-				fail := start(t, r, ctx, service.StartRequest{Command: "echo x; exit 4", Owner: receipts.Owner{NotifyOnComplete: true},
-					Control: receipts.Control{Retries: 2, RetryDelayMS: 10}})
-				slow := start(t, r, ctx, service.StartRequest{Command: "sleep 5", Timeout: 200 * time.Millisecond,
-					Control: receipts.Control{Retries: 1, RetryDelayMS: 10}})
-				killed := start(t, r, ctx, service.StartRequest{Command: "sleep 30", Control: receipts.Control{Retries: 3}})
+				fail := start(t, r, ctx, service.StartRequest{
+					Job: job.Job{
+						Command: "echo x; exit 4",
+						Owner:   job.Owner{NotifyOnComplete: true},
+						Control: job.Control{Retries: 2, RetryDelayMS: 10},
+					},
+				})
+				slow := start(t, r, ctx, service.StartRequest{
+					Job: job.Job{
+						Command: "sleep 5",
+						Timeout: 200 * time.Millisecond,
+						Control: job.Control{Retries: 1, RetryDelayMS: 10},
+					},
+				})
+				killed := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30", Control: job.Control{Retries: 3}}})
 				if _, err := r.Kill(ctx, killed.ID); err != nil {
 					t.Fatal(err)
 				}
@@ -307,8 +334,8 @@ func TestRetries(t *testing.T) {
 				led := ledger(t, h)
 				r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
 				ctx := waitCtx(t, "owner")
-				start(t, r, ctx, service.StartRequest{Command: "sleep 0.3"})
-				j := start(t, r, ctx, service.StartRequest{Command: "exit 7", Control: receipts.Control{Retries: 1, RetryDelayMS: 10}})
+				start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 0.3"}})
+				j := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "exit 7", Control: job.Control{Retries: 1, RetryDelayMS: 10}}})
 				if j.Status != receipts.StatusQueued {
 					t.Fatalf("start = %s, want queued", j.Status)
 				}
@@ -328,10 +355,10 @@ func TestRetries(t *testing.T) {
 				r := limited(t, h, ledger(t, h), admission.Limits{})
 				ctx := waitCtx(t, "owner")
 				for _, req := range []service.StartRequest{
-					{Command: "true", Control: receipts.Control{Retries: -1}},
-					{Command: "true", Control: receipts.Control{Retries: 1000}},
-					{Command: "true", Control: receipts.Control{RetryDelayMS: 5}},
-					{Command: "true", Control: receipts.Control{Retries: 1}, Tee: io.Discard},
+					{Job: job.Job{Command: "true", Control: job.Control{Retries: -1}}},
+					{Job: job.Job{Command: "true", Control: job.Control{Retries: 1000}}},
+					{Job: job.Job{Command: "true", Control: job.Control{RetryDelayMS: 5}}},
+					{Job: job.Job{Command: "true", Control: job.Control{Retries: 1}}, Tee: io.Discard},
 				} {
 					if _, err := r.Start(ctx, req); !errors.Is(err, service.ErrInvalid) {
 						t.Fatalf("start %+v: %v, want ErrInvalid", req.Control, err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -69,7 +70,7 @@ func TestStoreDownKeepsTheTrueExit(t *testing.T) {
 	fs := &flakyStore{Store: h.store}
 	fs.setDown(true)
 	r := h.registry(t, func(o *runner.Options) { o.Store = fs })
-	info, err := r.Start(context.Background(), service.StartRequest{Command: "echo out; exit 2"})
+	info, err := r.Start(context.Background(), service.StartRequest{Job: job.Job{Command: "echo out; exit 2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func (b supervisedBackend) Start(ctx context.Context, spec backend.Spec) (backen
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		rec := &receipts.Receipt{ID: spec.ID, Command: spec.Command, Backend: "local", Status: receipts.StatusExited,
-			ExitCode: 2, StartedAt: spec.Meta.StartedAt, FinishedAt: time.Now().UTC(), Output: "true output\n"}
+			ExitCode: 2, StartedAt: spec.StartedAt, FinishedAt: time.Now().UTC(), Output: "true output\n"}
 		_ = b.store.Create(context.Background(), rec)
 		if b.removeAfter {
 			_ = b.store.Delete(context.Background(), spec.ID)
@@ -160,7 +161,7 @@ func TestSupervisedEndReadDuringOutage(t *testing.T) {
 		o.Backends = []backend.Backend{supervisedBackend{store: h.store}}
 	})
 	fs.setDown(true)
-	info, err := r.Start(context.Background(), service.StartRequest{Command: "exit 2"})
+	info, err := r.Start(context.Background(), service.StartRequest{Job: job.Job{Command: "exit 2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +194,7 @@ func TestSupervisedEndAfterRemove(t *testing.T) {
 			ended <- ev
 		}
 	}))
-	info, err := r.Start(context.Background(), service.StartRequest{Command: "exit 2"})
+	info, err := r.Start(context.Background(), service.StartRequest{Job: job.Job{Command: "exit 2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestKillUnconfirmed(t *testing.T) {
 		o.KillGrace = 50 * time.Millisecond
 	})
 	t.Cleanup(func() { close(stuck.done) })
-	info, err := r.Start(context.Background(), service.StartRequest{Command: "sleep 1000"})
+	info, err := r.Start(context.Background(), service.StartRequest{Job: job.Job{Command: "sleep 1000"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +256,9 @@ func TestSpillLogIsRedactedWhileLive(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	info, err := r.Start(context.Background(), service.StartRequest{
-		Command: "echo 'token sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56 and password=hunter2hunter2'; sleep 30",
+		Job: job.Job{
+			Command: "echo 'token sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56 and password=hunter2hunter2'; sleep 30",
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

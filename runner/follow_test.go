@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
 )
@@ -50,7 +51,7 @@ func TestFollowPastTheOutputBound(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	ctx := waitCtx(t, "")
-	info := start(t, r, ctx, service.StartRequest{Command: bigJob(lines)})
+	info := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: bigJob(lines)}})
 
 	next, events, final := 0, 0, service.FollowEvent{}
 	err := service.PollFollow(ctx, r, info.ID, 0, 20*time.Millisecond, func(ev service.FollowEvent) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
@@ -26,7 +27,7 @@ func TestFinishedProcessesAreForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := sessions.WithCurrent(context.Background(), "owner")
-	info, err := reg.Start(ctx, service.StartRequest{Command: "echo bye", Owner: receipts.Owner{NotifyOnComplete: true}})
+	info, err := reg.Start(ctx, service.StartRequest{Job: job.Job{Command: "echo bye", Owner: job.Owner{NotifyOnComplete: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
 )
@@ -25,15 +26,15 @@ func TestListPages(t *testing.T) {
 		at := now.Add(-time.Duration(i) * time.Minute)
 		if err := h.store.Put(context.Background(), &receipts.Receipt{
 			ID: fmt.Sprintf("proc_%012x", 0xb000+i), Command: "true", Backend: "local", Status: receipts.StatusExited,
-			StartedAt: at, FinishedAt: at.Add(time.Second), Owner: receipts.Owner{ParentSessionID: []string{"a", "b"}[i%2]},
+			StartedAt: at, FinishedAt: at.Add(time.Second), Owner: job.Owner{ParentSessionID: []string{"a", "b"}[i%2]},
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ended := start(t, r, ctx, service.StartRequest{Command: "true"})
+	ended := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "true"}})
 	done(t, r, ended.ID)
-	start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
-	start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
+	start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
+	start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
 	all, err := r.List(ctx, service.ListOptions{Retained: true})
 	if err != nil {
 		t.Fatal(err)
@@ -84,12 +85,12 @@ func TestPruneReadsPages(t *testing.T) {
 		at := now.Add(-time.Duration(i) * time.Second)
 		if err := h.store.Put(context.Background(), &receipts.Receipt{
 			ID: fmt.Sprintf("proc_%012x", 0xc000+i), Command: "true", Backend: "local", Status: receipts.StatusExited,
-			StartedAt: at, FinishedAt: at.Add(time.Second), Owner: receipts.Owner{ParentSessionID: []string{"a", "b"}[i%2]},
+			StartedAt: at, FinishedAt: at.Add(time.Second), Owner: job.Owner{ParentSessionID: []string{"a", "b"}[i%2]},
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	running := start(t, r, as("a"), service.StartRequest{Command: "sleep 30"})
+	running := start(t, r, as("a"), service.StartRequest{Job: job.Job{Command: "sleep 30"}})
 	removed, err := r.Prune(as("a"), service.PruneOptions{})
 	if err != nil || len(removed) != n/2 {
 		t.Fatalf("prune: %d removed, %v; want %d", len(removed), err, n/2)

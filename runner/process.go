@@ -167,13 +167,12 @@ func (p *Process) record() *receipts.Receipt {
 	return rec
 }
 
-// recordOf is the record of a running process started from spec.
+// recordOf is the record of a running process started from spec on
+// backend.
 func recordOf(spec backend.Spec, backend string) *receipts.Receipt {
-	return &receipts.Receipt{
-		ID: spec.ID, Command: spec.Command, Backend: backend, Status: receipts.StatusRunning,
-		StartedAt: spec.Meta.StartedAt, Owner: spec.Meta.Owner, Cwd: spec.Cwd, Trace: spec.Meta.Trace,
-		Image: spec.Image, Control: spec.Meta.Control,
-	}
+	j := spec.Job
+	j.Backend = backend
+	return receipts.Begin(&j, receipts.StatusRunning)
 }
 
 // answer is p's Info for a lookup: an end recorded before the lookup is
@@ -203,9 +202,7 @@ func infoOf(rec *receipts.Receipt, retained bool) *service.Info {
 	in := &service.Info{
 		ID: rec.ID, Command: rec.Command, Backend: rec.Backend, Status: rec.Status,
 		Signal: rec.Signal, PID: rec.PID, ContainerID: rec.ContainerID, Image: rec.Image,
-		StartedAt: rec.StartedAt, NotifyOnComplete: rec.NotifyOnComplete,
-		TaskID: rec.TaskID, OwnerTaskID: rec.OwnerTaskID, SessionKey: rec.SessionKey,
-		ParentSessionID: rec.ParentSessionID, Cwd: rec.Cwd, TraceID: rec.TraceID, SpanID: rec.SpanID,
+		StartedAt: rec.StartedAt, Owner: rec.Owner, Cwd: rec.Cwd, TraceID: rec.TraceID, SpanID: rec.SpanID,
 		OutputTruncated: rec.OutputTruncated, Retained: retained, Error: rec.Error,
 		Control: rec.Control,
 	}

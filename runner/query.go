@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/redact"
@@ -68,7 +69,7 @@ func (r *Registry) List(ctx context.Context, o service.ListOptions) ([]*service.
 		scope = receipts.Scope{Owners: []string{o.Session}}
 	}
 	f := receipts.Filter{TaskID: o.TaskID, SessionKey: o.SessionKey}
-	match := func(m backend.Meta) bool {
+	match := func(m job.Job) bool {
 		return scope.Allows(m.ParentSessionID) && f.Match(&receipts.Receipt{Owner: m.Owner})
 	}
 	seen := make(map[string]bool)
@@ -131,26 +132,26 @@ func (r *Registry) CountRetained(ctx context.Context, owners []string) (map[stri
 // listRunning lists the processes that match: this registry's, those its
 // backends run elsewhere and those o names, each once, marked in seen.
 // This registry's ended processes are listed only with o.Retained.
-func (r *Registry) listRunning(ctx context.Context, o service.ListOptions, match func(backend.Meta) bool, seen map[string]bool) []*service.Info {
+func (r *Registry) listRunning(ctx context.Context, o service.ListOptions, match func(job.Job) bool, seen map[string]bool) []*service.Info {
 	var out []*service.Info
 	r.mu.Lock()
 	for id, p := range r.procs {
 		// An ended process is a retained receipt, listed only when asked
 		// for, as a fresh reader of the store would see it.
-		if match(p.spec.Meta) && (o.Retained || !p.isDone()) {
+		if match(p.spec.Job) && (o.Retained || !p.isDone()) {
 			seen[id] = true
 			out = append(out, p.answer())
 		}
 	}
 	r.mu.Unlock()
 	for _, l := range r.liveElsewhere(ctx) {
-		if !seen[l.ID] && match(l.Meta) {
+		if !seen[l.ID] && match(l.Job) {
 			seen[l.ID] = true
 			out = append(out, r.listLive(ctx, l)...)
 		}
 	}
 	for _, l := range o.Elsewhere {
-		if !seen[l.ID] && match(l.Meta) {
+		if !seen[l.ID] && match(l.Job) {
 			seen[l.ID] = true
 			out = append(out, infoFromLive(l))
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -35,33 +36,63 @@ type Dispatched struct {
 	Waited time.Duration
 }
 
-// queuedRequest is what the ledger keeps of a queued start: enough to
-// start it later, in another process or on another replica.
+// queuedRequest is what the ledger keeps of a queued start, its entry's
+// payload: the job and its environment, enough to start it later, in
+// another process or on another replica. Its JSON is versioned
+// (queueVersion): the ledger outlives the runner that wrote it.
 type queuedRequest struct {
-	ID      string        `json:"id"`
-	Command string        `json:"command"`
-	Backend string        `json:"backend"`
-	Image   string        `json:"image,omitempty"`
-	Cwd     string        `json:"cwd,omitempty"`
-	Env     []string      `json:"env,omitempty"`
-	Timeout time.Duration `json:"timeout,omitempty"`
-	Stdin   bool          `json:"stdin,omitempty"`
-	receipts.Owner
-	receipts.Trace
-	receipts.Control
-	QueuedAt time.Time `json:"queued_at"`
+	V int `json:"v"`
+	job.Job
+	Env []string `json:"env,omitempty"`
 }
+
+// queueVersion is the version of queuedRequest's JSON this hermes writes.
+// An entry without one was written before versions; it named the job's
+// StartedAt queued_at (decodeQueued).
+const queueVersion = 1
 
 // queued is what the ledger keeps of req, a start for backend.
 func queued(req service.StartRequest, backend string) queuedRequest {
-	return queuedRequest{ID: req.ID, Command: req.Command, Backend: backend, Image: req.Image, Cwd: req.Cwd,
-		Env: req.Env, Timeout: req.Timeout, Stdin: req.Stdin, Owner: req.Owner, Trace: req.Trace,
-		Control: req.Control, QueuedAt: req.StartedAt.UTC()}
+	q := queuedRequest{V: queueVersion, Job: req.Job, Env: req.Env}
+	q.Backend, q.StartedAt = backend, req.StartedAt.UTC()
+	return q
 }
 
+// decodeQueued reads an entry's payload of any version this hermes knows.
+func decodeQueued(b []byte) (*queuedRequest, error) {
+	var q struct {
+		queuedRequest
+		QueuedAt time.Time `json:"queued_at"`
+	}
+	if err := json.Unmarshal(b, &q); err != nil {
+		return nil, err
+	}
+	switch {
+	case q.V > queueVersion:
+		return nil, fmt.Errorf("queue entry format %d is newer than this hermes (%d)", q.V, queueVersion)
+	case q.V == 0 && q.StartedAt.IsZero():
+		q.StartedAt = q.QueuedAt
+	}
+	return &q.queuedRequest, nil
+}
+
+// request is the start of q's job; its StartedAt is the caller's to set
+// (zero: now).
 func (q *queuedRequest) request() service.StartRequest {
-	return service.StartRequest{ID: q.ID, Command: q.Command, Backend: q.Backend, Image: q.Image, Cwd: q.Cwd,
-		Env: q.Env, Timeout: q.Timeout, Stdin: q.Stdin, Owner: q.Owner, Trace: q.Trace, Control: q.Control}
+	req := service.StartRequest{Job: q.Job, Env: q.Env}
+	req.StartedAt = time.Time{}
+	return req
+}
+
+// entry is the ledger entry of req, a start for backend, to be held
+// until notBefore (zero: no wait).
+func entry(req service.StartRequest, backend string, notBefore time.Time) (admission.Entry, error) {
+	payload, err := json.Marshal(queued(req, backend))
+	if err != nil {
+		return admission.Entry{}, err
+	}
+	return admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt,
+		Priority: req.Priority, NotBefore: notBefore}, nil
 }
 
 // admit applies the limits to a start that is ready to go: it returns the
@@ -73,12 +104,10 @@ func (r *Registry) admit(ctx context.Context, req service.StartRequest, backend 
 	if a == nil || !a.Limits.Counted() {
 		return nil, nil
 	}
-	q := queued(req, backend)
-	payload, err := json.Marshal(q)
+	e, err := entry(req, backend, time.Time{})
 	if err != nil {
 		return nil, err
 	}
-	e := admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt, Priority: req.Priority}
 	d, err := a.Ledger.Admit(ctx, e, a.Limits, time.Now())
 	var refused *admission.Refused
 	if errors.As(err, &refused) {
@@ -106,7 +135,8 @@ func (r *Registry) admit(ctx context.Context, req service.StartRequest, backend 
 	if e, err := a.Ledger.Lookup(ctx, req.ID); err == nil && e != nil && e.Position > 0 {
 		d.Position = e.Position
 	}
-	return queuedInfo(&q, d.Position), nil
+	q := queued(req, backend)
+	return queuedInfo(&q.Job, d.Position), nil
 }
 
 // unqueueForeground takes job id, which runs in the foreground, back out
@@ -126,13 +156,10 @@ func (r *Registry) unqueueForeground(ctx context.Context, id string) error {
 }
 
 // queuedInfo is the Info of a job waiting in the queue.
-func queuedInfo(q *queuedRequest, position int) *service.Info {
-	return &service.Info{
-		ID: q.ID, Command: q.Command, Backend: q.Backend, Status: receipts.StatusQueued, Image: q.Image,
-		StartedAt: q.QueuedAt, NotifyOnComplete: q.NotifyOnComplete, TaskID: q.TaskID,
-		OwnerTaskID: q.OwnerTaskID, SessionKey: q.SessionKey, ParentSessionID: q.ParentSessionID,
-		Cwd: q.Cwd, TraceID: q.TraceID, SpanID: q.SpanID, QueuePosition: position, Control: q.Control,
-	}
+func queuedInfo(j *job.Job, position int) *service.Info {
+	in := infoOf(receipts.Begin(j, receipts.StatusQueued), false)
+	in.QueuePosition = position
+	return in
 }
 
 // queuedEntryInfo is the Info of a ledger entry a lookup found: its queued
@@ -141,17 +168,17 @@ func queuedEntryInfo(e *admission.Entry) *service.Info {
 	if info, _, err := entryInfo(e); err == nil {
 		return info
 	}
-	return &service.Info{ID: e.ID, Status: receipts.StatusQueued, ParentSessionID: e.Owner, StartedAt: e.EnqueuedAt}
+	return infoOf(receipts.Begin(&job.Job{ID: e.ID, StartedAt: e.EnqueuedAt, Owner: job.Owner{ParentSessionID: e.Owner}}, receipts.StatusQueued), false)
 }
 
 // entryInfo decodes a ledger entry into the Info of its queued job.
 func entryInfo(e *admission.Entry) (*service.Info, *queuedRequest, error) {
-	var q queuedRequest
-	if err := json.Unmarshal(e.Payload, &q); err != nil {
+	q, err := decodeQueued(e.Payload)
+	if err != nil {
 		return nil, nil, fmt.Errorf("queued job %s: %w", e.ID, err)
 	}
 	q.ID = e.ID
-	return queuedInfo(&q, e.Position), &q, nil
+	return queuedInfo(&q.Job, e.Position), q, nil
 }
 
 // Dispatch starts queued jobs while the limits leave slots free, first
@@ -193,7 +220,7 @@ func (r *Registry) Dispatch(ctx context.Context) ([]Dispatched, error) {
 			r.log.Warn("queued job did not start", "id", q.ID, "err", err)
 		}
 		if info != nil {
-			out = append(out, Dispatched{Info: info, Waited: req.StartedAt.Sub(q.QueuedAt)})
+			out = append(out, Dispatched{Info: info, Waited: req.StartedAt.Sub(q.StartedAt)})
 		}
 	}
 }
@@ -254,7 +281,7 @@ func (r *Registry) reconcile(ctx context.Context) error {
 func (r *Registry) neverStarted(ctx context.Context, e *admission.Entry) {
 	if _, q, err := entryInfo(e); err == nil {
 		req := q.request()
-		req.StartedAt = q.QueuedAt
+		req.StartedAt = q.StartedAt
 		r.recordNeverRun(ctx, req, backend.Exit{Code: -1}, backend.ErrLost, func(p *Process) {
 			p.errMsg = "it left the queue, but whoever was starting it exited first"
 		})
@@ -271,10 +298,15 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	req := service.StartRequest{ID: e.ID, Command: "(unknown: its queue entry was damaged)", Backend: "local",
-		// Whether it asked for notify is lost with its request; an owner
-		// is told all the same, since nothing else will tell it.
-		Owner: receipts.Owner{ParentSessionID: e.Owner, NotifyOnComplete: e.Owner != ""}, StartedAt: at}
+	req := service.StartRequest{
+		Job: job.Job{
+			ID:        e.ID,
+			Command:   "(unknown: its queue entry was damaged)",
+			Backend:   "local",
+			Owner:     job.Owner{ParentSessionID: e.Owner, NotifyOnComplete: e.Owner != ""},
+			StartedAt: at,
+		},
+	}
 	r.recordNeverRun(ctx, req, backend.Exit{Code: -1}, backend.ErrLost, func(p *Process) {
 		p.errMsg = "it was queued, but its entry in the queue's ledger was damaged before it could start"
 	})
@@ -313,7 +345,7 @@ func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts
 	if a == nil {
 		return nil, nil
 	}
-	if receipts.IsID(idOrPrefix) {
+	if job.IsID(idOrPrefix) {
 		e, err := a.Ledger.Lookup(ctx, idOrPrefix)
 		if err != nil || e == nil || !scope.Allows(e.Owner) {
 			return nil, err
@@ -342,7 +374,7 @@ func (r *Registry) queued(ctx context.Context, idOrPrefix string, scope receipts
 }
 
 // listQueued is the listing of the queued jobs visible in scope.
-func (r *Registry) listQueued(ctx context.Context, match func(backend.Meta) bool, seen map[string]bool) ([]*service.Info, error) {
+func (r *Registry) listQueued(ctx context.Context, match func(job.Job) bool, seen map[string]bool) ([]*service.Info, error) {
 	a := r.opts.Admission
 	if a == nil {
 		return nil, nil
@@ -362,7 +394,7 @@ func (r *Registry) listQueued(ctx context.Context, match func(backend.Meta) bool
 			continue // listed, or running (its request kept for a retry)
 		}
 		info, qr, err := entryInfo(&q[i])
-		if err != nil || !match(backend.Meta{Owner: qr.Owner}) {
+		if err != nil || !match(job.Job{Owner: qr.Owner}) {
 			continue
 		}
 		out = append(out, info)
@@ -422,7 +454,7 @@ func (r *Registry) cancelQueued(ctx context.Context, e *admission.Entry) (*servi
 		return nil, false, err
 	}
 	req := q.request()
-	req.StartedAt = q.QueuedAt
+	req.StartedAt = q.StartedAt
 	p := r.recordNeverRun(ctx, req, backend.Exit{Code: 128 + 15}, nil, func(p *Process) {
 		p.killed, p.errMsg = true, "killed while queued: it never started"
 	})

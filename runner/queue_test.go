@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -63,13 +64,13 @@ func TestQueue(t *testing.T) {
 				r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
 				ctx := waitCtx(t, "owner")
 				dir := t.TempDir()
-				first := start(t, r, ctx, service.StartRequest{Command: "sleep 0.5; echo 1 >> order", Cwd: dir})
+				first := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 0.5; echo 1 >> order", Cwd: dir}})
 				if first.Status != receipts.StatusRunning {
 					t.Fatalf("first start = %s, want running", first.Status)
 				}
 				var queued []*service.Info
 				for i := 2; i <= 3; i++ {
-					info := start(t, r, ctx, service.StartRequest{Command: fmt.Sprintf("echo %d >> order; echo out%d", i, i), Cwd: dir, Owner: receipts.Owner{NotifyOnComplete: true}})
+					info := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: fmt.Sprintf("echo %d >> order; echo out%d", i, i), Cwd: dir, Owner: job.Owner{NotifyOnComplete: true}}})
 					if info.Status != receipts.StatusQueued || info.QueuePosition != i-1 || info.StartReceipt().QueuePosition != i-1 {
 						t.Fatalf("start %d = %s at %d, want queued at %d", i, info.Status, info.QueuePosition, i-1)
 					}
@@ -110,8 +111,8 @@ func TestQueue(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{ConcurrentJobs: 1})
 				ctx := waitCtx(t, "owner")
-				start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
-				q := start(t, r, ctx, service.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
+				start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
+				q := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo never", Owner: job.Owner{NotifyOnComplete: true}}})
 				info, err := r.Kill(ctx, q.ID)
 				if err != nil || info.Status != receipts.StatusKilled {
 					t.Fatalf("kill = %+v, %v", info, err)
@@ -131,8 +132,8 @@ func TestQueue(t *testing.T) {
 				lim := admission.Limits{ConcurrentJobs: 1}
 				r := h.registry(t, func(o *runner.Options) { o.Admission = &runner.Admission{Ledger: led, Limits: lim} })
 				ctx := waitCtx(t, "owner")
-				first := start(t, r, ctx, service.StartRequest{Command: "sleep 0.2"})
-				q := start(t, r, ctx, service.StartRequest{Command: "echo later"})
+				first := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 0.2"}})
+				q := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo later"}})
 				done(t, r, first.ID)
 				r.Close()
 				// A new registry (a restarted runner) finds and starts it.
@@ -150,17 +151,17 @@ func TestQueue(t *testing.T) {
 				h := newHome(t)
 				r := limited(t, h, ledger(t, h), admission.Limits{ConcurrentJobs: 1, QueuedJobs: 1, StartsPerSecond: 100})
 				ctx := waitCtx(t, "owner")
-				start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
-				start(t, r, ctx, service.StartRequest{Command: "true"})
-				_, err := r.Start(ctx, service.StartRequest{Command: "true"})
+				start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
+				start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "true"}})
+				_, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "true"}})
 				var ref *admission.Refused
 				if !errors.As(err, &ref) || ref.Reason != "queue" || ref.RetryAfter <= 0 {
 					t.Fatalf("past the queue: %v", err)
 				}
 				h2 := newHome(t)
 				r2 := limited(t, h2, ledger(t, h2), admission.Limits{StartsPerSecond: 0.5})
-				start(t, r2, ctx, service.StartRequest{Command: "true"})
-				_, err = r2.Start(ctx, service.StartRequest{Command: "true"})
+				start(t, r2, ctx, service.StartRequest{Job: job.Job{Command: "true"}})
+				_, err = r2.Start(ctx, service.StartRequest{Job: job.Job{Command: "true"}})
 				if !errors.As(err, &ref) || ref.Reason != "rate" || ref.RetryAfter < time.Second {
 					t.Fatalf("past the rate: %v", err)
 				}
@@ -173,10 +174,10 @@ func TestLimitsTimeouts(t *testing.T) {
 	h := newHome(t)
 	r := limited(t, h, admission.NewFileLedger(filepath.Join(h.dir, "queue")), admission.Limits{MaxTimeout: time.Minute, DefaultTimeout: 300 * time.Millisecond})
 	ctx := waitCtx(t, "owner")
-	if _, err := r.Start(ctx, service.StartRequest{Command: "true", Timeout: time.Hour}); !errors.Is(err, service.ErrInvalid) {
+	if _, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", Timeout: time.Hour}}); !errors.Is(err, service.ErrInvalid) {
 		t.Fatalf("a timeout past max_timeout: %v, want ErrInvalid", err)
 	}
-	info := start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
+	info := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
 	res, err := r.Wait(ctx, info.ID)
 	if err != nil || res.Status != receipts.StatusTimeout {
 		t.Fatalf("a job asking no timeout under default_timeout: %+v, %v", res, err)
@@ -188,9 +189,9 @@ func TestForegroundPastTheLimitIsBusy(t *testing.T) {
 	led := admission.NewFileLedger(filepath.Join(h.dir, "queue"))
 	r := limited(t, h, led, admission.Limits{ConcurrentJobs: 1})
 	ctx := waitCtx(t, "owner")
-	start(t, r, ctx, service.StartRequest{Command: "sleep 30"})
+	start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 30"}})
 	var out strings.Builder
-	_, err := r.Start(ctx, service.StartRequest{Command: "echo hi", Tee: &out})
+	_, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "echo hi"}, Tee: &out})
 	if !errors.Is(err, service.ErrBusy) {
 		t.Fatalf("a foreground start past the limit: %v, want ErrBusy", err)
 	}
@@ -229,10 +230,10 @@ func TestDamagedLedgerLosesNoJob(t *testing.T) {
 	lim := admission.Limits{ConcurrentJobs: 1}
 	r := h.registry(t, func(o *runner.Options) { o.Admission = &runner.Admission{Ledger: led, Limits: lim} })
 	ctx := waitCtx(t, "owner")
-	first := start(t, r, ctx, service.StartRequest{Command: "sleep 0.3"})
+	first := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "sleep 0.3"}})
 	var queued []*service.Info
 	for i := range 3 {
-		queued = append(queued, start(t, r, ctx, service.StartRequest{Command: fmt.Sprintf("echo %d", i), Owner: receipts.Owner{NotifyOnComplete: true}}))
+		queued = append(queued, start(t, r, ctx, service.StartRequest{Job: job.Job{Command: fmt.Sprintf("echo %d", i), Owner: job.Owner{NotifyOnComplete: true}}}))
 	}
 	path := filepath.Join(qdir, "ledger.json")
 	b, err := os.ReadFile(path)

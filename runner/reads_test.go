@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
@@ -76,7 +77,7 @@ func (h *elsewhereHandle) Kill(ctx context.Context, _ time.Duration) error {
 	if h.b.store != nil {
 		l := h.b.live
 		rec := &receipts.Receipt{ID: l.ID, Command: l.Command, Backend: l.Backend, Status: receipts.StatusKilled, ExitCode: 143,
-			Owner: l.Meta.Owner, StartedAt: l.Meta.StartedAt, FinishedAt: time.Now().UTC()}
+			Owner: l.Owner, StartedAt: l.StartedAt, FinishedAt: time.Now().UTC()}
 		if err := h.b.store.Create(ctx, rec); err != nil {
 			return err
 		}
@@ -98,8 +99,14 @@ func TestReadsChangeNothing(t *testing.T) {
 	}
 	id := "proc_00000000e15e"
 	b := &elsewhereBackend{ended: make(chan struct{}), store: st, live: backend.Live{
-		ID: id, Command: "sleep 60", Backend: "local", Cwd: "/",
-		Meta: backend.Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()},
+		Job: job.Job{
+			ID:        id,
+			Command:   "sleep 60",
+			Backend:   "local",
+			Cwd:       "/",
+			Owner:     job.Owner{ParentSessionID: "owner"},
+			StartedAt: time.Now().UTC(),
+		},
 	}}
 	reg, err := New(Options{Store: st, Backends: []backend.Backend{b}})
 	if err != nil {
@@ -187,12 +194,9 @@ func TestRecoverEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := backend.Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
+	meta := job.Job{Owner: job.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
 	const running, ended = "proc_000000000001", "proc_000000000002"
-	b := &listedBackend{lives: []backend.Live{
-		{ID: running, Command: "sleep 60", Backend: "local", Cwd: "/", Meta: meta},
-		{ID: ended, Command: "true", Backend: "local", Cwd: "/", Meta: meta, Lost: true},
-	}}
+	b := &listedBackend{lives: []backend.Live{{Job: localJob(meta, running, "sleep 60")}, {Job: localJob(meta, ended, "true"), Lost: true}}}
 	reg, err := New(Options{Store: st, Backends: []backend.Backend{b}})
 	if err != nil {
 		t.Fatal(err)
@@ -255,13 +259,13 @@ func TestEndedWhileFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := backend.Meta{Owner: receipts.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
+	meta := job.Job{Owner: job.Owner{ParentSessionID: "owner"}, StartedAt: time.Now().UTC()}
 	const id = "proc_0000000e7de0"
 	if err := st.Create(context.Background(), &receipts.Receipt{ID: id, Command: "true", Backend: "local",
 		Status: receipts.StatusExited, Owner: meta.Owner, StartedAt: meta.StartedAt, FinishedAt: time.Now().UTC()}); err != nil {
 		t.Fatal(err)
 	}
-	b := &endingBackend{listedBackend{lives: []backend.Live{{ID: id, Command: "true", Backend: "local", Cwd: "/", Meta: meta}}}}
+	b := &endingBackend{listedBackend{lives: []backend.Live{{Job: localJob(meta, id, "true")}}}}
 	reg, err := New(Options{Store: st, Backends: []backend.Backend{b, unreachableBackend{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -290,4 +294,10 @@ func TestEndedWhileFound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// localJob is j as the local job id running command in /.
+func localJob(j job.Job, id, command string) job.Job {
+	j.ID, j.Command, j.Backend, j.Cwd = id, command, "local", "/"
+	return j
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
 )
@@ -28,16 +29,18 @@ func TestRecordJSONUnchanged(t *testing.T) {
 	bare := &receipts.Receipt{ID: "proc_ba5eba5eba5e", Command: "true", Backend: "local", Status: receipts.StatusExited, StartedAt: start, FinishedAt: start}
 
 	info := infoFromReceipt(rec)
-	running := &Process{spec: backend.Spec{ID: "proc_0000000000aa", Command: "sleep 1", Cwd: "/w", Image: "img"}, backend: "docker", pid: 7, ref: "cid"}
-	running.spec.Meta.StartedAt = start
-	running.spec.Meta.TaskID, running.spec.Meta.ParentSessionID, running.spec.Meta.TraceID = "t2", "sess-2", "abc"
+	running := &Process{spec: backend.Spec{Job: job.Job{ID: "proc_0000000000aa", Command: "sleep 1", Cwd: "/w", Image: "img"}}, backend: "docker", pid: 7, ref: "cid"}
+	running.spec.StartedAt = start
+	running.spec.TaskID, running.spec.ParentSessionID, running.spec.TraceID = "t2", "sess-2", "abc"
+	elsewhere := running.spec.Job
+	elsewhere.ID, elsewhere.Command, elsewhere.Backend, elsewhere.Cwd, elsewhere.Image = "proc_0000000000bb", "x", "local", "/", ""
 	views := map[string]any{
 		"receipt":       rec,
 		"bare_receipt":  bare,
 		"info":          info,
 		"running_info":  running.info(),
 		"start_receipt": info.StartReceipt(),
-		"live_info":     infoFromLive(backend.Live{ID: "proc_0000000000bb", Command: "x", Backend: "local", Cwd: "/", Meta: running.spec.Meta}),
+		"live_info":     infoFromLive(backend.Live{Job: elsewhere}),
 	}
 	got := map[string]string{}
 	for k, v := range views {

@@ -20,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -116,11 +117,13 @@ func TestRegistryLifecycle(t *testing.T) {
 	r := h.registry(t, nil)
 	ctx := as("")
 	info := start(t, r, ctx, service.StartRequest{
-		Command: "echo hello; echo oops >&2; read x; echo got $x; exit 5",
-		Stdin:   true,
-		Owner:   receipts.Owner{TaskID: "task-1", SessionKey: "key-1"},
+		Job: job.Job{
+			Command: "echo hello; echo oops >&2; read x; echo got $x; exit 5",
+			Stdin:   true,
+			Owner:   job.Owner{TaskID: "task-1", SessionKey: "key-1"},
+		},
 	})
-	if !receipts.IsID(info.ID) || info.Status != receipts.StatusRunning || info.PID <= 0 ||
+	if !job.IsID(info.ID) || info.Status != receipts.StatusRunning || info.PID <= 0 ||
 		info.Backend != "local" || info.ExitCode != nil || info.TaskID != "task-1" {
 		t.Fatalf("start info = %+v", info)
 	}
@@ -244,16 +247,16 @@ func TestRegistryLookupErrors(t *testing.T) {
 	if err := r.Write(ctx, unknown, []byte("x")); !errors.Is(err, service.ErrNotFound) {
 		t.Errorf("Write(unknown) = %v", err)
 	}
-	if _, err := r.Start(ctx, service.StartRequest{Command: "  "}); err == nil {
+	if _, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "  "}}); err == nil {
 		t.Error("Start of an empty command succeeded")
 	}
-	if _, err := r.Start(ctx, service.StartRequest{Command: "true", Backend: "nope"}); err == nil {
+	if _, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", Backend: "nope"}}); err == nil {
 		t.Error("Start on an unknown backend succeeded")
 	}
-	if _, err := r.Start(ctx, service.StartRequest{Command: "true", Image: "busybox"}); !errors.Is(err, service.ErrInvalid) {
+	if _, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", Image: "busybox"}}); !errors.Is(err, service.ErrInvalid) {
 		t.Errorf("Start with an image on a backend without images = %v, want ErrInvalid", err)
 	}
-	if _, err := r.Start(ctx, service.StartRequest{Command: "true", ID: "proc_1"}); !errors.Is(err, receipts.ErrInvalidID) {
+	if _, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", ID: "proc_1"}}); !errors.Is(err, receipts.ErrInvalidID) {
 		t.Errorf("Start with a bad id = %v", err)
 	}
 	if _, err := runner.New(runner.Options{Backends: []backend.Backend{local.New()}}); err == nil {
@@ -274,7 +277,7 @@ func TestRegistryKill(t *testing.T) {
 			t.Parallel()
 			r := newHome(t).registry(t, nil)
 			ctx := as("")
-			info := start(t, r, ctx, service.StartRequest{Command: tc.cmd})
+			info := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: tc.cmd}})
 			deadline := time.Now().Add(10 * time.Second)
 			for len(testenv.ProcessGroup(info.PID)) < 3 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
@@ -298,7 +301,7 @@ func TestRegistryTimeout(t *testing.T) {
 	r := h.registry(t, nil)
 	ctx := as("")
 	begin := time.Now()
-	info := start(t, r, ctx, service.StartRequest{Command: "echo started; sleep 300", Timeout: 300 * time.Millisecond})
+	info := start(t, r, ctx, service.StartRequest{Job: job.Job{Command: "echo started; sleep 300", Timeout: 300 * time.Millisecond}})
 	res, err := r.Wait(waitCtx(t, ""), info.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +327,7 @@ func TestRegistryFailedToStart(t *testing.T) {
 		o.Backends = []backend.Backend{&local.Backend{Shell: "/nonexistent/hermes-bash"}}
 	})
 	ctx := as("owner")
-	info, err := r.Start(ctx, service.StartRequest{Command: "echo never", Owner: receipts.Owner{NotifyOnComplete: true}})
+	info, err := r.Start(ctx, service.StartRequest{Job: job.Job{Command: "echo never", Owner: job.Owner{NotifyOnComplete: true}}})
 	if err == nil {
 		t.Fatal("Start with a missing shell succeeded")
 	}
@@ -346,7 +349,7 @@ func TestRegistryFailedToStart(t *testing.T) {
 func TestRegistrySessionScoping(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
-	info := start(t, r, as("a"), service.StartRequest{Command: "echo mine"})
+	info := start(t, r, as("a"), service.StartRequest{Job: job.Job{Command: "echo mine"}})
 	id := info.ID
 	if info.ParentSessionID != "a" {
 		t.Fatalf("owner = %q, want the context's session", info.ParentSessionID)
@@ -390,8 +393,8 @@ func TestRegistrySessionScoping(t *testing.T) {
 func TestRegistryAmbiguousPrefix(t *testing.T) {
 	r := newHome(t).registry(t, nil)
 	ctx := as("")
-	a := start(t, r, ctx, service.StartRequest{ID: "proc_abcd00000001", Command: "true"})
-	b := start(t, r, ctx, service.StartRequest{ID: "proc_abcd00000002", Command: "true"})
+	a := start(t, r, ctx, service.StartRequest{Job: job.Job{ID: "proc_abcd00000001", Command: "true"}})
+	b := start(t, r, ctx, service.StartRequest{Job: job.Job{ID: "proc_abcd00000002", Command: "true"}})
 	done(t, r, a.ID)
 	done(t, r, b.ID)
 	if _, err := r.Poll(ctx, "proc_abcd"); !errors.Is(err, service.ErrNotFound) {
@@ -424,11 +427,11 @@ func TestCompletionQueue(t *testing.T) {
 	ctx := waitCtx(t, "owner")
 	ready := r.CompletionReady()
 
-	waited := start(t, r, owner, service.StartRequest{Command: "echo w; exit 1", Owner: receipts.Owner{NotifyOnComplete: true}})
-	logged := start(t, r, owner, service.StartRequest{Command: "echo l", Owner: receipts.Owner{NotifyOnComplete: true}})
-	polled := start(t, r, owner, service.StartRequest{Command: "echo p; exit 2", Owner: receipts.Owner{NotifyOnComplete: true}})
-	quiet := start(t, r, owner, service.StartRequest{Command: "echo q"}) // no notify
-	theirs := start(t, r, other, service.StartRequest{Command: "echo t", Owner: receipts.Owner{NotifyOnComplete: true}})
+	waited := start(t, r, owner, service.StartRequest{Job: job.Job{Command: "echo w; exit 1", Owner: job.Owner{NotifyOnComplete: true}}})
+	logged := start(t, r, owner, service.StartRequest{Job: job.Job{Command: "echo l", Owner: job.Owner{NotifyOnComplete: true}}})
+	polled := start(t, r, owner, service.StartRequest{Job: job.Job{Command: "echo p; exit 2", Owner: job.Owner{NotifyOnComplete: true}}})
+	quiet := start(t, r, owner, service.StartRequest{Job: job.Job{Command: "echo q"}}) // no notify
+	theirs := start(t, r, other, service.StartRequest{Job: job.Job{Command: "echo t", Owner: job.Owner{NotifyOnComplete: true}}})
 	for _, in := range []*service.Info{waited, logged, polled, quiet, theirs} {
 		done(t, r, in.ID)
 	}
@@ -471,7 +474,7 @@ func TestCompletionQueue(t *testing.T) {
 		t.Fatalf("Completions(other) = %+v", theirsGot)
 	}
 	// A killed process leaves its completion too.
-	run := start(t, r, owner, service.StartRequest{Command: "sleep 300", Owner: receipts.Owner{NotifyOnComplete: true}})
+	run := start(t, r, owner, service.StartRequest{Job: job.Job{Command: "sleep 300", Owner: job.Owner{NotifyOnComplete: true}}})
 	if _, err := r.Kill(ctx, run.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -499,19 +502,19 @@ func TestCompletionsOutliveTheOwner(t *testing.T) {
 		}
 	}
 	first := h.registry(t, nil)
-	job := start(t, first, as("owner"), service.StartRequest{Command: "sleep 0.3; echo late", Owner: receipts.Owner{NotifyOnComplete: true}})
+	late := start(t, first, as("owner"), service.StartRequest{Job: job.Job{Command: "sleep 0.3; echo late", Owner: job.Owner{NotifyOnComplete: true}}})
 
 	fresh := h.registry(t, nil)
 	began := time.Now()
 	got, err := fresh.Completions(waitCtx(t, "owner"), 10*time.Second)
-	if err != nil || len(got) != 1 || got[0].ID != job.ID || got[0].OutputTail != "late\n" {
+	if err != nil || len(got) != 1 || got[0].ID != late.ID || got[0].OutputTail != "late\n" {
 		t.Fatalf("waiting Completions = %+v, %v", got, err)
 	}
 	if d := time.Since(began); d > 5*time.Second {
 		t.Errorf("the waiting take returned after %v", d)
 	}
 
-	second := start(t, first, as("owner"), service.StartRequest{Command: "echo two", Owner: receipts.Owner{NotifyOnComplete: true}})
+	second := start(t, first, as("owner"), service.StartRequest{Job: job.Job{Command: "echo two", Owner: job.Owner{NotifyOnComplete: true}}})
 	done(t, first, second.ID)
 	for _, who := range []string{"sub", "stranger", ""} {
 		if got := take(t, fresh, as(who)); len(got) != 0 {
@@ -542,7 +545,9 @@ func TestRegistryRedaction(t *testing.T) {
 			ctx := as("")
 			release := filepath.Join(t.TempDir(), "release")
 			info := start(t, r, ctx, service.StartRequest{
-				Command: fmt.Sprintf("echo key=%s; while [ ! -e %s ]; do sleep 0.02; done", secret, release),
+				Job: job.Job{
+					Command: fmt.Sprintf("echo key=%s; while [ ! -e %s ]; do sleep 0.02; done", secret, release),
+				},
 			})
 			deadline := time.Now().Add(10 * time.Second)
 			var tail string
@@ -588,7 +593,7 @@ func TestProfilesPerGoroutine(t *testing.T) {
 			defer wg.Done()
 			ctx := as("a")
 			for n := range 5 {
-				info, err := regs[i].Start(ctx, service.StartRequest{Command: fmt.Sprintf("echo profile%d-%d", i, n)})
+				info, err := regs[i].Start(ctx, service.StartRequest{Job: job.Job{Command: fmt.Sprintf("echo profile%d-%d", i, n)}})
 				if err != nil {
 					errs <- err
 					return
@@ -646,8 +651,10 @@ func TestRegistryTee(t *testing.T) {
 	})
 	release := filepath.Join(t.TempDir(), "release")
 	info := start(t, r, as(""), service.StartRequest{
-		Command: fmt.Sprintf("echo first; while [ ! -e %s ]; do sleep 0.02; done; echo second", release),
-		Tee:     tee,
+		Job: job.Job{
+			Command: fmt.Sprintf("echo first; while [ ! -e %s ]; do sleep 0.02; done; echo second", release),
+		},
+		Tee: tee,
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {

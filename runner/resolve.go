@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -63,14 +64,14 @@ const (
 // (this registry's, then those Recover backends find elsewhere) and then
 // the store. An ambiguous prefix resolves to nothing.
 func (r *Registry) lookup(ctx context.Context, idOrPrefix string, adopt bool) (found, error) {
-	if !receipts.IsPrefix(idOrPrefix) {
+	if !job.IsPrefix(idOrPrefix) {
 		return found{}, fmt.Errorf("%w: %q (want proc_ and at least 4 hex digits)", receipts.ErrInvalidID, idOrPrefix)
 	}
 	scope, err := r.Scope(ctx)
 	if err != nil {
 		return found{}, err
 	}
-	if receipts.IsID(idOrPrefix) {
+	if job.IsID(idOrPrefix) {
 		return r.lookupID(ctx, idOrPrefix, scope, adopt)
 	}
 	procs, live := r.matchPrefix(ctx, idOrPrefix, scope)
@@ -149,7 +150,7 @@ func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipt
 	seen := make(map[string]bool)
 	r.mu.Lock()
 	for id, p := range r.procs {
-		if strings.HasPrefix(id, prefix) && scope.Allows(p.spec.Meta.ParentSessionID) {
+		if strings.HasPrefix(id, prefix) && scope.Allows(p.spec.ParentSessionID) {
 			procs = append(procs, p)
 			seen[id] = true
 		}
@@ -157,7 +158,7 @@ func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipt
 	r.mu.Unlock()
 	var live []backend.Live
 	for _, l := range r.liveElsewhere(ctx) {
-		if strings.HasPrefix(l.ID, prefix) && !seen[l.ID] && scope.Allows(l.Meta.ParentSessionID) {
+		if strings.HasPrefix(l.ID, prefix) && !seen[l.ID] && scope.Allows(l.ParentSessionID) {
 			seen[l.ID] = true
 			live = append(live, l)
 		}
@@ -169,7 +170,7 @@ func (r *Registry) matchPrefix(ctx context.Context, prefix string, scope receipt
 // memory, then each Recover backend's Peek, then the store.
 func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope, adopt bool) (found, error) {
 	if p := r.known(id); p != nil {
-		if !scope.Allows(p.spec.Meta.ParentSessionID) {
+		if !scope.Allows(p.spec.ParentSessionID) {
 			return found{}, service.ErrNotFound
 		}
 		return found{proc: p}, nil
@@ -186,7 +187,7 @@ func (r *Registry) lookupID(ctx context.Context, id string, scope receipts.Scope
 			r.log.Warn("peek live process", "backend", b.Name(), "err", err)
 			continue
 		}
-		if !scope.Allows(l.Meta.ParentSessionID) {
+		if !scope.Allows(l.ParentSessionID) {
 			return found{}, service.ErrNotFound
 		}
 		f, err := r.resolveLive(ctx, l, adopt)
@@ -290,7 +291,7 @@ func (r *Registry) attach(ctx context.Context, l backend.Live) (*Process, error)
 // end is recorded. It is for supervisors acting on the owner's behalf
 // (hermes watch), so it applies no session scope.
 func (r *Registry) Adopt(ctx context.Context, id string) (<-chan struct{}, error) {
-	if !receipts.IsID(id) {
+	if !job.IsID(id) {
 		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
 	if done := r.Done(id); done != nil {
@@ -383,8 +384,9 @@ func (r *Registry) Describe(id string) (backend.Live, bool) {
 	if p == nil || p.isDone() {
 		return backend.Live{}, false
 	}
-	s := p.spec
-	return backend.Live{ID: s.ID, Command: s.Command, Backend: p.backend, Cwd: s.Cwd, Image: s.Image, Timeout: s.Timeout, Meta: s.Meta}, true
+	live := backend.Live{Job: p.spec.Job}
+	live.Backend = p.backend
+	return live, true
 }
 
 // Shared says whether the processes of backend name are reached from every
@@ -400,7 +402,7 @@ func (r *Registry) Shared(name string) bool {
 // any more, and its owner must still learn that it is over (a notify
 // receipt leaves a completion like any other).
 func (r *Registry) RecordLost(ctx context.Context, l backend.Live, why string) (*receipts.Receipt, error) {
-	if !receipts.IsID(l.ID) {
+	if !job.IsID(l.ID) {
 		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, l.ID)
 	}
 	rec := recordOf(l.Spec(), l.Backend)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -41,22 +42,13 @@ func (r *Registry) keepForRetry(ctx context.Context, req service.StartRequest, b
 	if req.Admitted || req.Retries <= len(req.Attempts) || a == nil || a.Ledger == nil {
 		return nil
 	}
-	e, err := r.heldEntry(req, backend)
+	e, err := entry(req, backend, time.Time{})
 	if err != nil {
 		return err
 	}
 	e.Attempting = true
 	// Not bounded by queued_jobs: it is a running job's, not a new wait.
 	return a.Ledger.Hold(ctx, e, admission.Limits{})
-}
-
-// heldEntry is the ledger entry that holds req.
-func (r *Registry) heldEntry(req service.StartRequest, backend string) (admission.Entry, error) {
-	payload, err := json.Marshal(queued(req, backend))
-	if err != nil {
-		return admission.Entry{}, err
-	}
-	return admission.Entry{ID: req.ID, Owner: req.ParentSessionID, Payload: payload, EnqueuedAt: req.StartedAt, Priority: req.Priority}, nil
 }
 
 // retryOutcome is what scheduleRetry made of the end of an attempt.
@@ -110,7 +102,7 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) ret
 // holdForRetry adds rec's attempt to the held request q of entry e and
 // holds it again, due after the retry's delay.
 func (r *Registry) holdForRetry(ctx context.Context, e *admission.Entry, q *queuedRequest, rec *receipts.Receipt) retryOutcome {
-	q.Attempts = append(q.Attempts, receipts.Attempt{Status: rec.Status, ExitCode: rec.ExitCode,
+	q.Attempts = append(q.Attempts, job.Attempt{Status: rec.Status, ExitCode: rec.ExitCode,
 		StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, Error: rec.Error})
 	payload, err := json.Marshal(q)
 	if err != nil {
@@ -145,7 +137,7 @@ func (r *Registry) retryPending(ctx context.Context, p *Process) bool {
 		return false
 	}
 	_, q, err := entryInfo(e)
-	return err == nil && len(q.Attempts) > len(p.spec.Meta.Attempts)
+	return err == nil && len(q.Attempts) > len(p.spec.Attempts)
 }
 
 // SettleRetry lets the next attempt of job id start, if one is scheduled:
@@ -189,7 +181,7 @@ func (r *Registry) endAttempt(ctx context.Context, p *Process, settle bool) {
 	if settle && !r.opts.SettlesRetries {
 		r.SettleRetry(ctx, p.spec.ID)
 	}
-	r.events.emit(Event{Kind: EventRetrying, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil})
+	r.events.emit(Event{Kind: EventRetrying, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil})
 	close(p.recorded)
 	close(p.done)
 }

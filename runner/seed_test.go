@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -99,10 +100,14 @@ func TestSeedReceiptsAreBoundedRedactedAndSessionScoped(t *testing.T) {
 	for i := range 3 {
 		id := fmt.Sprintf("proc_%012x", i)
 		ids = append(ids, id)
-		p := newProcess(backend.Spec{ID: id, Command: "echo " + seedSecret, Meta: backend.Meta{
-			StartedAt: time.Now().Add(-2 * opts.Retention),
-			Owner:     receipts.Owner{TaskID: fmt.Sprintf("owner-%d", i), OwnerTaskID: fmt.Sprintf("owner-%d", i), SessionKey: fmt.Sprintf("chat-%d", i), ParentSessionID: "owner-session"},
-		}}, "local")
+		p := newProcess(backend.Spec{
+			Job: job.Job{
+				ID:        id,
+				Command:   "echo " + seedSecret,
+				StartedAt: time.Now().Add(-2 * opts.Retention),
+				Owner:     job.Owner{TaskID: fmt.Sprintf("owner-%d", i), OwnerTaskID: fmt.Sprintf("owner-%d", i), SessionKey: fmt.Sprintf("chat-%d", i), ParentSessionID: "owner-session"},
+			},
+		}, "local")
 		p.buf = outbuf.New(receipts.MaxOutputChars)
 		fmt.Fprint(p.buf, strings.Repeat("x", receipts.MaxOutputChars)+"\n"+seedSecret)
 		moveToFinished(registry, p, backend.Exit{Code: i, FinishedAt: time.Now()})
@@ -225,9 +230,11 @@ func TestSeedProfileOverrideStaysOnItsGoroutine(t *testing.T) {
 			ctx := sessions.WithCurrent(context.Background(), name+"-owner")
 			reg := prof.registry(t, shellBackend{})
 			info, err := reg.Start(ctx, service.StartRequest{
-				Command: "echo SCOPED_RESULT_" + name,
-				Cwd:     tmp,
-				Owner:   receipts.Owner{TaskID: name + "-task"},
+				Job: job.Job{
+					Command: "echo SCOPED_RESULT_" + name,
+					Cwd:     tmp,
+					Owner:   job.Owner{TaskID: name + "-task"},
+				},
 			})
 			if err != nil {
 				t.Errorf("%s: start: %v", name, err)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/tracing"
 )
@@ -62,7 +63,7 @@ func TestProcessSpanStatus(t *testing.T) {
 			r.recordSpan(context.Background(), &receipts.Receipt{
 				ID: "proc_0123456789ab", Backend: "docker", Command: "CI=1 make test", Status: tc.status, ExitCode: tc.exit,
 				Image: tc.image, StartedAt: start, FinishedAt: start.Add(time.Second),
-				Trace: receipts.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID, TraceSampled: true},
+				Trace: job.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID, TraceSampled: true},
 			})
 			spans := rec.Ended()
 			if len(spans) != 1 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -125,7 +126,7 @@ func (r *Registry) applyLimits(b backend.Backend, req *service.StartRequest) err
 func (r *Registry) stamp(ctx context.Context, req *service.StartRequest) error {
 	if req.ID == "" {
 		req.ID = backend.NewID()
-	} else if !receipts.IsID(req.ID) {
+	} else if !job.IsID(req.ID) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
 	}
 	if req.ParentSessionID == "" {
@@ -205,9 +206,21 @@ func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.S
 // runs, and the bookkeeping every record of it carries.
 func (r *Registry) specOf(req service.StartRequest) backend.Spec {
 	return backend.Spec{
-		ID: req.ID, Command: req.Command, Cwd: req.Cwd, Env: req.Env, BaseEnv: req.BaseEnv,
-		Timeout: req.Timeout, Image: req.Image, Stdin: req.Stdin,
-		Meta: backend.Meta{Profile: r.opts.Profile, Owner: req.Owner, Trace: req.Trace, StartedAt: req.StartedAt.UTC(), Control: req.Control},
+		Job: job.Job{
+			ID:        req.ID,
+			Command:   req.Command,
+			Cwd:       req.Cwd,
+			Timeout:   req.Timeout,
+			Image:     req.Image,
+			Stdin:     req.Stdin,
+			Profile:   r.opts.Profile,
+			Owner:     req.Owner,
+			Trace:     req.Trace,
+			StartedAt: req.StartedAt.UTC(),
+			Control:   req.Control,
+		},
+		Env:     req.Env,
+		BaseEnv: req.BaseEnv,
 	}
 }
 
@@ -258,7 +271,7 @@ func (r *Registry) track(p *Process, h backend.Handle, caps backend.Capabilities
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p
 	r.mu.Unlock()
-	r.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID})
+	r.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID})
 	go r.supervise(p, tee, caps.Recover)
 }
 
@@ -271,7 +284,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 		defer spill.Close()
 	}
 	if !p.supervised && p.spec.Timeout > 0 {
-		remaining := time.Until(p.spec.Meta.StartedAt.Add(p.spec.Timeout))
+		remaining := time.Until(p.spec.StartedAt.Add(p.spec.Timeout))
 		t := time.AfterFunc(max(remaining, 0), func() {
 			p.mu.Lock()
 			p.timedOut = true
@@ -489,7 +502,7 @@ func (r *Registry) publishEnd(ctx context.Context, p *Process, e *ending) {
 		// two finds the stand-in "lost" record in memory.
 		r.forget(p)
 	}
-	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.Meta.ParentSessionID, Started: p.handle != nil, Receipt: e.rec, Removed: e.removed})
+	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil, Receipt: e.rec, Removed: e.removed})
 	close(p.done)
 	if !e.removed && r.opts.ForgetAfter > 0 {
 		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
@@ -525,7 +538,7 @@ const (
 // there is none: any other error is the store's, retried (with backoff, as
 // long as ctx lasts) rather than taken for an answer.
 func (r *Registry) readBack(ctx context.Context, p *Process) (*receipts.Receipt, error) {
-	owner := receipts.Scope{Owners: []string{p.spec.Meta.ParentSessionID}}
+	owner := receipts.Scope{Owners: []string{p.spec.ParentSessionID}}
 	delay := retryFirst
 	for {
 		stored, err := r.opts.Store.Get(ctx, p.spec.ID, owner)

@@ -45,7 +45,7 @@ type wakeWatcher struct {
 
 // newWakeWatcher is the watcher of p, or nil when p asked for no wakes.
 func (r *Registry) newWakeWatcher(p *Process) *wakeWatcher {
-	c := &p.spec.Meta.Control
+	c := &p.spec.Control
 	res, err := c.CompileNotifyOn()
 	if err != nil || len(res) == 0 {
 		return nil // validated at the start: an error here is an old record
@@ -134,7 +134,7 @@ func (s *lineScanner) end(each func(line []byte, n int64)) {
 // store records one wake and wakes whoever waits for the owner's notices.
 func (w *wakeWatcher) store(n int, pattern, line string, lineNo int64, at time.Time) {
 	defer w.pending.Done()
-	spec, m := &w.p.spec, w.p.spec.Meta
+	spec, m := &w.p.spec, &w.p.spec.Job
 	wake := &receipts.Wake{
 		Key: receipts.WakeKey(spec.ID, n), ID: spec.ID, Owner: m.ParentSessionID, Command: spec.Command,
 		Pattern: pattern, Line: line, LineNumber: lineNo, At: at.UTC(),

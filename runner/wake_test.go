@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
 )
@@ -22,10 +23,12 @@ func TestWakeOnOutput(t *testing.T) {
 	ctx := waitCtx(t, "owner")
 	gate := t.TempDir() + "/go"
 	info := start(t, r, ctx, service.StartRequest{
-		Command: "echo starting; echo 'listening on :8080'; while [ ! -e " + gate + " ]; do sleep 0.05; done; " +
-			"echo 'FAILED one'; echo 'FAILED two'; printf 'token sk-abcdefghijklmnopqrstuvwx1234 ready'",
-		Owner:   receipts.Owner{NotifyOnComplete: true},
-		Control: receipts.Control{NotifyOn: []string{"listening", "^FAILED", "ready$"}},
+		Job: job.Job{
+			Command: "echo starting; echo 'listening on :8080'; while [ ! -e " + gate + " ]; do sleep 0.05; done; " +
+				"echo 'FAILED one'; echo 'FAILED two'; printf 'token sk-abcdefghijklmnopqrstuvwx1234 ready'",
+			Owner:   job.Owner{NotifyOnComplete: true},
+			Control: job.Control{NotifyOn: []string{"listening", "^FAILED", "ready$"}},
+		},
 	})
 	if len(info.NotifyOn) != 3 {
 		t.Fatalf("start info = %+v; want its patterns", info.Control)
@@ -86,8 +89,10 @@ func TestWakeInterval(t *testing.T) {
 	r := h.registry(t, nil)
 	ctx := waitCtx(t, "owner")
 	info := start(t, r, ctx, service.StartRequest{
-		Command: "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.4; done",
-		Control: receipts.Control{NotifyOn: []string{"tick"}, NotifyIntervalMS: 1000},
+		Job: job.Job{
+			Command: "for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.4; done",
+			Control: job.Control{NotifyOn: []string{"tick"}, NotifyIntervalMS: 1000},
+		},
 	})
 	done(t, r, info.ID)
 	cs, err := r.LeaseCompletions(ctx, 0, 0)
@@ -114,17 +119,17 @@ func TestWakeRefused(t *testing.T) {
 	h := newHome(t)
 	r := h.registry(t, nil)
 	ctx := waitCtx(t, "owner")
-	many := make([]string, receipts.MaxNotifyOn+1)
+	many := make([]string, job.MaxNotifyOn+1)
 	for i := range many {
 		many[i] = "x"
 	}
 	for name, req := range map[string]service.StartRequest{
-		"bad regexp":       {Command: "true", Control: receipts.Control{NotifyOn: []string{"(unclosed"}}},
-		"empty pattern":    {Command: "true", Control: receipts.Control{NotifyOn: []string{" "}}},
-		"too many":         {Command: "true", Control: receipts.Control{NotifyOn: many}},
-		"interval alone":   {Command: "true", Control: receipts.Control{NotifyIntervalMS: 5000}},
-		"interval too low": {Command: "true", Control: receipts.Control{NotifyOn: []string{"x"}, NotifyIntervalMS: 10}},
-		"foreground":       {Command: "true", Tee: io.Discard, Control: receipts.Control{NotifyOn: []string{"x"}}},
+		"bad regexp":       {Job: job.Job{Command: "true", Control: job.Control{NotifyOn: []string{"(unclosed"}}}},
+		"empty pattern":    {Job: job.Job{Command: "true", Control: job.Control{NotifyOn: []string{" "}}}},
+		"too many":         {Job: job.Job{Command: "true", Control: job.Control{NotifyOn: many}}},
+		"interval alone":   {Job: job.Job{Command: "true", Control: job.Control{NotifyIntervalMS: 5000}}},
+		"interval too low": {Job: job.Job{Command: "true", Control: job.Control{NotifyOn: []string{"x"}, NotifyIntervalMS: 10}}},
+		"foreground":       {Job: job.Job{Command: "true", Control: job.Control{NotifyOn: []string{"x"}}}, Tee: io.Discard},
 	} {
 		_, err := r.Start(ctx, req)
 		if !errors.Is(err, service.ErrInvalid) || strings.Contains(err.Error(), "\n") {

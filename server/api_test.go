@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/server"
 )
@@ -571,7 +572,7 @@ func TestAmbiguousPrefixNamesCandidates(t *testing.T) {
 	now := time.Now().UTC()
 	for id, owner := range map[string]string{"proc_abcd11110000": "x", "proc_abcd22220000": "x", "proc_abcd33330000": "y"} {
 		if err := store.Put(context.Background(), &receipts.Receipt{ID: id, Command: "true", Backend: "local",
-			Status: receipts.StatusExited, StartedAt: now, FinishedAt: now, Owner: receipts.Owner{ParentSessionID: owner}}); err != nil {
+			Status: receipts.StatusExited, StartedAt: now, FinishedAt: now, Owner: job.Owner{ParentSessionID: owner}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/server/replicas"
@@ -127,7 +128,7 @@ func (s *Server) forwarded(w http.ResponseWriter, r *http.Request, t *Tenant) bo
 		r.Header.Del(HeaderHop)
 	}
 	id := r.PathValue("id")
-	if !receipts.IsPrefix(id) {
+	if !job.IsPrefix(id) {
 		return false // the handler says why
 	}
 	ctx := r.Context()
@@ -349,6 +350,6 @@ func (p *peers) elsewhere(tenant string) runner.ElsewhereFunc {
 			return "", "", false, err
 		}
 		l := claims[0].Live
-		return l.ID, l.Meta.ParentSessionID, true, nil
+		return l.ID, l.ParentSessionID, true, nil
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/tarcopy"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -33,7 +34,7 @@ const maxEnv = 1000
 // pathID returns the {id} of the request, or answers 400.
 func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
-	if !receipts.IsPrefix(id) {
+	if !job.IsPrefix(id) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidID,
 			fmt.Sprintf("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", id))
 		return "", false
@@ -284,10 +285,17 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (service.StartReq
 		return out, err
 	}
 	return service.StartRequest{
-		Command: req.Command, Backend: backend, Image: req.Image, Cwd: cwd, Env: req.Env,
-		Timeout: time.Duration(req.Timeout), Stdin: req.Stdin,
-		Owner:   receipts.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
-		Control: ctl,
+		Job: job.Job{
+			Command: req.Command,
+			Backend: backend,
+			Image:   req.Image,
+			Cwd:     cwd,
+			Timeout: time.Duration(req.Timeout),
+			Stdin:   req.Stdin,
+			Owner:   job.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
+			Control: ctl,
+		},
+		Env: req.Env,
 	}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/hermesrun/hermes/backends/docker"
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
@@ -70,9 +71,11 @@ func loadTest(t *testing.T, store, config string) {
 		wg.Go(func() {
 			for n := range work {
 				info, err := c.Start(ctx, service.StartRequest{
-					Command: fmt.Sprintf("echo job-%d; exit %d", n, n%7),
-					Stdin:   true,
-					Owner:   receipts.Owner{TaskID: strconv.Itoa(n)},
+					Job: job.Job{
+						Command: fmt.Sprintf("echo job-%d; exit %d", n, n%7),
+						Stdin:   true,
+						Owner:   job.Owner{TaskID: strconv.Itoa(n)},
+					},
 				})
 				if err != nil {
 					errs <- fmt.Errorf("start job %d: %w", n, err)
@@ -262,7 +265,7 @@ func killRestart(t *testing.T, config string) {
 	}
 	first := startServe(t, home, tokens)
 
-	type job struct {
+	type loadJob struct {
 		n      int
 		tenant string
 		id     string
@@ -270,9 +273,9 @@ func killRestart(t *testing.T, config string) {
 		code   int
 	}
 	const total, clients = 100, 10
-	jobs := make([]*job, total)
+	jobs := make([]*loadJob, total)
 	for n := range total {
-		j := &job{n: n, tenant: []string{"red", "blue"}[n%2], code: n % 5}
+		j := &loadJob{n: n, tenant: []string{"red", "blue"}[n%2], code: n % 5}
 		if n%3 == 0 {
 			j.want = fmt.Sprintf("start-%d\nend-%d\n", n, n)
 		} else {
@@ -280,13 +283,13 @@ func killRestart(t *testing.T, config string) {
 		}
 		jobs[n] = j
 	}
-	command := func(j *job) string {
+	command := func(j *loadJob) string {
 		if j.n%3 == 0 {
 			return fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 2+j.n%4, j.n, j.code)
 		}
 		return fmt.Sprintf("echo job-%d; exit %d", j.n, j.code)
 	}
-	work := make(chan *job)
+	work := make(chan *loadJob)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	startedCount := 0
@@ -300,7 +303,7 @@ func killRestart(t *testing.T, config string) {
 		wg.Go(func() {
 			for j := range work {
 				info, err := cs[j.tenant].Start(sessions.WithCurrent(context.Background(), killRestartSession),
-					service.StartRequest{Command: command(j), Stdin: true, Owner: receipts.Owner{NotifyOnComplete: true}})
+					service.StartRequest{Job: job.Job{Command: command(j), Stdin: true, Owner: job.Owner{NotifyOnComplete: true}}})
 				if err != nil {
 					continue // the server died under this start: its fate is unknown
 				}
@@ -327,7 +330,7 @@ func killRestart(t *testing.T, config string) {
 		t.Fatalf("only %d starts succeeded before the end of the load", startedCount)
 	}
 	<-first.done
-	var known []*job
+	var known []*loadJob
 	for _, j := range jobs {
 		if j.id != "" {
 			known = append(known, j)
@@ -494,17 +497,17 @@ func TestServeKillRestartDocker(t *testing.T) {
 	t.Cleanup(func() { killContainers(t, tenantHome) })
 	first := startServe(t, home, tokens)
 
-	type job struct {
+	type loadJob struct {
 		n, code int
 		long    bool
 		id      string
 	}
 	const total, clients, killAt = 16, 4, 8
-	jobs := make([]*job, total)
+	jobs := make([]*loadJob, total)
 	for n := range total {
-		jobs[n] = &job{n: n, code: n % 5, long: n%2 == 0}
+		jobs[n] = &loadJob{n: n, code: n % 5, long: n%2 == 0}
 	}
-	work := make(chan *job)
+	work := make(chan *loadJob)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answered := 0
@@ -518,7 +521,7 @@ func TestServeKillRestartDocker(t *testing.T) {
 					// reattach on a loaded CI machine.
 					cmd = fmt.Sprintf("echo start-%d; sleep %d; echo end-%d; exit %d", j.n, 20+j.n%3, j.n, j.code)
 				}
-				info, err := c.Start(context.Background(), service.StartRequest{Command: cmd, Backend: "docker", Image: image, Cwd: "/"})
+				info, err := c.Start(context.Background(), service.StartRequest{Job: job.Job{Command: cmd, Backend: "docker", Image: image, Cwd: "/"}})
 				if err != nil {
 					continue
 				}
@@ -540,7 +543,7 @@ func TestServeKillRestartDocker(t *testing.T) {
 	if answered < killAt {
 		t.Fatalf("only %d docker starts answered:\n%s", answered, first.log())
 	}
-	var known []*job
+	var known []*loadJob
 	for _, j := range jobs {
 		if j.id != "" {
 			known = append(known, j)

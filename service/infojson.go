@@ -5,8 +5,12 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/jsonappend"
-	"github.com/hermesrun/hermes/runner/receipts"
 )
+
+// MarshalJSON writes in in the contract's order of fields, which is not
+// its struct's: the views print notify_on_complete before the other
+// fields of Owner. The encoder applies its own HTML escaping on top.
+func (in Info) MarshalJSON() ([]byte, error) { return in.AppendJSON(nil, false), nil }
 
 // AppendJSON appends in as encoding/json encodes it (with escapeHTML as
 // json.Encoder's SetEscapeHTML: off for the CLI's --json, on for the HTTP
@@ -46,16 +50,7 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 		b = append(b, `,"finished_at":`...)
 		b = appendJSONTime(b, *in.FinishedAt)
 	}
-	b = append(b, `,"notify_on_complete":`...)
-	b = strconv.AppendBool(b, in.NotifyOnComplete)
-	b = append(b, `,"task_id":`...)
-	b = jsonappend.String(b, in.TaskID, escapeHTML)
-	b = append(b, `,"owner_task_id":`...)
-	b = jsonappend.String(b, in.OwnerTaskID, escapeHTML)
-	b = append(b, `,"session_key":`...)
-	b = jsonappend.String(b, in.SessionKey, escapeHTML)
-	b = append(b, `,"parent_session_id":`...)
-	b = jsonappend.String(b, in.ParentSessionID, escapeHTML)
+	b = in.Owner.AppendFields(b, escapeHTML, true)
 	b = append(b, `,"cwd":`...)
 	b = jsonappend.String(b, in.Cwd, escapeHTML)
 	b = append(b, `,"trace_id":`...)
@@ -75,7 +70,7 @@ func (in *Info) AppendJSON(b []byte, escapeHTML bool) []byte {
 		b = append(b, `,"queue_position":`...)
 		b = strconv.AppendInt(b, int64(in.QueuePosition), 10)
 	}
-	b = receipts.AppendControlJSON(b, &in.Control, escapeHTML)
+	b = in.Control.AppendFields(b, escapeHTML)
 	return append(b, '}')
 }
 

@@ -6,11 +6,10 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // SessionRequest is a session to record: the body of POST /v1/sessions and
@@ -25,39 +24,25 @@ type SessionRequest struct {
 // MaxSessionList bounds one listing of sessions.
 const MaxSessionList = 10_000
 
-// StartRequest asks for one process.
+// StartRequest asks for one process: the job, and what only its start
+// needs. In the Job, an empty ID asks for a fresh one (a shim starting the
+// process its launcher named sets it), an empty Backend for the default,
+// an empty Owner.ParentSessionID for the session carried by the context
+// (sessions.WithCurrent), and an empty Trace for a span the registry
+// allocates under the one in ctx; a set StartedAt overrides the start
+// time (a shim reporting its launcher's). Owner.NotifyOnComplete queues
+// a completion for the owner at the end.
 type StartRequest struct {
-	// ID, when set, is used instead of a fresh one (a shim starting the
-	// process its launcher already named).
-	ID      string
-	Command string
-	// Backend names the backend; empty means the default.
-	Backend string
-	Image   string
-	Cwd     string
-	Env     []string
+	job.Job
+	// Env holds extra KEY=VALUE pairs for the process, never recorded.
+	Env []string
 	// BaseEnv, when set, replaces the backend's base environment (see
-	// Spec.BaseEnv). It is never queued or recorded.
+	// backend.Spec.BaseEnv). It is never queued or recorded.
 	BaseEnv []string
-	Timeout time.Duration
-	Stdin   bool
-	// Owner says whose process it is. Its ParentSessionID empty means
-	// the session carried by the context (sessions.WithCurrent);
-	// NotifyOnComplete queues a completion for the owner at the end.
-	receipts.Owner
-	// Trace names the process span when the caller allocated it (see
-	// package tracing); empty means the registry allocates one under the
-	// span in ctx.
-	receipts.Trace
-	// Control is how the job is scheduled: the jobs it waits for, its
-	// priority in the queue, its retries.
-	receipts.Control
 	// Admitted marks a request whose launcher applied the limits and
 	// waited for its dependencies already (a shim starting the job its
 	// launcher named): it starts now.
 	Admitted bool
-	// StartedAt overrides the start time (a shim reporting its launcher's).
-	StartedAt time.Time
 	// Tee also receives the output as it arrives (foreground runs).
 	Tee io.Writer
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -61,32 +62,30 @@ var ErrNoFiles = errors.New("has no filesystem of its own to copy to or from")
 
 // Info is the status of one process as list, get and start report it.
 type Info struct {
-	ID               string     `json:"session_id"`
-	Command          string     `json:"command"`
-	Backend          string     `json:"backend"`
-	Status           string     `json:"status"`
-	ExitCode         *int       `json:"exit_code"`
-	Signal           string     `json:"signal,omitempty"`
-	PID              int        `json:"pid,omitempty"`
-	ContainerID      string     `json:"container_id,omitempty"`
-	Image            string     `json:"image,omitempty"`
-	StartedAt        time.Time  `json:"started_at"`
-	FinishedAt       *time.Time `json:"finished_at,omitempty"`
-	NotifyOnComplete bool       `json:"notify_on_complete"`
-	TaskID           string     `json:"task_id"`
-	OwnerTaskID      string     `json:"owner_task_id"`
-	SessionKey       string     `json:"session_key"`
-	ParentSessionID  string     `json:"parent_session_id"`
-	Cwd              string     `json:"cwd"`
-	TraceID          string     `json:"trace_id"`
-	SpanID           string     `json:"span_id"`
-	OutputTruncated  bool       `json:"output_truncated"`
-	Retained         bool       `json:"retained,omitempty"`
-	Error            string     `json:"error,omitempty"`
+	ID          string     `json:"session_id"`
+	Command     string     `json:"command"`
+	Backend     string     `json:"backend"`
+	Status      string     `json:"status"`
+	ExitCode    *int       `json:"exit_code"`
+	Signal      string     `json:"signal,omitempty"`
+	PID         int        `json:"pid,omitempty"`
+	ContainerID string     `json:"container_id,omitempty"`
+	Image       string     `json:"image,omitempty"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Owner's JSON comes, notify_on_complete first, where the contract
+	// has always had it (Info.MarshalJSON).
+	job.Owner
+	Cwd             string `json:"cwd"`
+	TraceID         string `json:"trace_id"`
+	SpanID          string `json:"span_id"`
+	OutputTruncated bool   `json:"output_truncated"`
+	Retained        bool   `json:"retained,omitempty"`
+	Error           string `json:"error,omitempty"`
 	// QueuePosition is a queued job's place in its profile's queue, 1
 	// next (status queued); absent otherwise.
 	QueuePosition int `json:"queue_position,omitempty"`
-	receipts.Control
+	job.Control
 }
 
 // StartReceipt is what a background start reports, the same JSON from
@@ -109,7 +108,7 @@ type StartReceipt struct {
 	QueuePosition int `json:"queue_position,omitempty"`
 	// Control is what the start asked of the queue: the jobs it waits
 	// for, its priority, its retries.
-	receipts.Control
+	job.Control
 }
 
 // ListOptions narrow List.

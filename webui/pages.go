@@ -14,6 +14,7 @@ import (
 
 	"github.com/hermesrun/hermes/api"
 	"github.com/hermesrun/hermes/internal/humantime"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -111,7 +112,7 @@ func newJobRow(in *service.Info, now time.Time) jobRow {
 		row.Place = "attempt " + strconv.Itoa(len(in.Attempts)+1) + " of " + strconv.Itoa(in.Retries+1)
 	}
 	if in.Priority != 0 {
-		row.Place += " · " + receipts.PriorityName(in.Priority)
+		row.Place += " · " + job.PriorityName(in.Priority)
 	}
 	if in.FinishedAt != nil {
 		row.Took = humantime.Duration(in.FinishedAt.Sub(in.StartedAt))

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/webui"
@@ -66,7 +67,7 @@ func csrfOf(t *testing.T, c *webui.Console, ck *http.Cookie) string {
 // test ends.
 func running(t *testing.T, svc service.Service, command string) string {
 	t.Helper()
-	in, err := svc.Start(context.Background(), service.StartRequest{Command: command, Stdin: true})
+	in, err := svc.Start(context.Background(), service.StartRequest{Job: job.Job{Command: command, Stdin: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestPagesAreStrict(t *testing.T) {
 	c, ck := loggedIn(t, svc)
 	// A finished job whose receipt holds a terminal title (OSC), a screen
 	// clear (CSI) and markup, and a running one whose command has markup.
-	in, err := svc.Start(context.Background(), service.StartRequest{Command: `printf '<img src=x onerror=alert(1)>\033[2J\033]0;%s\007 done\n' pw""ned`})
+	in, err := svc.Start(context.Background(), service.StartRequest{Job: job.Job{Command: `printf '<img src=x onerror=alert(1)>\033[2J\033]0;%s\007 done\n' pw""ned`}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/humantime"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/service"
 )
 
@@ -162,8 +162,8 @@ func New(opts Options) (*Console, error) {
 		"jaeger":   func(traceID string) string { return traceLink(opts.JaegerURL, traceID) },
 		"short":    func(s string, n int) string { return clip(cleanText(s), n) },
 		"failed":   failed,
-		"priority": receipts.PriorityName,
-		"bytes":    receipts.FormatBytes,
+		"priority": job.PriorityName,
+		"bytes":    job.FormatBytes,
 		"add":      func(a, b int) int { return a + b },
 	}
 	for _, name := range []string{"login", "jobs", "job", "sessions"} {

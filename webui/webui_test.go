@@ -18,6 +18,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -45,7 +46,7 @@ func (o oneTenant) Service(context.Context, string) (service.Service, error) {
 }
 
 func (o oneTenant) Start(ctx context.Context, _, command, backend string) (*service.Info, error) {
-	return o.svc.Start(ctx, service.StartRequest{Command: command, Backend: backend, Stdin: true})
+	return o.svc.Start(ctx, service.StartRequest{Job: job.Job{Command: command, Backend: backend, Stdin: true}})
 }
 
 // Follow streams the output as events, without the server's resumption.
@@ -83,7 +84,7 @@ func profileWith(tb testing.TB, n int) service.Service {
 		rec := &receipts.Receipt{ID: fmt.Sprintf("proc_%012x", i+1), Command: fmt.Sprintf("make test-%d", i), Backend: "local",
 			Status: receipts.StatusExited, ExitCode: i % 3, StartedAt: now.Add(-time.Duration(i+5) * time.Second),
 			FinishedAt: now.Add(-time.Duration(i) * time.Second), Output: strings.Repeat("ok\n", 200),
-			Owner: receipts.Owner{ParentSessionID: fmt.Sprintf("agent-%d", i%7), TaskID: "t"}}
+			Owner: job.Owner{ParentSessionID: fmt.Sprintf("agent-%d", i%7), TaskID: "t"}}
 		if err := st.Put(context.Background(), rec); err != nil {
 			tb.Fatal(err)
 		}
@@ -92,6 +93,18 @@ func profileWith(tb testing.TB, n int) service.Service {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() {
+		// A job a test left running writes its receipt when it ends:
+		// end it before its directory is removed.
+		ctx := context.Background()
+		list, _ := reg.List(ctx, service.ListOptions{})
+		for _, in := range list {
+			if receipts.Active(in.Status) {
+				_, _ = reg.Kill(ctx, in.ID)
+				_, _ = reg.Wait(ctx, in.ID)
+			}
+		}
+	})
 	return reg
 }
 
@@ -210,7 +223,7 @@ func BenchmarkJobsPage(b *testing.B) {
 // its trace there; a setting that is not an http(s) address is refused.
 func TestJaegerLink(t *testing.T) {
 	svc := profileWith(t, 0)
-	in, err := svc.Start(context.Background(), service.StartRequest{Command: "true"})
+	in, err := svc.Start(context.Background(), service.StartRequest{Job: job.Job{Command: "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,9 +268,9 @@ func TestJobControlShown(t *testing.T) {
 	now := time.Now()
 	rec := &receipts.Receipt{ID: "proc_00000000abcd", Command: "make flaky", Backend: "local", Status: receipts.StatusExited,
 		StartedAt: now.Add(-time.Second), FinishedAt: now,
-		Control: receipts.Control{AfterOK: []string{"proc_00000000aaaa"}, Priority: receipts.PriorityHigh, Retries: 3,
-			Attempts:  []receipts.Attempt{{Status: receipts.StatusExited, ExitCode: 2, StartedAt: now.Add(-3 * time.Second), FinishedAt: now.Add(-2 * time.Second)}},
-			Resources: receipts.Resources{CPUs: 1.5, Memory: 512 << 20, Network: "none"},
+		Control: job.Control{AfterOK: []string{"proc_00000000aaaa"}, Priority: job.PriorityHigh, Retries: 3,
+			Attempts:  []job.Attempt{{Status: receipts.StatusExited, ExitCode: 2, StartedAt: now.Add(-3 * time.Second), FinishedAt: now.Add(-2 * time.Second)}},
+			Resources: job.Resources{CPUs: 1.5, Memory: 512 << 20, Network: "none"},
 			NotifyOn:  []string{"listening on", "<b>FAILED"}}}
 	c, ck := loggedIn(t, withReceipt(t, rec))
 	get := func(path string) string {
@@ -323,7 +336,7 @@ func TestSessionsPageCounts(t *testing.T) {
 	for i := range 7 {
 		owner := []string{"agent-a", "agent-b", ""}[i%3] // a: 3, b: 2, none: 2
 		if err := st.Put(ctx, &receipts.Receipt{ID: fmt.Sprintf("proc_%012x", i+1), Command: "true", Backend: "local",
-			Status: receipts.StatusExited, StartedAt: now, FinishedAt: now, Owner: receipts.Owner{ParentSessionID: owner}}); err != nil {
+			Status: receipts.StatusExited, StartedAt: now, FinishedAt: now, Owner: job.Owner{ParentSessionID: owner}}); err != nil {
 			t.Fatal(err)
 		}
 	}

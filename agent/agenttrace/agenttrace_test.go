@@ -24,6 +24,7 @@ import (
 	"github.com/hermesrun/hermes/agent/tools"
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -350,7 +351,7 @@ func TestToolContextReachesRegistry(t *testing.T) {
 	reg := newRegistry(t, p)
 	tr := agenttrace.New(p, "m")
 	ctx, end := tr.StartTool(sessions.WithCurrent(context.Background(), "sess-ctx"), openai.ToolCall{ID: "c1", Function: openai.FunctionCall{Name: "terminal", Arguments: `{"command":"echo $TRACEPARENT"}`}})
-	info, err := reg.Start(ctx, service.StartRequest{Command: "echo $TRACEPARENT"})
+	info, err := reg.Start(ctx, service.StartRequest{Job: job.Job{Command: "echo $TRACEPARENT"}})
 	if err != nil {
 		t.Fatal(err)
 	}

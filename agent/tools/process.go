@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/agent/openai"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/service"
 )
 
@@ -121,7 +121,7 @@ func (p *Process) Call(ctx context.Context, a Args) (string, error) {
 		return "", err
 	}
 	id = strings.TrimSpace(id)
-	if !receipts.IsPrefix(id) {
+	if !job.IsPrefix(id) {
 		return "", fmt.Errorf("%w: %q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", ErrBadArguments, id)
 	}
 	out, err := p.act(ctx, action, id, a)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/agent/openai"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -141,7 +142,13 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 		return "", err
 	}
 	req := service.StartRequest{
-		Command: command, Cwd: cwd, Env: t.opts.Env, Backend: t.opts.Backend, Image: t.opts.Image,
+		Job: job.Job{
+			Command: command,
+			Cwd:     cwd,
+			Backend: t.opts.Backend,
+			Image:   t.opts.Image,
+		},
+		Env: t.opts.Env,
 	}
 	if req.Control, err = control(a); err != nil {
 		return "", err
@@ -171,8 +178,8 @@ func (t *Terminal) Call(ctx context.Context, a Args) (string, error) {
 
 // control reads the scheduling arguments: dependencies, priority,
 // retries.
-func control(a Args) (receipts.Control, error) {
-	var c receipts.Control
+func control(a Args) (job.Control, error) {
+	var c job.Control
 	var err error
 	if c.After, err = a.Strings("after"); err != nil {
 		return c, err
@@ -184,7 +191,7 @@ func control(a Args) (receipts.Control, error) {
 	if err != nil {
 		return c, err
 	}
-	if c.Priority, err = receipts.ParsePriority(p); err != nil {
+	if c.Priority, err = job.ParsePriority(p); err != nil {
 		return c, fmt.Errorf("%w: %v", ErrBadArguments, err)
 	}
 	if c.Retries, _, err = a.Int("retries"); err != nil {
@@ -215,8 +222,8 @@ func control(a Args) (receipts.Control, error) {
 }
 
 // resources reads the job's bounds.
-func resources(a Args) (receipts.Resources, error) {
-	var r receipts.Resources
+func resources(a Args) (job.Resources, error) {
+	var r job.Resources
 	cpus, err := a.Text("cpus")
 	if err != nil {
 		return r, err
@@ -231,7 +238,7 @@ func resources(a Args) (receipts.Resources, error) {
 		return r, err
 	}
 	if mem != "" {
-		if r.Memory, err = receipts.ParseBytes(mem); err != nil {
+		if r.Memory, err = job.ParseBytes(mem); err != nil {
 			return r, fmt.Errorf("%w: %v", ErrBadArguments, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 )
 
 // Each iteration builds a fresh Backend (a new engine connection and API
@@ -30,7 +31,7 @@ func BenchmarkDockerStart(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, err := be.Start(ctx, backend.Spec{ID: newID(b), Command: "sleep 60"})
+		h, err := be.Start(ctx, backend.Spec{Job: job.Job{ID: newID(b), Command: "sleep 60"}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func BenchmarkDockerRunToExit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h, err := be.Start(context.Background(), backend.Spec{ID: newID(b), Command: "echo done"})
+		h, err := be.Start(context.Background(), backend.Spec{Job: job.Job{ID: newID(b), Command: "echo done"}})
 		if err != nil {
 			b.Fatal(err)
 		}

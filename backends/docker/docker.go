@@ -24,7 +24,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -45,7 +45,7 @@ const (
 const (
 	LabelID      = "hermes.id"
 	LabelProfile = "hermes.profile"
-	LabelSession = "hermes.session" // Meta.ParentSessionID, the owner agent session
+	LabelSession = "hermes.session" // Owner.ParentSessionID, the owner agent session
 	LabelTask    = "hermes.task"
 	LabelTraceID = "hermes.trace_id"
 	LabelSpanID  = "hermes.span_id"
@@ -54,7 +54,7 @@ const (
 	LabelTimeout = "hermes.timeout"
 	LabelImage   = "hermes.image"
 	LabelStdin   = "hermes.stdin"
-	LabelMeta    = "hermes.meta" // the whole backend.Meta as JSON
+	LabelMeta    = "hermes.meta" // the whole job.Job as JSON
 )
 
 // ErrImageNotFound is wrapped by Start when the image is not present in the
@@ -323,12 +323,12 @@ func (b *Backend) hostConfig(spec backend.Spec) *container.HostConfig {
 	if b.opts.MountWorkdir && spec.Cwd != "" {
 		host.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: spec.Cwd, Target: spec.Cwd}}
 	}
-	applyResources(host, spec.Meta.Resources)
+	applyResources(host, spec.Resources)
 	return host
 }
 
 // applyResources puts a job's own bounds over the backend's.
-func applyResources(host *container.HostConfig, r receipts.Resources) {
+func applyResources(host *container.HostConfig, r job.Resources) {
 	if r.Memory > 0 {
 		host.Memory, host.MemorySwap = r.Memory, r.Memory // no swap past it: over it is an OOM kill
 	}
@@ -340,9 +340,9 @@ func applyResources(host *container.HostConfig, r receipts.Resources) {
 		host.PidsLimit = &pids
 	}
 	switch r.Network {
-	case receipts.NetworkNone:
+	case job.NetworkNone:
 		host.NetworkMode = "none"
-	case receipts.NetworkDefault:
+	case job.NetworkDefault:
 		host.NetworkMode = "default" // the engine's bridge
 	}
 }

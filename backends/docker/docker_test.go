@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -102,7 +103,7 @@ func TestStartOutputExit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := start(t, b, backend.Spec{Command: tc.command, Env: tc.env})
+			h := start(t, b, backend.Spec{Job: job.Job{Command: tc.command}, Env: tc.env})
 			r := collect(t, h)
 			if r.outErr != nil || r.waitErr != nil {
 				t.Fatalf("output err %v, wait err %v", r.outErr, r.waitErr)
@@ -138,7 +139,7 @@ func TestCwdAndWorkdirMount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(filepath.Join(dir, "marker"))
 			b := newBackend(t, Options{DefaultImage: image, MountWorkdir: tc.mount})
-			h := start(t, b, backend.Spec{Command: "pwd; echo hi > marker", Cwd: dir})
+			h := start(t, b, backend.Spec{Job: job.Job{Command: "pwd; echo hi > marker", Cwd: dir}})
 			r := collect(t, h)
 			if r.waitErr != nil || r.exit.Code != 0 {
 				t.Fatalf("exit %+v, err %v, output %q", r.exit, r.waitErr, r.output)
@@ -162,8 +163,8 @@ func TestHelperStarter(t *testing.T) {
 	if profile == "" {
 		t.Skip("helper process only")
 	}
-	spec := backend.Spec{ID: os.Getenv("HERMES_DOCKER_HELPER_ID"), Command: os.Getenv("HERMES_DOCKER_HELPER_COMMAND")}
-	spec.Meta = backend.Meta{StartedAt: time.Now().UTC().Truncate(time.Second), Owner: receipts.Owner{ParentSessionID: "sess-owner", TaskID: "task-1"}}
+	spec := backend.Spec{Job: job.Job{ID: os.Getenv("HERMES_DOCKER_HELPER_ID"), Command: os.Getenv("HERMES_DOCKER_HELPER_COMMAND")}}
+	spec.StartedAt, spec.Owner = time.Now().UTC().Truncate(time.Second), job.Owner{ParentSessionID: "sess-owner", TaskID: "task-1"}
 	b, err := New(Options{Profile: profile, DefaultImage: os.Getenv("HERMES_DOCKER_HELPER_IMAGE")})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestDetachedSurvival(t *testing.T) {
 				t.Fatal(err)
 			}
 			if len(lives) != 1 || lives[0].ID != id || lives[0].Command != command ||
-				lives[0].Meta.ParentSessionID != "sess-owner" || lives[0].Meta.TaskID != "task-1" {
+				lives[0].ParentSessionID != "sess-owner" || lives[0].TaskID != "task-1" {
 				t.Fatalf("List = %+v", lives)
 			}
 			// An ended container asks to be attached at once.
@@ -302,7 +303,7 @@ func TestConcurrent50(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			h, err := b.Start(ctx, backend.Spec{ID: newID(t), Command: fmt.Sprintf("echo job %d; exit %d", i, i%5)})
+			h, err := b.Start(ctx, backend.Spec{Job: job.Job{ID: newID(t), Command: fmt.Sprintf("echo job %d; exit %d", i, i%5)}})
 			if err != nil {
 				errs <- fmt.Errorf("job %d start: %w", i, err)
 				return
@@ -358,7 +359,7 @@ func TestKill(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := start(t, b, backend.Spec{Command: tc.command})
+			h := start(t, b, backend.Spec{Job: job.Job{Command: tc.command}})
 			out := h.Output()
 			line := make([]byte, 3)
 			if _, err := io.ReadFull(out, line); err != nil || string(line) != "up\n" {
@@ -397,7 +398,7 @@ func TestKill(t *testing.T) {
 func TestMissingImage(t *testing.T) {
 	requireDocker(t)
 	b := newBackend(t, Options{})
-	_, err := b.Start(context.Background(), backend.Spec{ID: newID(t), Command: "true", Image: "hermes-no-such-image:nope"})
+	_, err := b.Start(context.Background(), backend.Spec{Job: job.Job{ID: newID(t), Command: "true", Image: "hermes-no-such-image:nope"}})
 	if !errors.Is(err, ErrImageNotFound) {
 		t.Fatalf("err = %v, want ErrImageNotFound", err)
 	}
@@ -413,7 +414,7 @@ func TestNoShellUnderInit(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image, Shell: []string{"/no/such/shell", "-c"}})
 	// The init starts and reports the failed exec as a shell would.
-	r := collect(t, start(t, b, backend.Spec{Command: "true"}))
+	r := collect(t, start(t, b, backend.Spec{Job: job.Job{Command: "true"}}))
 	if r.waitErr != nil || r.exit.Code != 127 || !strings.Contains(r.output, "/no/such/shell") {
 		t.Fatalf("output %q exit %+v err %v", r.output, r.exit, r.waitErr)
 	}
@@ -433,7 +434,7 @@ func TestStartFailuresLeaveNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.DefaultImage = image
 			b := newBackend(t, tc.opts)
-			_, err := b.Start(context.Background(), backend.Spec{ID: newID(t), Command: "true"})
+			_, err := b.Start(context.Background(), backend.Spec{Job: job.Job{ID: newID(t), Command: "true"}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrImageNotFound) {
 				t.Fatalf("err = %v, want one about %q", err, tc.want)
 			}
@@ -447,7 +448,7 @@ func TestStartFailuresLeaveNothing(t *testing.T) {
 func TestEngineNotRunning(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	b := newBackend(t, Options{Host: "unix://" + sock, DefaultImage: "any-image"})
-	_, err := b.Start(context.Background(), backend.Spec{ID: newID(t), Command: "true"})
+	_, err := b.Start(context.Background(), backend.Spec{Job: job.Job{ID: newID(t), Command: "true"}})
 	if !errors.Is(err, ErrEngineUnavailable) || !strings.Contains(err.Error(), sock) || !strings.Contains(err.Error(), "DOCKER_HOST") {
 		t.Fatalf("Start err = %v, want ErrEngineUnavailable naming %s and DOCKER_HOST", err, sock)
 	}
@@ -466,9 +467,9 @@ func TestBadSpec(t *testing.T) {
 		spec backend.Spec
 		want string
 	}{
-		{"bad id", backend.Spec{ID: "../x", Command: "true", Image: "i"}, "invalid process id"},
-		{"empty command", backend.Spec{ID: "proc_000000000000", Image: "i"}, "empty command"},
-		{"no image", backend.Spec{ID: "proc_000000000000", Command: "true"}, "no image"},
+		{"bad id", backend.Spec{Job: job.Job{ID: "../x", Command: "true", Image: "i"}}, "invalid process id"},
+		{"empty command", backend.Spec{Job: job.Job{ID: "proc_000000000000", Image: "i"}}, "empty command"},
+		{"no image", backend.Spec{Job: job.Job{ID: "proc_000000000000", Command: "true"}}, "no image"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -488,7 +489,7 @@ func TestStdin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	h := start(t, b, backend.Spec{Command: "cat; echo eof", Stdin: true})
+	h := start(t, b, backend.Spec{Job: job.Job{Command: "cat; echo eof", Stdin: true}})
 	for _, p := range []string{"hello\n", "world\n"} {
 		if err := h.Write(ctx, []byte(p)); err != nil {
 			t.Fatalf("Write: %v", err)
@@ -507,7 +508,7 @@ func TestStdin(t *testing.T) {
 
 	// A later process writes to a container it did not start.
 	id := newID(t)
-	start(t, b, backend.Spec{ID: id, Command: "read line; echo got $line", Stdin: true})
+	start(t, b, backend.Spec{Job: job.Job{ID: id, Command: "read line; echo got $line", Stdin: true}})
 	other := newBackend(t, Options{Profile: b.opts.Profile})
 	h2, _, err := other.Attach(ctx, id)
 	if err != nil {
@@ -520,7 +521,7 @@ func TestStdin(t *testing.T) {
 		t.Fatalf("attached stdin: output %q exit %+v err %v", r.output, r.exit, r.waitErr)
 	}
 
-	noStdin := start(t, b, backend.Spec{Command: "true"})
+	noStdin := start(t, b, backend.Spec{Job: job.Job{Command: "true"}})
 	if err := noStdin.Write(ctx, []byte("x")); err == nil || !strings.Contains(err.Error(), "without stdin") {
 		t.Errorf("Write without stdin = %v", err)
 	}
@@ -529,7 +530,7 @@ func TestStdin(t *testing.T) {
 func TestRemovedBehindBack(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
-	h := start(t, b, backend.Spec{Command: "echo up; sleep 60"})
+	h := start(t, b, backend.Spec{Job: job.Job{Command: "echo up; sleep 60"}})
 	out := h.Output()
 	line := make([]byte, 3)
 	if _, err := io.ReadFull(out, line); err != nil {
@@ -576,7 +577,7 @@ func TestNeverStartedIsLost(t *testing.T) {
 	b := newBackend(t, Options{DefaultImage: image, StartGrace: 2 * time.Second})
 	id := newID(t)
 	// A starter that died between create and start leaves this behind.
-	labels, err := b.labels(backend.Spec{ID: id, Command: "true"}, image)
+	labels, err := b.labels(backend.Spec{Job: job.Job{ID: id, Command: "true"}}, image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -624,7 +625,7 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 		t.Fatalf("Recover of an empty profile = %v", got)
 	}
 	id := newID(t)
-	spec := backend.Spec{ID: id, Command: "true", Meta: backend.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{Job: job.Job{ID: id, Command: "true", StartedAt: time.Now().UTC()}}
 	labels, err := b.labels(spec, image)
 	if err != nil {
 		t.Fatal(err)
@@ -637,7 +638,7 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 	// sweep leaves it to its starter. Under load the create alone can use
 	// the grace up: then there is nothing to check here.
 	got := reg.RecoverEnded(context.Background())
-	if within := time.Since(spec.Meta.StartedAt) < grace; within && len(got) != 0 {
+	if within := time.Since(spec.StartedAt) < grace; within && len(got) != 0 {
 		t.Fatalf("RecoverEnded within the start grace = %v: its starter may be about to start it", got)
 	} else if !within {
 		t.Logf("the create took the whole grace (%v); the check within it is skipped", grace)
@@ -676,13 +677,14 @@ func TestNeverStartedIsRecordedBySweep(t *testing.T) {
 func TestLabelsAndSecurityDefaults(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
-	meta := backend.Meta{
+	meta := job.Job{
 		Profile:   "p",
 		StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
-		Owner:     receipts.Owner{TaskID: "task-9", OwnerTaskID: "owner-1", SessionKey: "sk", ParentSessionID: "sess-1", NotifyOnComplete: true},
-		Trace:     receipts.Trace{TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"},
+		Owner:     job.Owner{TaskID: "task-9", OwnerTaskID: "owner-1", SessionKey: "sk", ParentSessionID: "sess-1", NotifyOnComplete: true},
+		Trace:     job.Trace{TraceID: "0af7651916cd43dd8448eb211c80319c", SpanID: "b7ad6b7169203331"},
 	}
-	spec := backend.Spec{ID: newID(t), Command: "sleep 30", Cwd: "/work/x", Timeout: 90 * time.Second, Meta: meta}
+	spec := backend.Spec{Job: meta}
+	spec.ID, spec.Command, spec.Cwd, spec.Timeout = newID(t), "sleep 30", "/work/x", 90*time.Second
 	h := start(t, b, spec)
 	t.Cleanup(func() { h.Release(context.Background()) })
 
@@ -703,7 +705,7 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, got, v)
 		}
 	}
-	var gotMeta backend.Meta
+	var gotMeta job.Job
 	if err := json.Unmarshal([]byte(info.Config.Labels[LabelMeta]), &gotMeta); err != nil || !reflect.DeepEqual(gotMeta, meta) {
 		t.Errorf("meta label = %+v (%v), want %+v", gotMeta, err, meta)
 	}
@@ -736,7 +738,8 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := backend.Live{ID: spec.ID, Command: spec.Command, Backend: "docker", Cwd: spec.Cwd, Image: image, Timeout: spec.Timeout, Meta: meta}
+	want := backend.Live{Job: spec.Job}
+	want.Backend, want.Image = "docker", image
 	if !reflect.DeepEqual(live, want) {
 		t.Errorf("Attach live = %+v\nwant %+v", live, want)
 	}
@@ -751,7 +754,7 @@ func TestKeep(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("keep=%v", tc.keep), func(t *testing.T) {
 			b := newBackend(t, Options{DefaultImage: image, Keep: tc.keep})
-			h := start(t, b, backend.Spec{Command: "true"})
+			h := start(t, b, backend.Spec{Job: job.Job{Command: "true"}})
 			collect(t, h)
 			if err := h.Release(context.Background()); err != nil {
 				t.Fatal(err)

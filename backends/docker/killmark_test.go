@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 )
 
 // TestKillSeenByEveryObserver: a job that traps SIGTERM and exits 0 was
@@ -19,7 +20,7 @@ func TestKillSeenByEveryObserver(t *testing.T) {
 	profile := newProfile(t)
 	killer := newBackend(t, Options{DefaultImage: image, Profile: profile})
 	observer := newBackend(t, Options{DefaultImage: image, Profile: profile})
-	h := start(t, killer, backend.Spec{Command: "trap 'exit 0' TERM; echo up; sleep 60 & wait"})
+	h := start(t, killer, backend.Spec{Job: job.Job{Command: "trap 'exit 0' TERM; echo up; sleep 60 & wait"}})
 	line := make([]byte, 3)
 	if _, err := io.ReadFull(h.Output(), line); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -47,7 +48,7 @@ func (m Marked) path(id string) string { return filepath.Join(m.dir, id) }
 
 // mark records that job id may be live. It creates dir on first use.
 func (m Marked) mark(id string) error {
-	if !receipts.IsID(id) {
+	if !job.IsID(id) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
@@ -62,7 +63,7 @@ func (m Marked) mark(id string) error {
 
 // Unmark removes job id's mark: it has ended and its receipt is stored.
 func (m Marked) Unmark(id string) {
-	if receipts.IsID(id) {
+	if job.IsID(id) {
 		_ = os.Remove(m.path(id))
 	}
 }
@@ -78,7 +79,7 @@ func (m Marked) marks() (map[string]time.Time, bool, error) {
 	}
 	out := make(map[string]time.Time, len(entries))
 	for _, e := range entries {
-		if !receipts.IsID(e.Name()) || !e.Type().IsRegular() {
+		if !job.IsID(e.Name()) || !e.Type().IsRegular() {
 			continue
 		}
 		var at time.Time
@@ -171,7 +172,7 @@ func (m Marked) trust(ctx context.Context) {
 
 // has says whether the engine must be asked about job id.
 func (m Marked) has(id string) bool {
-	if !receipts.IsID(id) {
+	if !job.IsID(id) {
 		return false
 	}
 	if _, err := os.Stat(m.dir); errors.Is(err, fs.ErrNotExist) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 )
 
 // engine is a Recover backend that counts how often it is asked.
@@ -39,7 +40,7 @@ func (e *engine) List(context.Context) ([]backend.Live, error) {
 	}
 	var out []backend.Live
 	for id := range e.live {
-		out = append(out, backend.Live{ID: id, Backend: "docker"})
+		out = append(out, backend.Live{Job: job.Job{ID: id, Backend: "docker"}})
 	}
 	return out, nil
 }
@@ -49,7 +50,7 @@ func (e *engine) Peek(_ context.Context, id string) (backend.Live, error) {
 	if !e.live[id] {
 		return backend.Live{}, backend.ErrNoProcess
 	}
-	return backend.Live{ID: id, Backend: "docker"}, nil
+	return backend.Live{Job: job.Job{ID: id, Backend: "docker"}}, nil
 }
 
 func (e *engine) Attach(_ context.Context, id string) (backend.Handle, backend.Live, error) {
@@ -57,7 +58,7 @@ func (e *engine) Attach(_ context.Context, id string) (backend.Handle, backend.L
 	if !e.live[id] {
 		return nil, backend.Live{}, backend.ErrNoProcess
 	}
-	return &engineHandle{e: e, id: id}, backend.Live{ID: id}, nil
+	return &engineHandle{e: e, id: id}, backend.Live{Job: job.Job{ID: id}}, nil
 }
 
 type engineHandle struct {
@@ -126,7 +127,7 @@ func TestMarkedStart(t *testing.T) {
 	e := &engine{live: map[string]bool{}}
 	m := NewMarked(e, dir)
 
-	h, err := m.Start(ctx, backend.Spec{ID: idA})
+	h, err := m.Start(ctx, backend.Spec{Job: job.Job{ID: idA}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,13 +145,13 @@ func TestMarkedStart(t *testing.T) {
 	}
 
 	e.failStart = true
-	if _, err := m.Start(ctx, backend.Spec{ID: idB}); err == nil {
+	if _, err := m.Start(ctx, backend.Spec{Job: job.Job{ID: idB}}); err == nil {
 		t.Fatal("a refused start succeeded")
 	}
 	if _, err := os.Stat(filepath.Join(dir, idB)); !os.IsNotExist(err) {
 		t.Fatalf("a failed start left its mark: %v", err)
 	}
-	if _, err := m.Start(ctx, backend.Spec{ID: "not an id"}); err == nil {
+	if _, err := m.Start(ctx, backend.Spec{Job: job.Job{ID: "not an id"}}); err == nil {
 		t.Fatal("a start with a bad id was marked")
 	}
 }

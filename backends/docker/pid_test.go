@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 )
 
 func TestFirstProcess(t *testing.T) {
@@ -50,7 +51,7 @@ func TestFirstProcess(t *testing.T) {
 func TestPIDMatchesEngine(t *testing.T) {
 	image := requireDocker(t)
 	b := newBackend(t, Options{DefaultImage: image})
-	h := start(t, b, backend.Spec{Command: "sleep 30"})
+	h := start(t, b, backend.Spec{Job: job.Job{Command: "sleep 30"}})
 	t.Cleanup(func() { _ = h.Release(context.Background()) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -272,7 +272,7 @@ var enforces = backend.Enforcement{CPUs: true, Memory: true,
 // jobResources is the backend's requests and limits with the job's own
 // bounds over them: a job's limit is its request too, so that the
 // scheduler places it where it fits.
-func jobResources(base corev1.ResourceRequirements, r receipts.Resources) corev1.ResourceRequirements {
+func jobResources(base corev1.ResourceRequirements, r job.Resources) corev1.ResourceRequirements {
 	if r.CPUs <= 0 && r.Memory <= 0 {
 		return base
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // Labels select (their values are made label-safe: a session id or a
@@ -33,7 +33,7 @@ const (
 	annotationCwd     = "hermes.run/cwd"
 	annotationTimeout = "hermes.run/timeout"
 	annotationImage   = "hermes.run/image"
-	annotationMeta    = "hermes.run/meta" // the whole backend.Meta as JSON
+	annotationMeta    = "hermes.run/meta" // the whole job.Job as JSON
 	// annotationKilled marks a kill that hermes asked for. Only the
 	// process that asks knows of the kill, yet any replica may record the
 	// end: the pod carries the intent to them all.
@@ -47,7 +47,7 @@ const (
 // podName is the pod of process id: proc_0123abcd4567 becomes
 // hermes-proc-0123abcd4567 (pod names are DNS labels: no underscore).
 func podName(id string) (string, error) {
-	if !receipts.IsID(id) {
+	if !job.IsID(id) {
 		return "", fmt.Errorf("invalid process id %q", id)
 	}
 	return "hermes-" + strings.ReplaceAll(id, "_", "-"), nil
@@ -75,16 +75,16 @@ func (b *Backend) podFor(spec backend.Spec, image string) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	meta, err := json.Marshal(spec.Meta)
+	meta, err := json.Marshal(spec.Job)
 	if err != nil {
 		return nil, fmt.Errorf("encode meta: %w", err)
 	}
 	labels := map[string]string{
 		labelID:      spec.ID,
 		labelProfile: b.profileLabel(),
-		labelSession: labelValue(spec.Meta.ParentSessionID),
-		labelTask:    labelValue(spec.Meta.TaskID),
-		labelTraceID: labelValue(spec.Meta.TraceID),
+		labelSession: labelValue(spec.ParentSessionID),
+		labelTask:    labelValue(spec.TaskID),
+		labelTraceID: labelValue(spec.TraceID),
 	}
 	annotations := map[string]string{
 		annotationProfile: b.opts.Profile,
@@ -115,7 +115,7 @@ func (b *Backend) podFor(spec backend.Spec, image string) (*corev1.Pod, error) {
 		Stdin:           spec.Stdin,
 		// The first attacher's EOF becomes the process's EOF.
 		StdinOnce: spec.Stdin,
-		Resources: jobResources(b.resources, spec.Meta.Resources),
+		Resources: jobResources(b.resources, spec.Resources),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: &no,
 			Privileged:               &no,
@@ -172,22 +172,19 @@ func kubeEscape(s string) string { return strings.ReplaceAll(s, "$", "$$") }
 // liveFromPod rebuilds what Start was told.
 func liveFromPod(p *corev1.Pod) backend.Live {
 	a := p.Annotations
-	live := backend.Live{
-		ID:      p.Labels[labelID],
-		Command: a[annotationCommand],
-		Backend: "kubernetes",
-		Cwd:     a[annotationCwd],
-		Image:   a[annotationImage],
-	}
+	var live backend.Live
+	_ = json.Unmarshal([]byte(a[annotationMeta]), &live.Job) // a pod labelled by hand keeps the rest
+	// The single annotations name what runs; an older hermes's whole-job
+	// annotation lacked them.
+	live.ID, live.Command, live.Backend, live.Cwd, live.Image = p.Labels[labelID], a[annotationCommand], "kubernetes", a[annotationCwd], a[annotationImage]
 	if d, err := time.ParseDuration(a[annotationTimeout]); err == nil {
 		live.Timeout = d
 	}
-	_ = json.Unmarshal([]byte(a[annotationMeta]), &live.Meta) // a pod labelled by hand keeps the rest
-	if live.Meta.Profile == "" {
-		live.Meta.Profile = a[annotationProfile]
+	if live.Profile == "" {
+		live.Profile = a[annotationProfile]
 	}
-	if live.Meta.StartedAt.IsZero() {
-		live.Meta.StartedAt = p.CreationTimestamp.Time
+	if live.StartedAt.IsZero() {
+		live.StartedAt = p.CreationTimestamp.Time
 	}
 	live.Lost = endedUnobserved(p, time.Now())
 	return live

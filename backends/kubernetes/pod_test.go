@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hermesrun/hermes/backend"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // offline is a backend that never contacts a cluster: enough to build pods.
@@ -54,9 +54,16 @@ func TestPodIsRestricted(t *testing.T) {
 		t.Errorf("namespace = %q; want the kubeconfig context's", b.Namespace())
 	}
 	spec := backend.Spec{
-		ID: "proc_0123456789ab", Command: "echo hi $$ $(HOME)", Cwd: "/work", Env: []string{"A=1", "TRACEPARENT=00-x"},
-		Timeout: 90 * time.Second, Stdin: true,
-		Meta: backend.Meta{Owner: receipts.Owner{ParentSessionID: "with space/and slash", TaskID: "t1"}, Trace: receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+		Job: job.Job{
+			ID:      "proc_0123456789ab",
+			Command: "echo hi $$ $(HOME)",
+			Cwd:     "/work",
+			Timeout: 90 * time.Second,
+			Stdin:   true,
+			Owner:   job.Owner{ParentSessionID: "with space/and slash", TaskID: "t1"},
+			Trace:   job.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"},
+		},
+		Env: []string{"A=1", "TRACEPARENT=00-x"},
 	}
 	p, err := b.podFor(spec, "busybox:1")
 	if err != nil {
@@ -100,14 +107,14 @@ func TestPodIsRestricted(t *testing.T) {
 			t.Errorf("label %s=%q: %v", k, v, errs)
 		}
 	}
-	if p.Labels[labelID] != spec.ID || p.Labels[labelTraceID] != spec.Meta.TraceID || p.Labels[labelTask] != "t1" {
+	if p.Labels[labelID] != spec.ID || p.Labels[labelTraceID] != spec.TraceID || p.Labels[labelTask] != "t1" {
 		t.Errorf("labels %v", p.Labels)
 	}
 	// Everything comes back from the pod alone.
 	p.CreationTimestamp = metav1.Now()
 	live := liveFromPod(p)
 	if live.ID != spec.ID || live.Command != spec.Command || live.Cwd != "/work" || live.Timeout != spec.Timeout ||
-		live.Meta.ParentSessionID != "with space/and slash" || live.Image != "busybox:1" || live.Backend != "kubernetes" {
+		live.ParentSessionID != "with space/and slash" || live.Image != "busybox:1" || live.Backend != "kubernetes" {
 		t.Errorf("liveFromPod = %+v", live)
 	}
 	if !b.ours(p) {
@@ -122,7 +129,7 @@ func TestPodIsRestricted(t *testing.T) {
 
 func TestImageUserKept(t *testing.T) {
 	b := offline(t, Options{RunAsUser: -1})
-	p, err := b.podFor(backend.Spec{ID: "proc_0123456789ab", Command: "id"}, "img")
+	p, err := b.podFor(backend.Spec{Job: job.Job{ID: "proc_0123456789ab", Command: "id"}}, "img")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +149,13 @@ func term(code int32, reason string) *corev1.Pod {
 // backend's; a job that asks for none keeps the backend's.
 func TestPodJobResources(t *testing.T) {
 	b := offline(t, Options{CPURequest: "100m", MemoryRequest: "64Mi", CPULimit: "1", MemoryLimit: "1Gi"})
-	spec := backend.Spec{ID: "proc_0123456789ab", Command: "true",
-		Meta: backend.Meta{Control: receipts.Control{Resources: receipts.Resources{CPUs: 0.25, Memory: 48 << 20}}}}
+	spec := backend.Spec{
+		Job: job.Job{
+			ID:      "proc_0123456789ab",
+			Command: "true",
+			Control: job.Control{Resources: job.Resources{CPUs: 0.25, Memory: 48 << 20}},
+		},
+	}
 	p, err := b.podFor(spec, "busybox:1")
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +165,7 @@ func TestPodJobResources(t *testing.T) {
 		r.Requests.Cpu().MilliValue() != 100 || r.Requests.Memory().Value() != 48<<20 {
 		t.Errorf("resources = %+v", r)
 	}
-	spec.Meta.Control = receipts.Control{}
+	spec.Control = job.Control{}
 	if p, _ = b.podFor(spec, "busybox:1"); p.Spec.Containers[0].Resources.Limits.Memory().Value() != 1<<30 {
 		t.Errorf("without its own: %+v", p.Spec.Containers[0].Resources)
 	}

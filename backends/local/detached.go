@@ -23,6 +23,7 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/safefile"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/outbuf"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -80,8 +81,21 @@ type Detached struct {
 	tails outbuf.TailReader
 }
 
-// ShimRequest is what a launcher sends a shim on its stdin.
+// WireVersion is the version of the messages between a launcher and a
+// shim or supervisor (ShimRequest, and CtlMessage on a job's control
+// FIFO). A request of another version is refused: a supervisor outlives
+// the binary that started it only until a caller with another binary
+// arrives, which gets a supervisor of its own (package callerkey), so a
+// mismatch is a bug, not an upgrade. A control message may come from any
+// later hermes while the job runs: one without a version is of the same
+// first format, and one newer than this shim knows is dropped.
+const WireVersion = 1
+
+// ShimRequest is what a launcher sends a shim on its stdin, or a
+// supervisor on its socket.
 type ShimRequest struct {
+	// V is WireVersion.
+	V    int          `json:"v"`
 	Spec backend.Spec `json:"spec"`
 	// Foreground jobs die with their launcher: the shim watches its
 	// parent (LauncherPID) and kills the job, recording it, once the
@@ -100,6 +114,21 @@ type ShimRequest struct {
 	Environ []string `json:"environ,omitempty"`
 }
 
+// NewShimRequest is the request that starts spec.
+func NewShimRequest(spec backend.Spec) ShimRequest { return ShimRequest{V: WireVersion, Spec: spec} }
+
+// Check refuses a request this hermes cannot read, or whose job has no
+// valid id.
+func (r *ShimRequest) Check() error {
+	if r.V != WireVersion {
+		return fmt.Errorf("request format version %d, want %d", r.V, WireVersion)
+	}
+	if !job.IsID(r.Spec.ID) {
+		return fmt.Errorf("%w: %.64q", receipts.ErrInvalidID, r.Spec.ID)
+	}
+	return nil
+}
+
 // ShimReply is the single JSON line a shim answers on stdout once the child
 // started (PID set) or failed to (Error set).
 type ShimReply struct {
@@ -109,14 +138,13 @@ type ShimReply struct {
 
 // ShimState is the live-state file a shim keeps while its job runs.
 type ShimState struct {
-	ID        string        `json:"id"`
-	Command   string        `json:"command"`
-	Cwd       string        `json:"cwd"`
-	Timeout   time.Duration `json:"timeout"`
-	Meta      backend.Meta  `json:"meta"`
-	PID       int           `json:"pid"`
-	ShimPID   int           `json:"shim_pid"`
-	ShimStart uint64        `json:"shim_start"`
+	// V is the format's version, StateVersion; a file without one is
+	// the first format, read by decodeState.
+	V int `json:"v"`
+	job.Job
+	PID       int    `json:"pid"`
+	ShimPID   int    `json:"shim_pid"`
+	ShimStart uint64 `json:"shim_start"`
 	// JobStart is the job's start time (osproc.StartTime): with PID it
 	// proves, before any signal, that the pid was not recycled.
 	JobStart uint64 `json:"job_start"`
@@ -145,7 +173,9 @@ func (st *ShimState) valid(id string) error {
 
 // job is the identity st records for its job: enough to wait for its
 // end, never enough to signal it (provenJob).
-func (st *ShimState) job() osproc.Identity { return osproc.Identity{PID: st.PID, Start: st.JobStart} }
+func (st *ShimState) jobIdentity() osproc.Identity {
+	return osproc.Identity{PID: st.PID, Start: st.JobStart}
+}
 
 // provenJob returns the identity of st's job once the process it names is
 // proven to be that job by something no file can forge: it still started
@@ -156,7 +186,7 @@ func (st *ShimState) job() osproc.Identity { return osproc.Identity{PID: st.PID,
 // signal. A job that cleared its environment, or a system whose
 // environments cannot be read (macOS), is not proven: it is left alone.
 func (st *ShimState) provenJob() (osproc.Identity, error) {
-	id := st.job()
+	id := st.jobIdentity()
 	if !id.Alive() {
 		return osproc.Identity{}, osproc.ErrNoProcess
 	}
@@ -184,6 +214,9 @@ func (st *ShimState) shim() osproc.Identity {
 // with a single write(2) of at most PIPE_BUF bytes, so concurrent writers
 // never interleave.
 type CtlMessage struct {
+	// V is WireVersion, or 0 from a hermes before versions (the same
+	// format).
+	V int `json:"v,omitempty"`
 	// ID is the job the message is for: a supervisor hands an ended
 	// job's FIFO to a later job, and drops what was meant for another.
 	ID      string `json:"id,omitempty"`
@@ -264,7 +297,7 @@ func (d *Detached) Start(ctx context.Context, spec backend.Spec) (backend.Handle
 		_ = cmd.Wait()
 		return nil, err
 	}
-	sreq := ShimRequest{Spec: spec}
+	sreq := NewShimRequest(spec)
 	if tee != nil {
 		sreq.Foreground, sreq.LauncherPID, sreq.Discard = true, os.Getpid(), discard
 	}
@@ -371,7 +404,7 @@ func (d *Detached) List(ctx context.Context) ([]backend.Live, error) {
 	var out []backend.Live
 	for _, e := range entries {
 		id, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || !receipts.IsID(id) {
+		if !ok || !job.IsID(id) {
 			continue
 		}
 		st, err := d.readState(id)
@@ -387,10 +420,9 @@ func (d *Detached) List(ctx context.Context) ([]backend.Live, error) {
 }
 
 func (d *Detached) live(st *ShimState) backend.Live {
-	return backend.Live{
-		ID: st.ID, Command: st.Command, Backend: Name, Cwd: st.Cwd, Timeout: st.Timeout,
-		Meta: st.Meta, Lost: !st.shim().Alive(),
-	}
+	live := backend.Live{Job: st.Job, Lost: !st.shim().Alive()}
+	live.Backend = Name
+	return live
 }
 
 func (d *Detached) logger() *slog.Logger {
@@ -402,7 +434,7 @@ func (d *Detached) logger() *slog.Logger {
 
 // Peek implements backend.Backend.
 func (d *Detached) Peek(_ context.Context, id string) (backend.Live, error) {
-	if !receipts.IsID(id) {
+	if !job.IsID(id) {
 		return backend.Live{}, backend.ErrNoProcess
 	}
 	st, err := d.readState(id)
@@ -435,16 +467,38 @@ func (d *Detached) readState(id string) (*ShimState, error) {
 	return DecodeState(id, b)
 }
 
-// DecodeState parses and checks the state file of id.
+// StateVersion is the version of the state file's format that this
+// hermes writes. Version 1 keeps the job as one job.Job; a file without a
+// version is the format before it, whose ownership, trace and schedule
+// sat apart under "meta" (a shim started by an older hermes, still
+// running across an upgrade).
+const StateVersion = 1
+
+// DecodeState parses and checks the state file of id, of any version this
+// hermes knows.
 func DecodeState(id string, b []byte) (*ShimState, error) {
-	var st ShimState
+	var st struct {
+		ShimState
+		// Meta is the unversioned format's: every field of the job but
+		// the four it kept beside it (id, command, cwd, timeout).
+		Meta *job.Job `json:"meta"`
+	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("state of %s: %w", id, err)
 	}
+	switch {
+	case st.V > StateVersion:
+		return nil, fmt.Errorf("state of %s: format version %d is newer than this hermes (%d)", id, st.V, StateVersion)
+	case st.V == 0 && st.Meta != nil:
+		m := st.Meta
+		m.ID, m.Command, m.Cwd, m.Timeout = st.ID, st.Command, st.Cwd, st.Timeout
+		st.Job = *m
+	}
+	st.Backend = Name
 	if err := st.valid(id); err != nil {
 		return nil, err
 	}
-	return &st, nil
+	return &st.ShimState, nil
 }
 
 // shimHandle observes a job behind a shim. When this process launched the
@@ -500,7 +554,7 @@ func (h *shimHandle) watch() {
 		// Sleep until the job or its supervisor ends, waking now and then
 		// to look at the state file again. The job's end matters for a
 		// supervisor that runs many jobs, whose own exit is far off.
-		if osproc.WaitAnyGone(context.Background(), []osproc.Identity{h.state.shim(), h.state.job()}, time.Second) == 1 {
+		if osproc.WaitAnyGone(context.Background(), []osproc.Identity{h.state.shim(), h.state.jobIdentity()}, time.Second) == 1 {
 			jobEnded = true
 		}
 	}
@@ -558,7 +612,7 @@ func (h *shimHandle) Wait(ctx context.Context) (backend.Exit, error) {
 }
 
 func (h *shimHandle) send(m CtlMessage) error {
-	m.ID = h.id
+	m.V, m.ID = WireVersion, h.id
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
+	"github.com/hermesrun/hermes/job/jobtest"
 )
 
 // TestHostileStateFiles: nothing in the run directory is trusted. A FIFO
@@ -27,7 +30,7 @@ func TestHostileStateFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := func(id string, pid int) []byte {
-		b, _ := json.Marshal(local.ShimState{ID: id, Command: "x", PID: pid, ShimPID: 999999, ShimStart: 1, JobStart: 1})
+		b, _ := json.Marshal(local.ShimState{Job: job.Job{ID: id, Command: "x"}, PID: pid, ShimPID: 999999, ShimStart: 1, JobStart: 1})
 		return b
 	}
 	if err := syscall.Mkfifo(d.StatePath("proc_000000000001"), 0o600); err != nil {
@@ -123,7 +126,7 @@ func FuzzDecodeState(f *testing.F) {
 // that left the job's process group while its parent lives.
 func TestSignalReachesDescendantsOutsideTheGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	j := start(t, local.New(), backend.Spec{Command: "setsid sleep 300 & echo $! > " + pidFile + "; wait"})
+	j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "setsid sleep 300 & echo $! > " + pidFile + "; wait"}})
 	var pid int
 	deadline := time.Now().Add(5 * time.Second)
 	for pid == 0 {
@@ -162,7 +165,7 @@ func TestDraftStateLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "proc_000000000007"
-	b, _ := json.Marshal(local.ShimState{ID: id, Command: "sleep 300", ShimPID: 999999, ShimStart: 1})
+	b, _ := json.Marshal(local.ShimState{Job: job.Job{ID: id, Command: "sleep 300"}, ShimPID: 999999, ShimStart: 1})
 	if err := os.WriteFile(d.StatePath(id), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -184,5 +187,40 @@ func TestDraftStateLost(t *testing.T) {
 	}
 	if _, err := os.Stat(d.StatePath(id)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("state of the lost job still there: %v", err)
+	}
+}
+
+// TestStateCarriesTheJob: a state file gives back the whole job its shim
+// runs, every field set, in this format and in the unversioned one a shim
+// of an older hermes may still be writing; a newer format is refused.
+func TestStateCarriesTheJob(t *testing.T) {
+	j := jobtest.Full("state")
+	b, err := json.Marshal(local.ShimState{V: local.StateVersion, Job: j, PID: 50, ShimPID: 51, ShimStart: 7, JobStart: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := local.DecodeState(j.ID, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := j
+	want.Backend = local.Name
+	if !reflect.DeepEqual(st.Job, want) || st.PID != 50 || st.JobStart != 9 {
+		t.Errorf("state gave back\n%+v\nwant\n%+v", st, want)
+	}
+
+	old := `{"id":"proc_000000000001","command":"sleep 1","cwd":"/w","timeout":5000000000,"meta":{"profile":"p",` +
+		`"task_id":"t","parent_session_id":"s","notify_on_complete":true,"started_at":"2026-12-07T06:30:00Z","priority":3},` +
+		`"pid":50,"shim_pid":51,"shim_start":7,"job_start":9}`
+	st, err = local.DecodeState("proc_000000000001", []byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Command != "sleep 1" || st.Cwd != "/w" || st.Timeout != 5*time.Second || st.Profile != "p" || st.TaskID != "t" ||
+		st.ParentSessionID != "s" || !st.NotifyOnComplete || st.Priority != 3 || st.StartedAt.IsZero() || st.PID != 50 {
+		t.Errorf("unversioned state read as %+v", st)
+	}
+	if _, err := local.DecodeState(j.ID, []byte(`{"v":99,"id":"`+j.ID+`","pid":50,"shim_pid":51}`)); err == nil {
+		t.Error("a state of a newer format was read")
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/osproc"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // Name is the backend's name in receipts.
@@ -99,7 +99,7 @@ var Enforces = backend.Enforcement{Memory: true,
 // the shell before it runs anything, they hold for the whole job. Only
 // the shell can set them between the fork and the job: Go's os/exec
 // cannot, and the supervisor must not bound itself.
-func withBounds(r receipts.Resources, command string) string {
+func withBounds(r job.Resources, command string) string {
 	if r.Memory <= 0 {
 		return command
 	}
@@ -124,7 +124,7 @@ func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Handle,
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", shell, err)
 	}
-	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", withBounds(spec.Meta.Resources, spec.Command)}}
+	cmd := &exec.Cmd{Path: path, Args: []string{shell, "-c", "--", withBounds(spec.Resources, spec.Command)}}
 	cmd.Dir = spec.Cwd
 	base := spec.BaseEnv
 	if base == nil {

@@ -17,16 +17,17 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 )
 
-// job is one started child with its output collected in the background.
-type job struct {
+// child is one started process with its output collected in the background.
+type child struct {
 	h      backend.Handle
 	out    bytes.Buffer
 	copied chan struct{}
 }
 
-func start(t *testing.T, b *local.Backend, spec backend.Spec) *job {
+func start(t *testing.T, b *local.Backend, spec backend.Spec) *child {
 	t.Helper()
 	if spec.ID == "" {
 		spec.ID = backend.NewID()
@@ -35,7 +36,7 @@ func start(t *testing.T, b *local.Backend, spec backend.Spec) *job {
 	if err != nil {
 		t.Fatalf("Start(%q): %v", spec.Command, err)
 	}
-	j := &job{h: h, copied: make(chan struct{})}
+	j := &child{h: h, copied: make(chan struct{})}
 	go func() {
 		defer close(j.copied)
 		_, _ = io.Copy(&j.out, h.Output())
@@ -48,7 +49,7 @@ func start(t *testing.T, b *local.Backend, spec backend.Spec) *job {
 }
 
 // wait returns the exit and the complete output, failing after limit.
-func (j *job) wait(t *testing.T, limit time.Duration) (backend.Exit, string) {
+func (j *child) wait(t *testing.T, limit time.Duration) (backend.Exit, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -70,7 +71,7 @@ func TestOutputOrder(t *testing.T) {
 		fmt.Fprintf(&script, "echo out%d; echo err%d >&2; ", i, i)
 		fmt.Fprintf(&want, "out%d\nerr%d\n", i, i)
 	}
-	j := start(t, local.New(), backend.Spec{Command: script.String()})
+	j := start(t, local.New(), backend.Spec{Job: job.Job{Command: script.String()}})
 	exit, out := j.wait(t, 10*time.Second)
 	if exit.Code != 0 || exit.Signal != 0 {
 		t.Fatalf("exit = %+v", exit)
@@ -102,7 +103,7 @@ func TestExitCodes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.cmd, func(t *testing.T) {
 			t.Parallel()
-			j := start(t, local.New(), backend.Spec{Command: tc.cmd})
+			j := start(t, local.New(), backend.Spec{Job: job.Job{Command: tc.cmd}})
 			exit, out := j.wait(t, 10*time.Second)
 			if exit.Code != tc.code || exit.Signal != tc.sig {
 				t.Fatalf("exit = code %d signal %v, want code %d signal %v (output %q)", exit.Code, exit.Signal, tc.code, tc.sig, out)
@@ -133,7 +134,7 @@ func TestSignalReachesWholeGroup(t *testing.T) {
 			ready := filepath.Join(dir, "ready")
 			// Two grandchildren and a subshell; the leader waits on them.
 			cmd := fmt.Sprintf("sleep 300 & (sleep 300; echo never) & sleep 300 & touch %s; wait", ready)
-			j := start(t, local.New(), backend.Spec{Command: cmd})
+			j := start(t, local.New(), backend.Spec{Job: job.Job{Command: cmd}})
 			waitFile(t, ready)
 			pgid := j.h.PID()
 			if n := len(testenv.ProcessGroup(pgid)); n < 4 {
@@ -161,7 +162,7 @@ func TestSignalReachesWholeGroup(t *testing.T) {
 // TestLeaderExitKillsGroup: when the leader exits on its own, what it left
 // behind in its group goes too (no orphans).
 func TestLeaderExitKillsGroup(t *testing.T) {
-	j := start(t, local.New(), backend.Spec{Command: "sleep 300 & sleep 300 & exit 4"})
+	j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "sleep 300 & sleep 300 & exit 4"}})
 	pgid := j.h.PID()
 	exit, _ := j.wait(t, 10*time.Second)
 	if exit.Code != 4 {
@@ -187,7 +188,7 @@ func waitFile(t *testing.T, path string) {
 func TestStdin(t *testing.T) {
 	ctx := context.Background()
 	t.Run("write and close", func(t *testing.T) {
-		j := start(t, local.New(), backend.Spec{Command: "read a; echo got:$a; cat; echo eof", Stdin: true})
+		j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "read a; echo got:$a; cat; echo eof", Stdin: true}})
 		if err := j.h.Write(ctx, []byte("first line\n")); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +213,7 @@ func TestStdin(t *testing.T) {
 		}
 	})
 	t.Run("not requested", func(t *testing.T) {
-		j := start(t, local.New(), backend.Spec{Command: "cat; echo done"})
+		j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "cat; echo done"}})
 		if err := j.h.Write(ctx, []byte("x")); err == nil {
 			t.Fatal("Write without Stdin succeeded")
 		}
@@ -228,9 +229,11 @@ func TestEnvAndCwd(t *testing.T) {
 	dir := t.TempDir()
 	b := &local.Backend{Shell: "bash", BaseEnv: []string{"PATH=" + os.Getenv("PATH"), "BASE_ONLY=base", "OVERRIDE=base"}}
 	j := start(t, b, backend.Spec{
-		Command: `echo "$BASE_ONLY|$OVERRIDE|$EXTRA|$TRACEPARENT|${HOME:-nohome}"; pwd`,
-		Cwd:     dir,
-		Env:     []string{"OVERRIDE=spec", "EXTRA=a b=c", "TRACEPARENT=00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"},
+		Job: job.Job{
+			Command: `echo "$BASE_ONLY|$OVERRIDE|$EXTRA|$TRACEPARENT|${HOME:-nohome}"; pwd`,
+			Cwd:     dir,
+		},
+		Env: []string{"OVERRIDE=spec", "EXTRA=a b=c", "TRACEPARENT=00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"},
 	})
 	exit, out := j.wait(t, 10*time.Second)
 	want := "base|spec|a b=c|00-0123456789abcdef0123456789abcdef-0123456789abcdef-01|nohome\n" + dir + "\n"
@@ -240,7 +243,7 @@ func TestEnvAndCwd(t *testing.T) {
 
 	t.Run("default env is inherited", func(t *testing.T) {
 		t.Setenv("HERMES_LOCAL_TEST_MARK", "inherited")
-		j := start(t, local.New(), backend.Spec{Command: "echo $HERMES_LOCAL_TEST_MARK"})
+		j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "echo $HERMES_LOCAL_TEST_MARK"}})
 		if _, out := j.wait(t, 10*time.Second); out != "inherited\n" {
 			t.Fatalf("output %q", out)
 		}
@@ -254,8 +257,8 @@ func TestStartErrors(t *testing.T) {
 		b    *local.Backend
 		spec backend.Spec
 	}{
-		{"missing shell", &local.Backend{Shell: "/nonexistent/hermes-shell"}, backend.Spec{Command: "true"}},
-		{"missing cwd", local.New(), backend.Spec{Command: "true", Cwd: "/nonexistent/hermes-dir"}},
+		{"missing shell", &local.Backend{Shell: "/nonexistent/hermes-shell"}, backend.Spec{Job: job.Job{Command: "true"}}},
+		{"missing cwd", local.New(), backend.Spec{Job: job.Job{Command: "true", Cwd: "/nonexistent/hermes-dir"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,7 +272,7 @@ func TestStartErrors(t *testing.T) {
 	t.Run("cancelled context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := local.New().Start(cctx, backend.Spec{ID: backend.NewID(), Command: "true"}); err == nil {
+		if _, err := local.New().Start(cctx, backend.Spec{Job: job.Job{ID: backend.NewID(), Command: "true"}}); err == nil {
 			t.Fatal("Start with a cancelled context succeeded")
 		}
 	})
@@ -287,7 +290,7 @@ func TestEscapedGrandchildDoesNotHoldOutput(t *testing.T) {
 	// group kill at the leader's exit would catch it first.
 	cmd := fmt.Sprintf(`setsid sh -c 'echo $$ > %[1]s.tmp; mv %[1]s.tmp %[1]s; exec sleep 300' & while [ ! -e %[1]s ]; do sleep 0.01; done; echo leader done`, pidFile)
 	begin := time.Now()
-	j := start(t, local.New(), backend.Spec{Command: cmd})
+	j := start(t, local.New(), backend.Spec{Job: job.Job{Command: cmd}})
 	t.Cleanup(func() {
 		if b, err := os.ReadFile(pidFile); err == nil {
 			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
@@ -314,7 +317,7 @@ func TestEscapedGrandchildDoesNotHoldOutput(t *testing.T) {
 
 // TestLargeOutput streams more than a pipe buffer holds many times over.
 func TestLargeOutput(t *testing.T) {
-	j := start(t, local.New(), backend.Spec{Command: "head -c 8000000 /dev/zero | tr '\\0' x; echo; echo end"})
+	j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "head -c 8000000 /dev/zero | tr '\\0' x; echo; echo end"}})
 	exit, out := j.wait(t, 30*time.Second)
 	if exit.Code != 0 || len(out) != 8000000+5 || !strings.HasSuffix(out, "x\nend\n") {
 		t.Fatalf("exit %+v, %d bytes of output", exit, len(out))
@@ -322,7 +325,7 @@ func TestLargeOutput(t *testing.T) {
 }
 
 func TestWaitHonoursContext(t *testing.T) {
-	j := start(t, local.New(), backend.Spec{Command: "sleep 300"})
+	j := start(t, local.New(), backend.Spec{Job: job.Job{Command: "sleep 300"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := j.h.Wait(ctx); err == nil {

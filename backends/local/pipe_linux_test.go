@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 )
 
 func pipeSize(t *testing.T, d *deadlineEOF) int {
@@ -36,7 +37,7 @@ func TestPipeGrowsForAStream(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := New().Start(context.Background(), backend.Spec{ID: backend.NewID(), Command: tc.command})
+			h, err := New().Start(context.Background(), backend.Spec{Job: job.Job{ID: backend.NewID(), Command: tc.command}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -144,7 +144,7 @@ func (d *Detached) startSupervised(ctx context.Context, spec backend.Spec, sock 
 // forward, the job starts from this process's environment and directory
 // rather than the supervisor's.
 func (d *Detached) supervisorRequest(spec backend.Spec, forward bool) (ShimRequest, error) {
-	sreq := ShimRequest{Spec: spec}
+	sreq := NewShimRequest(spec)
 	if !forward {
 		return sreq, nil
 	}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -105,9 +106,11 @@ func newRegistry(dir string, n int) (*runner.Registry, error) {
 
 func start(ctx context.Context, reg *runner.Registry) error {
 	_, err := reg.Start(ctx, service.StartRequest{
-		Command: command,
-		Env:     []string{"LC_ALL=C"},
-		Owner:   receipts.Owner{NotifyOnComplete: true, ParentSessionID: owner},
+		Job: job.Job{
+			Command: command,
+			Owner:   job.Owner{NotifyOnComplete: true, ParentSessionID: owner},
+		},
+		Env: []string{"LC_ALL=C"},
 	})
 	return err
 }

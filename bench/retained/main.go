@@ -46,6 +46,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 )
@@ -256,7 +257,7 @@ func receiptAt(id, owner string, at time.Time) *receipts.Receipt {
 		StartedAt: at.Add(-2 * time.Second), FinishedAt: at,
 		Output: "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
 		Cwd:    "/work", PID: 4242,
-		Owner: receipts.Owner{TaskID: "task-1", SessionKey: "agent:main", ParentSessionID: owner, NotifyOnComplete: false},
+		Owner: job.Owner{TaskID: "task-1", SessionKey: "agent:main", ParentSessionID: owner, NotifyOnComplete: false},
 	}
 }
 
@@ -650,7 +651,7 @@ func (b *bench) orphanCount(ctx context.Context, keys redisdb.Keys) (int, error)
 			return 0, err
 		}
 		for _, id := range ids {
-			if !receipts.IsID(id) {
+			if !job.IsID(id) {
 				continue
 			}
 			if b.rdb.Exists(ctx, keys.Receipt(id)).Val() == 0 {

@@ -43,6 +43,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
@@ -222,7 +223,7 @@ func (l *liveJobs) start(n int, cwd string) ([]time.Duration, error) {
 	starts := make([]time.Duration, 0, n)
 	for range n {
 		t := time.Now()
-		info, err := l.reg.Start(l.ctx, service.StartRequest{Command: "sleep 60", Cwd: cwd, Owner: receipts.Owner{ParentSessionID: owner, NotifyOnComplete: true}})
+		info, err := l.reg.Start(l.ctx, service.StartRequest{Job: job.Job{Command: "sleep 60", Cwd: cwd, Owner: job.Owner{ParentSessionID: owner, NotifyOnComplete: true}}})
 		if err != nil {
 			return nil, err
 		}
@@ -327,8 +328,8 @@ func receipt(id string, n int) *receipts.Receipt {
 		Output:     "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
 		Cwd:        "/work",
 		PID:        4242,
-		Owner:      receipts.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: owner, NotifyOnComplete: true},
-		Trace:      receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
+		Owner:      job.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: owner, NotifyOnComplete: true},
+		Trace:      job.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

@@ -49,6 +49,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -353,7 +354,7 @@ func startAll(ctx context.Context, reg *runner.Registry, n int, cwd string) (res
 	c0 := cpuNow()
 	t0 := time.Now()
 	for i := range ids {
-		info, err := reg.Start(ctx, service.StartRequest{Command: "true", Cwd: cwd})
+		info, err := reg.Start(ctx, service.StartRequest{Job: job.Job{Command: "true", Cwd: cwd}})
 		if err != nil {
 			return result{}, err
 		}
@@ -516,7 +517,7 @@ func countReceipts(dir string) int {
 	}
 	n := 0
 	for _, e := range entries {
-		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && receipts.IsID(id) {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && job.IsID(id) {
 			n++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hermesrun/hermes/internal/handoff"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -68,7 +69,7 @@ func warn(g *Globals, e *profile.Profile) {
 }
 
 func checkID(id string) error {
-	if !receipts.IsPrefix(id) {
+	if !job.IsPrefix(id) {
 		return badInput("%q is not a process id (want proc_ followed by 4 to 12 lowercase hex digits)", service.Clip(id))
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 	"regexp"
 
 	"github.com/hermesrun/hermes/internal/tarcopy"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/service"
 )
 
@@ -32,7 +32,7 @@ type cpResult struct {
 
 // Run implements the command.
 func (c *CpCmd) Run(ctx context.Context, g *Globals) error {
-	max, err := receipts.ParseBytes(c.MaxSize)
+	max, err := job.ParseBytes(c.MaxSize)
 	if err != nil || max <= 0 {
 		return badInput("--max-size %q: want a size such as 512m", service.Clip(c.MaxSize))
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -23,7 +24,7 @@ func (p *testProfile) putReceipts(owners map[string]string) {
 	for id, owner := range owners {
 		r := &receipts.Receipt{ID: id, Command: "echo " + id, Backend: "local", Status: receipts.StatusExited,
 			StartedAt: now.Add(-time.Second), FinishedAt: now, Output: id + "\n",
-			Owner: receipts.Owner{ParentSessionID: owner}}
+			Owner: job.Owner{ParentSessionID: owner}}
 		if err := store.Put(context.Background(), r); err != nil {
 			p.t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -180,9 +181,9 @@ func (c *RunCmd) checkBackgroundOnly(g *Globals) error {
 
 // control reads the scheduling flags (dependencies, priority, retries)
 // and the job's bounds.
-func (c *RunCmd) control() (receipts.Control, error) {
-	var ctl receipts.Control
-	p, err := receipts.ParsePriority(c.Priority)
+func (c *RunCmd) control() (job.Control, error) {
+	var ctl job.Control
+	p, err := job.ParsePriority(c.Priority)
 	if err != nil {
 		return ctl, badInput("--%v", err)
 	}
@@ -193,9 +194,9 @@ func (c *RunCmd) control() (receipts.Control, error) {
 	if c.NotifyInt != 0 {
 		ctl.NotifyIntervalMS = max(c.NotifyInt.Milliseconds(), 1)
 	}
-	ctl.Resources = receipts.Resources{CPUs: c.CPUs, Pids: c.Pids, Network: c.Network}
+	ctl.Resources = job.Resources{CPUs: c.CPUs, Pids: c.Pids, Network: c.Network}
 	if c.Memory != "" {
-		if ctl.Memory, err = receipts.ParseBytes(c.Memory); err != nil {
+		if ctl.Memory, err = job.ParseBytes(c.Memory); err != nil {
 			return ctl, badInput("--memory: %v", err)
 		}
 	}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -169,14 +170,14 @@ func BenchmarkTracingOverheadRegistry(bb *testing.B) {
 		start, cpu0 := time.Now(), cpuNow()
 		sctx := tracing.ContextFromEnv(ctx, func(string) string { return "" })
 		sctx, span := noop.Tracer("hermes/cli").Start(sctx, "hermes run")
-		startWait(sctx, traced, service.StartRequest{Command: "true"})
+		startWait(sctx, traced, service.StartRequest{Job: job.Job{Command: "true"}})
 		span.End()
 		return sample{wall: time.Since(start), cpu: cpuNow() - cpu0}
 	}
 	ids := tracing.NewProcessSpan(context.Background())
 	without := func() sample {
 		start, cpu0 := time.Now(), cpuNow()
-		startWait(ctx, bare, service.StartRequest{Command: "true", Trace: receipts.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID}})
+		startWait(ctx, bare, service.StartRequest{Job: job.Job{Command: "true", Trace: job.Trace{TraceID: ids.TraceID, SpanID: ids.SpanID}}})
 		return sample{wall: time.Since(start), cpu: cpuNow() - cpu0}
 	}
 	withTracing()

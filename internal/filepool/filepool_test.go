@@ -13,8 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hermesrun/hermes/internal/testenv"
 	"time"
+
+	"github.com/hermesrun/hermes/internal/testenv"
 )
 
 // TestCreateReusesRetired: a retired file comes back as the same inode

@@ -15,7 +15,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // Limits bound one profile (one tenant of a runner). Zero means no limit.
@@ -35,13 +35,13 @@ type Limits struct {
 	// DefaultResources bound a job that asks for none of them (where its
 	// backend can enforce them); MaxResources bound what a job may ask
 	// for. MaxResources.Network "none" means no job gets a network.
-	DefaultResources receipts.Resources `json:"default_resources,omitzero"`
-	MaxResources     receipts.Resources `json:"max_resources,omitzero"`
+	DefaultResources job.Resources `json:"default_resources,omitzero"`
+	MaxResources     job.Resources `json:"max_resources,omitzero"`
 }
 
 // Resources are the bounds a job asking for asked gets under l, or an
 // error when it asks for more than l allows.
-func (l Limits) Resources(asked receipts.Resources) (receipts.Resources, error) {
+func (l Limits) Resources(asked job.Resources) (job.Resources, error) {
 	r, d, m := asked, l.DefaultResources, l.MaxResources
 	if r.CPUs == 0 {
 		r.CPUs = cmp.Or(d.CPUs, m.CPUs)
@@ -52,17 +52,17 @@ func (l Limits) Resources(asked receipts.Resources) (receipts.Resources, error) 
 	if r.Pids == 0 {
 		r.Pids = cmp.Or(d.Pids, m.Pids)
 	}
-	if r.Network == "" && (d.Network != "" || m.Network == receipts.NetworkNone) {
-		r.Network = cmp.Or(d.Network, receipts.NetworkNone)
+	if r.Network == "" && (d.Network != "" || m.Network == job.NetworkNone) {
+		r.Network = cmp.Or(d.Network, job.NetworkNone)
 	}
 	switch {
 	case m.CPUs > 0 && r.CPUs > m.CPUs:
 		return r, fmt.Errorf("cpus %g is more than this profile allows (limits.max_cpus %g)", r.CPUs, m.CPUs)
 	case m.Memory > 0 && r.Memory > m.Memory:
-		return r, fmt.Errorf("memory %s is more than this profile allows (limits.max_memory %s)", receipts.FormatBytes(r.Memory), receipts.FormatBytes(m.Memory))
+		return r, fmt.Errorf("memory %s is more than this profile allows (limits.max_memory %s)", job.FormatBytes(r.Memory), job.FormatBytes(m.Memory))
 	case m.Pids > 0 && r.Pids > m.Pids:
 		return r, fmt.Errorf("pids %d is more than this profile allows (limits.max_pids %d)", r.Pids, m.Pids)
-	case m.Network == receipts.NetworkNone && r.Network == receipts.NetworkDefault:
+	case m.Network == job.NetworkNone && r.Network == job.NetworkDefault:
 		return r, errors.New("this profile's jobs get no network (limits.network: none)")
 	}
 	return r, nil
@@ -97,7 +97,7 @@ func (l Limits) Validate() error {
 	if err := l.MaxResources.Validate(); err != nil {
 		return err
 	}
-	if _, err := l.Resources(receipts.Resources{}); err != nil {
+	if _, err := l.Resources(job.Resources{}); err != nil {
 		return fmt.Errorf("the defaults are past the maxima: %w", err)
 	}
 	return nil
@@ -129,7 +129,7 @@ type Entry struct {
 	Payload []byte `json:"payload,omitempty"`
 	// EnqueuedAt is when it was admitted.
 	EnqueuedAt time.Time `json:"enqueued_at"`
-	// Priority orders the queue: see receipts.QueueKey, the rule both
+	// Priority orders the queue: see job.QueueKey, the rule both
 	// ledgers keep.
 	Priority int `json:"priority,omitempty"`
 	// NotBefore keeps a held entry back until then (a retry's delay).
@@ -242,9 +242,9 @@ type Ledger interface {
 // looks again for the job, which is about to be elsewhere.
 func (e *Entry) Moving() bool { return e.Held && (e.Attempting || !e.ClaimedAt.IsZero()) }
 
-// queueOrder is the queue's order, smaller first: receipts.QueueKey, the
+// queueOrder is the queue's order, smaller first: job.QueueKey, the
 // admission time less the priority's credit.
-func queueOrder(e Entry) int64 { return receipts.QueueKey(e.EnqueuedAt, e.Priority) }
+func queueOrder(e Entry) int64 { return job.QueueKey(e.EnqueuedAt, e.Priority) }
 
 // errHeldFull is the refusal of a hold past l.QueuedJobs.
 func errHeldFull(l Limits) error {

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/admission"
-	"github.com/hermesrun/hermes/runner/receipts"
 )
 
 // ledgers are the implementations under test; each call returns a fresh,
@@ -321,7 +321,7 @@ func mustAdmit(t *testing.T, l admission.Ledger, id string, lim admission.Limits
 
 // TestQueueAging: the order of the file ledger over time, where a test
 // can set the admission time (the Redis ledger takes it from Redis's clock,
-// under the same rule, receipts.QueueKey).
+// under the same rule, job.QueueKey).
 func TestQueueAging(t *testing.T) {
 	ctx := context.Background()
 	l := admission.NewFileLedger(t.TempDir())
@@ -431,21 +431,21 @@ func FuzzFileLedger(f *testing.F) {
 
 func TestLimitsResources(t *testing.T) {
 	lim := admission.Limits{
-		DefaultResources: receipts.Resources{CPUs: 1, Memory: 256 << 20},
-		MaxResources:     receipts.Resources{CPUs: 4, Memory: 1 << 30, Pids: 100, Network: receipts.NetworkNone},
+		DefaultResources: job.Resources{CPUs: 1, Memory: 256 << 20},
+		MaxResources:     job.Resources{CPUs: 4, Memory: 1 << 30, Pids: 100, Network: job.NetworkNone},
 	}
 	for _, tc := range []struct {
 		name  string
-		asked receipts.Resources
-		want  receipts.Resources
+		asked job.Resources
+		want  job.Resources
 		err   string
 	}{
-		{"defaults", receipts.Resources{}, receipts.Resources{CPUs: 1, Memory: 256 << 20, Pids: 100, Network: "none"}, ""},
-		{"within", receipts.Resources{CPUs: 2, Memory: 1 << 30, Pids: 10}, receipts.Resources{CPUs: 2, Memory: 1 << 30, Pids: 10, Network: "none"}, ""},
-		{"too many cpus", receipts.Resources{CPUs: 8}, receipts.Resources{}, "max_cpus"},
-		{"too much memory", receipts.Resources{Memory: 2 << 30}, receipts.Resources{}, "max_memory"},
-		{"too many pids", receipts.Resources{Pids: 1000}, receipts.Resources{}, "max_pids"},
-		{"a network", receipts.Resources{Network: "default"}, receipts.Resources{}, "no network"},
+		{"defaults", job.Resources{}, job.Resources{CPUs: 1, Memory: 256 << 20, Pids: 100, Network: "none"}, ""},
+		{"within", job.Resources{CPUs: 2, Memory: 1 << 30, Pids: 10}, job.Resources{CPUs: 2, Memory: 1 << 30, Pids: 10, Network: "none"}, ""},
+		{"too many cpus", job.Resources{CPUs: 8}, job.Resources{}, "max_cpus"},
+		{"too much memory", job.Resources{Memory: 2 << 30}, job.Resources{}, "max_memory"},
+		{"too many pids", job.Resources{Pids: 1000}, job.Resources{}, "max_pids"},
+		{"a network", job.Resources{Network: "default"}, job.Resources{}, "no network"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := lim.Resources(tc.asked)
@@ -460,10 +460,10 @@ func TestLimitsResources(t *testing.T) {
 			}
 		})
 	}
-	if (admission.Limits{DefaultResources: receipts.Resources{CPUs: 8}, MaxResources: receipts.Resources{CPUs: 4}}).Validate() == nil {
+	if (admission.Limits{DefaultResources: job.Resources{CPUs: 8}, MaxResources: job.Resources{CPUs: 4}}).Validate() == nil {
 		t.Error("defaults past the maxima validated")
 	}
-	if got, _ := (admission.Limits{}).Resources(receipts.Resources{}); got != (receipts.Resources{}) {
+	if got, _ := (admission.Limits{}).Resources(job.Resources{}); got != (job.Resources{}) {
 		t.Errorf("no limits: %+v", got)
 	}
 }

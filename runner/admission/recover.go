@@ -206,7 +206,7 @@ func scrub(b []byte) []byte {
 	return payloadValue.ReplaceAll(b, []byte(`${1}"(scrubbed)"$2`))
 }
 
-// idPattern is a process id (receipts.IsID), without importing receipts.
+// idPattern is a process id (job.IsID), without importing receipts.
 var idPattern = regexp.MustCompile(`^proc_[0-9a-f]{12}$`)
 
 func validID(id string) bool { return idPattern.MatchString(id) }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/redisdb"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,7 +29,7 @@ import (
 //	P adm:held    hash  id → entry JSON of a held job (Hold)
 //	P adm:claim   hash  id → when a dispatcher claimed the held job (ms)
 //
-// The order is receipts.QueueKey: the admission time (ms) less the
+// The order is job.QueueKey: the admission time (ms) less the
 // priority's credit; the sequence keeps jobs of one order first come,
 // first served. Scores stay below 2^53, where a double is exact.
 //
@@ -135,7 +135,7 @@ func (l *RedisLedger) Admit(ctx context.Context, e Entry, lim Limits, now time.T
 	slim, _ := json.Marshal(Entry{ID: e.ID, Owner: e.Owner, EnqueuedAt: e.EnqueuedAt})
 	res, err := admitScript.Run(ctx, l.rdb, l.keys(), e.ID, b, lim.ConcurrentJobs, lim.QueuedJobs,
 		strconv.FormatFloat(lim.StartsPerSecond, 'g', -1, 64), strconv.FormatFloat(lim.Burst(), 'g', -1, 64), slim,
-		int64(e.Priority)*receipts.PriorityStep.Milliseconds()).Slice()
+		int64(e.Priority)*job.PriorityStep.Milliseconds()).Slice()
 	if err != nil {
 		return Decision{}, fmt.Errorf("admission: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -93,8 +94,14 @@ type proc struct {
 
 func (s *suite) spec(command string) backend.Spec {
 	return backend.Spec{
-		ID: backend.NewID(), Command: command, Cwd: s.h.Cwd, Image: s.h.Image,
-		Meta: backend.Meta{StartedAt: time.Now().UTC(), Owner: receipts.Owner{ParentSessionID: owner, TaskID: "backendtest"}},
+		Job: job.Job{
+			ID:        backend.NewID(),
+			Command:   command,
+			Cwd:       s.h.Cwd,
+			Image:     s.h.Image,
+			StartedAt: time.Now().UTC(),
+			Owner:     job.Owner{ParentSessionID: owner, TaskID: "backendtest"},
+		},
 	}
 }
 
@@ -410,7 +417,7 @@ func (s *suite) recover(t *testing.T) {
 		return
 	}
 	spec := s.spec("echo begin; sleep 2; echo end; exit 4")
-	spec.Meta.SessionKey = "key-1"
+	spec.SessionKey = "key-1"
 	started := s.start(t, first, spec)
 	started.waitOutput(t, "begin")
 
@@ -442,10 +449,10 @@ func checkFindsLive(ctx context.Context, t *testing.T, b backend.Backend, spec b
 	switch {
 	case found == nil:
 		t.Fatalf("List after a restart misses %s: %+v", spec.ID, live)
-	case found.Command != spec.Command || found.Meta.ParentSessionID != owner || found.Meta.SessionKey != spec.Meta.SessionKey || found.Lost:
+	case found.Command != spec.Command || found.ParentSessionID != owner || found.SessionKey != spec.SessionKey || found.Lost:
 		t.Errorf("List after a restart: %+v", *found)
 	}
-	if l, err := b.Peek(ctx, spec.ID); err != nil || l.ID != spec.ID || l.Meta.TaskID != "backendtest" {
+	if l, err := b.Peek(ctx, spec.ID); err != nil || l.ID != spec.ID || l.TaskID != "backendtest" {
 		t.Errorf("Peek = %+v, %v", l, err)
 	}
 	if _, err := b.Peek(ctx, backend.NewID()); !errors.Is(err, backend.ErrNoProcess) {
@@ -489,11 +496,13 @@ func (s *suite) timeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	info, err := reg.Start(ctx, service.StartRequest{
-		Command: "echo started; sleep 60",
-		Timeout: time.Second,
-		Cwd:     s.h.Cwd,
-		Image:   s.h.Image,
-		Owner:   receipts.Owner{ParentSessionID: owner},
+		Job: job.Job{
+			Command: "echo started; sleep 60",
+			Timeout: time.Second,
+			Cwd:     s.h.Cwd,
+			Image:   s.h.Image,
+			Owner:   job.Owner{ParentSessionID: owner},
+		},
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)

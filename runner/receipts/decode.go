@@ -142,15 +142,10 @@ func (d *fastDecoder) field(key string, r *Receipt) bool {
 // linkField is field for the receipt's links to a task and a trace (its
 // Owner and Trace).
 func (d *fastDecoder) linkField(key string, r *Receipt) bool {
+	if v, ok := r.TextField(key); ok {
+		return d.str(v)
+	}
 	switch key {
-	case "task_id":
-		return d.str(&r.TaskID)
-	case "owner_task_id":
-		return d.str(&r.OwnerTaskID)
-	case "session_key":
-		return d.str(&r.SessionKey)
-	case "parent_session_id":
-		return d.str(&r.ParentSessionID)
 	case "notify_on_complete":
 		return d.bool(&r.NotifyOnComplete)
 	case "trace_id":

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/job"
 )
 
 // decodeSeeds are receipts as the stores write them, and near misses.
@@ -14,8 +16,8 @@ func decodeSeeds() [][]byte {
 		ExitCode: -3, Signal: "SIGTERM", StartedAt: time.Date(2026, 12, 4, 1, 2, 3, 456789000, time.UTC),
 		FinishedAt: time.Date(2026, 12, 4, 1, 2, 4, 0, time.FixedZone("", 3600)),
 		Output:     strings.Repeat("line \x1b[1mbold\x1b[0m\ttab é ü 中 \u2028 <tag> & 'q' \\ / \"x\"\n", 50), OutputTruncated: true,
-		OutputFirstLine: 1234567, Owner: Owner{TaskID: "t", OwnerTaskID: "o", SessionKey: "k", ParentSessionID: "p", NotifyOnComplete: true},
-		Cwd: "/w", Trace: Trace{TraceID: "tr", SpanID: "sp", ParentSpanID: "pp", TraceSampled: true}, PID: 42, ContainerID: "c", Image: "i", Error: "e"}
+		OutputFirstLine: 1234567, Owner: job.Owner{TaskID: "t", OwnerTaskID: "o", SessionKey: "k", ParentSessionID: "p", NotifyOnComplete: true},
+		Cwd: "/w", Trace: job.Trace{TraceID: "tr", SpanID: "sp", ParentSpanID: "pp", TraceSampled: true}, PID: 42, ContainerID: "c", Image: "i", Error: "e"}
 	b, _ := json.Marshal(full)
 	small, _ := json.Marshal(&Receipt{ID: "proc_0123456789ab", Status: StatusRunning})
 	return [][]byte{b, small, []byte(`{}`), []byte(` { "session_id" : "a" , "exit_code" : 0 } `), []byte(`null`),

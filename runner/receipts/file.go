@@ -20,6 +20,7 @@ import (
 	"github.com/hermesrun/hermes/internal/atomicfile"
 	"github.com/hermesrun/hermes/internal/filepool"
 	"github.com/hermesrun/hermes/internal/safefile"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/outbuf"
 )
 
@@ -172,7 +173,7 @@ func (s *FileStore) Create(_ context.Context, r *Receipt) error {
 
 // encode returns the sanitized receipt as stored.
 func (s *FileStore) encode(r *Receipt) ([]byte, error) {
-	if !IsID(r.ID) {
+	if !job.IsID(r.ID) {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidID, r.ID)
 	}
 	b, err := Sanitize(r).AppendJSON(nil)
@@ -208,10 +209,10 @@ func (s *FileStore) stage(r *Receipt) (string, error) {
 
 // Get implements Store.
 func (s *FileStore) Get(_ context.Context, idOrPrefix string, scope Scope) (*Receipt, error) {
-	if !IsPrefix(idOrPrefix) {
+	if !job.IsPrefix(idOrPrefix) {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidID, idOrPrefix)
 	}
-	if IsID(idOrPrefix) {
+	if job.IsID(idOrPrefix) {
 		r, err := s.load(idOrPrefix)
 		if err != nil || !scope.Allows(r.ParentSessionID) {
 			return nil, ErrNotFound
@@ -436,7 +437,7 @@ func (s *FileStore) ids() ([]string, error) {
 	}
 	ids := names[:0]
 	for _, name := range names {
-		if id, ok := strings.CutSuffix(name, ".json"); ok && IsID(id) {
+		if id, ok := strings.CutSuffix(name, ".json"); ok && job.IsID(id) {
 			ids = append(ids, id)
 		}
 	}
@@ -582,7 +583,7 @@ func (s *FileStore) dropOldest(wrote string) bool {
 
 // Delete implements Store.
 func (s *FileStore) Delete(ctx context.Context, id string) error {
-	if !IsID(id) {
+	if !job.IsID(id) {
 		return fmt.Errorf("%w: %q", ErrInvalidID, id)
 	}
 	r, err := s.load(id)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/job"
 )
 
 // The file store keeps a pending completion as an empty marker file,
@@ -83,7 +84,7 @@ func (s *FileStore) TakeCompletions(ctx context.Context, scope Scope) ([]*Receip
 // LeaseCompletions implements Store.
 func (s *FileStore) LeaseCompletions(_ context.Context, scope Scope, lease time.Duration) ([]*Receipt, error) {
 	var out []*Receipt
-	err := s.leaseMarkers(scope, lease, IsID, func(owner, id string, _ []byte) {
+	err := s.leaseMarkers(scope, lease, job.IsID, func(owner, id string, _ []byte) {
 		r, err := s.load(id)
 		if err != nil || r.ParentSessionID != owner {
 			return // expired with its receipt
@@ -283,7 +284,7 @@ func (s *FileStore) sweepCompletions(now time.Time) {
 		for _, name := range names {
 			key, _, _ := parseMarker(name)
 			switch {
-			case IsID(key):
+			case job.IsID(key):
 				if _, err := os.Lstat(s.Path(key)); err == nil {
 					kept++
 					continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/job"
 )
 
 // The file store indexes receipts by owner with symbolic links,
@@ -94,7 +95,7 @@ func (s *FileStore) ownerIDs(owner string) ([]string, error) {
 	}
 	ids := make([]string, 0, len(ents))
 	for _, e := range ents {
-		if IsID(e.Name()) {
+		if job.IsID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hermesrun/hermes/job"
 )
 
 // TestFileStoreOwnerIndex: a listing of one owner reads that owner's
@@ -25,7 +27,7 @@ func TestFileStoreOwnerIndex(t *testing.T) {
 	now := time.Now()
 	rec := func(id, owner string, n int) *Receipt {
 		at := now.Add(time.Duration(n) * time.Second)
-		return &Receipt{ID: id, Command: "true", Status: StatusExited, StartedAt: at, FinishedAt: at, Owner: Owner{ParentSessionID: owner}}
+		return &Receipt{ID: id, Command: "true", Status: StatusExited, StartedAt: at, FinishedAt: at, Owner: job.Owner{ParentSessionID: owner}}
 	}
 	const a1, a2, b1, b2 = "proc_0000000000a1", "proc_0000000000a2", "proc_0000000000b1", "proc_0000000000b2"
 	for i, r := range []*Receipt{rec(a1, "a", 1), rec(a2, "a", 2), rec(b1, "b", 3), rec(b2, "b", 4)} {

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/redact"
 )
 
@@ -101,26 +102,6 @@ var (
 	ErrInvalidID = errors.New("invalid process id")
 )
 
-// Owner is who a process belongs to and who hears of its end: the
-// contract's ownership fields, carried the same way by every record of a
-// process (receipt, spec, shim state, container labels).
-type Owner struct {
-	TaskID           string `json:"task_id"`
-	OwnerTaskID      string `json:"owner_task_id"`
-	SessionKey       string `json:"session_key"`
-	ParentSessionID  string `json:"parent_session_id"`
-	NotifyOnComplete bool   `json:"notify_on_complete"`
-}
-
-// Trace names a process's span in the trace of the agent turn that
-// started it; whoever records the end records the span from it.
-type Trace struct {
-	TraceID      string `json:"trace_id"`
-	SpanID       string `json:"span_id"`
-	ParentSpanID string `json:"parent_span_id,omitempty"`
-	TraceSampled bool   `json:"trace_sampled,omitempty"`
-}
-
 // Receipt is the durable result of one finished process: the one record
 // of a process, from which every view (list, poll, start, completion)
 // derives. JSON names follow the contract, where the process id is
@@ -140,14 +121,22 @@ type Receipt struct {
 	// the line Output begins with: 0 unless the output was cut. Line
 	// offsets (log --offset, follows) count from there.
 	OutputFirstLine int64 `json:"output_first_line,omitempty"`
-	Owner
+	job.Owner
 	Cwd string `json:"cwd"`
-	Trace
+	job.Trace
 	PID         int    `json:"pid,omitempty"`
 	ContainerID string `json:"container_id,omitempty"`
 	Image       string `json:"image,omitempty"`
 	Error       string `json:"error,omitempty"`
-	Control
+	job.Control
+}
+
+// Begin is the record of job j before its end, in status (running,
+// queued): the views of a job that has not ended derive from it, and its
+// receipt completes it.
+func Begin(j *job.Job, status string) *Receipt {
+	return &Receipt{ID: j.ID, Command: j.Command, Backend: j.Backend, Status: status, StartedAt: j.StartedAt,
+		Owner: j.Owner, Cwd: j.Cwd, Trace: j.Trace, Image: j.Image, Control: j.Control}
 }
 
 // Sanitize returns a copy of r fit to persist: every free-text field
@@ -158,9 +147,7 @@ func Sanitize(r *Receipt) *Receipt {
 	c.Command = redact.String(c.Command)
 	c.Error = redact.String(c.Error)
 	// Labels come from callers too: one may carry a token by mistake.
-	c.TaskID = redact.String(c.TaskID)
-	c.OwnerTaskID = redact.String(c.OwnerTaskID)
-	c.SessionKey = redact.String(c.SessionKey)
+	c.Owner.MapText(redact.String)
 	c.Cwd = redact.String(c.Cwd)
 	if len(c.Attempts) > 0 {
 		c.Attempts = slices.Clone(c.Attempts)
@@ -194,31 +181,6 @@ func TailChars(s string, n int) string {
 	}
 	return s[i:]
 }
-
-// IsID reports whether s is a complete process id: proc_ and 12 lowercase
-// hex digits.
-func IsID(s string) bool { return len(s) == len(idPrefix)+12 && IsPrefix(s) }
-
-// IsPrefix reports whether s may be used to look a process up: a complete id
-// or proc_ followed by at least four lowercase hex digits.
-//
-// Both are checked by hand rather than by regexp: stores call IsID on every
-// name in a directory listing, which a regexp made the costliest part of
-// listing 100,000 receipts.
-func IsPrefix(s string) bool {
-	digits, ok := strings.CutPrefix(s, idPrefix)
-	if !ok || len(digits) < 4 || len(digits) > 12 {
-		return false
-	}
-	for i := 0; i < len(digits); i++ {
-		if c := digits[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-const idPrefix = "proc_"
 
 // Scope says whose receipts a caller may read: the owner session ids
 // (parent_session_id values) it is entitled to. The empty string stands for

@@ -48,16 +48,7 @@ func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"output_first_line":`...)
 		b = strconv.AppendInt(b, r.OutputFirstLine, 10)
 	}
-	b = append(b, `,"task_id":`...)
-	b = jsonappend.String(b, r.TaskID, true)
-	b = append(b, `,"owner_task_id":`...)
-	b = jsonappend.String(b, r.OwnerTaskID, true)
-	b = append(b, `,"session_key":`...)
-	b = jsonappend.String(b, r.SessionKey, true)
-	b = append(b, `,"parent_session_id":`...)
-	b = jsonappend.String(b, r.ParentSessionID, true)
-	b = append(b, `,"notify_on_complete":`...)
-	b = strconv.AppendBool(b, r.NotifyOnComplete)
+	b = r.Owner.AppendFields(b, true, false)
 	b = append(b, `,"cwd":`...)
 	b = jsonappend.String(b, r.Cwd, true)
 	b = append(b, `,"trace_id":`...)
@@ -87,6 +78,6 @@ func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"error":`...)
 		b = jsonappend.String(b, r.Error, true)
 	}
-	b = r.Control.appendFields(b, true)
+	b = r.Control.AppendFields(b, true)
 	return append(b, '}'), nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -31,8 +32,8 @@ func fullReceipt(id string) *receipts.Receipt {
 		OutputTruncated: true,
 		Cwd:             "/work",
 		PID:             4242,
-		Owner:           receipts.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: "bench-owner", NotifyOnComplete: true},
-		Trace:           receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
+		Owner:           job.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: "bench-owner", NotifyOnComplete: true},
+		Trace:           job.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

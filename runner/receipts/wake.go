@@ -1,14 +1,10 @@
 package receipts
 
 import (
-	"errors"
-	"fmt"
-	"regexp"
-	"regexp/syntax"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/redact"
 )
 
@@ -47,16 +43,12 @@ type Wake struct {
 // chatty job must not fill its owner's queue) and the shortest interval
 // between two wakes of one pattern.
 const (
-	MaxNotifyOn           = 8
-	MaxNotifyPattern      = 256
-	MaxWakeLine           = 500
-	MaxWakesPerJob        = 100
-	MinNotifyInterval     = time.Second
-	DefaultNotifyInterval = time.Minute
-	wakeInfix             = ".out"
-	maxWakeTail           = 2000
-	maxWakeKeyDigits      = 6
-	wakeKeyLen            = len(idPrefix) + 12 + len(wakeInfix)
+	MaxWakeLine      = 500
+	MaxWakesPerJob   = 100
+	wakeInfix        = ".out"
+	maxWakeTail      = 2000
+	maxWakeKeyDigits = 6
+	wakeKeyLen       = len("proc_") + 12 + len(wakeInfix)
 )
 
 // WakeKey is the key of job id's n-th wake (from 1).
@@ -64,7 +56,7 @@ func WakeKey(id string, n int) string { return id + wakeInfix + strconv.Itoa(n) 
 
 // IsWakeKey reports whether s is a key WakeKey makes.
 func IsWakeKey(s string) bool {
-	if len(s) <= wakeKeyLen || len(s) > wakeKeyLen+maxWakeKeyDigits || !IsID(s[:wakeKeyLen-len(wakeInfix)]) ||
+	if len(s) <= wakeKeyLen || len(s) > wakeKeyLen+maxWakeKeyDigits || !job.IsID(s[:wakeKeyLen-len(wakeInfix)]) ||
 		s[wakeKeyLen-len(wakeInfix):wakeKeyLen] != wakeInfix || s[wakeKeyLen] == '0' {
 		return false
 	}
@@ -78,7 +70,7 @@ func IsWakeKey(s string) bool {
 
 // IsNoticeKey reports whether s names a pending notice to acknowledge: a
 // process id (its completion) or a wake's key.
-func IsNoticeKey(s string) bool { return IsID(s) || IsWakeKey(s) }
+func IsNoticeKey(s string) bool { return job.IsID(s) || IsWakeKey(s) }
 
 // SanitizeWake is w as stores keep it: redacted like a receipt, and
 // bounded.
@@ -91,47 +83,4 @@ func SanitizeWake(w *Wake) *Wake {
 	}
 	c.OutputTail = TailChars(redact.String(c.OutputTail), maxWakeTail)
 	return &c
-}
-
-// NotifyInterval is the shortest time between two wakes of one pattern.
-func (c *Control) NotifyInterval() time.Duration {
-	if c.NotifyIntervalMS <= 0 {
-		return DefaultNotifyInterval
-	}
-	return time.Duration(c.NotifyIntervalMS) * time.Millisecond
-}
-
-// CompileNotifyOn compiles the job's wake patterns, or says what is wrong
-// with them.
-func (c *Control) CompileNotifyOn() ([]*regexp.Regexp, error) {
-	if len(c.NotifyOn) == 0 {
-		if c.NotifyIntervalMS != 0 {
-			return nil, errors.New("a notify interval needs notify-on patterns")
-		}
-		return nil, nil
-	}
-	if len(c.NotifyOn) > MaxNotifyOn {
-		return nil, fmt.Errorf("notify-on: at most %d patterns", MaxNotifyOn)
-	}
-	if c.NotifyIntervalMS != 0 && c.NotifyIntervalMS < MinNotifyInterval.Milliseconds() {
-		return nil, fmt.Errorf("notify interval %dms: want at least %s", c.NotifyIntervalMS, MinNotifyInterval)
-	}
-	out := make([]*regexp.Regexp, len(c.NotifyOn))
-	for i, p := range c.NotifyOn {
-		if strings.TrimSpace(p) == "" || len(p) > MaxNotifyPattern {
-			return nil, fmt.Errorf("notify-on %q: want a regular expression of 1 to %d bytes", clip(p), MaxNotifyPattern)
-		}
-		re, err := regexp.Compile(p)
-		if err != nil {
-			// The code alone: the parser's message quotes the pattern
-			// raw, newlines and all, and an error here is one line.
-			why := "not a regular expression"
-			if se := (*syntax.Error)(nil); errors.As(err, &se) {
-				why = string(se.Code)
-			}
-			return nil, fmt.Errorf("notify-on %q: %s", clip(p), why)
-		}
-		out[i] = re
-	}
-	return out, nil
 }

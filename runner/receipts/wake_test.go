@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hermesrun/hermes/job"
 )
 
 // FuzzNotifyInput: what a caller sends as wake patterns or as a key to
@@ -17,14 +19,14 @@ func FuzzNotifyInput(f *testing.F) {
 		if IsWakeKey(key) {
 			id, n, ok := strings.Cut(key, wakeInfix)
 			num, err := strconv.Atoi(n)
-			if !ok || !IsID(id) || err != nil || num < 1 || WakeKey(id, num) != key || IsID(key) {
+			if !ok || !job.IsID(id) || err != nil || num < 1 || WakeKey(id, num) != key || job.IsID(key) {
 				t.Fatalf("IsWakeKey(%q) but it is no key WakeKey makes", key)
 			}
 		}
-		if IsNoticeKey(key) != (IsID(key) || IsWakeKey(key)) {
+		if IsNoticeKey(key) != (job.IsID(key) || IsWakeKey(key)) {
 			t.Fatalf("IsNoticeKey(%q) disagrees", key)
 		}
-		c := Control{NotifyOn: []string{pattern}, NotifyIntervalMS: interval}
+		c := job.Control{NotifyOn: []string{pattern}, NotifyIntervalMS: interval}
 		res, err := c.CompileNotifyOn()
 		if err == nil && (len(res) != 1 || res[0].String() != pattern) {
 			t.Fatalf("CompileNotifyOn(%q) = %v", pattern, res)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/server/replicas"
 )
 
@@ -67,11 +68,11 @@ func TestDirectory(t *testing.T) {
 	}
 
 	for _, id := range []string{"proc_aaaa00000001", "proc_aaaa00000002", "proc_bbbb00000003"} {
-		if err := a.Claim(ctx, "t1", backend.Live{ID: id, Command: "sleep 1", Backend: "local"}); err != nil {
+		if err := a.Claim(ctx, "t1", backend.Live{Job: job.Job{ID: id, Command: "sleep 1", Backend: "local"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Claim(ctx, "t2", backend.Live{ID: "proc_aaaa00000009", Backend: "docker"}); err != nil {
+	if err := a.Claim(ctx, "t2", backend.Live{Job: job.Job{ID: "proc_aaaa00000009", Backend: "docker"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -41,7 +41,7 @@ import (
 
 	"github.com/hermesrun/hermes/client"
 	"github.com/hermesrun/hermes/internal/testenv"
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/sessions"
 	"github.com/hermesrun/hermes/service"
 )
@@ -135,7 +135,7 @@ func TestChartOnCluster(t *testing.T) {
 	sctx := sessions.WithCurrent(ctx, "e2e-agent")
 
 	// One job, every verb through the other pod.
-	info, err := a.Start(sctx, service.StartRequest{Command: "echo started; read line; echo got:$line; sleep 300", Stdin: true, Backend: "kubernetes"})
+	info, err := a.Start(sctx, service.StartRequest{Job: job.Job{Command: "echo started; read line; echo got:$line; sleep 300", Stdin: true, Backend: "kubernetes"}})
 	if err != nil {
 		t.Fatalf("start through %s: %v", pods[0], err)
 	}
@@ -182,7 +182,7 @@ func TestChartOnCluster(t *testing.T) {
 
 	// A runner pod deleted mid-job: the job runs on, and its receipt is
 	// written once, by whichever runner sees the end.
-	info, err = a.Start(sctx, service.StartRequest{Command: "echo long; sleep 15; echo done; exit 4", Owner: receipts.Owner{NotifyOnComplete: true}, Backend: "kubernetes"})
+	info, err = a.Start(sctx, service.StartRequest{Job: job.Job{Command: "echo long; sleep 15; echo done; exit 4", Owner: job.Owner{NotifyOnComplete: true}, Backend: "kubernetes"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/handoff"
+	"github.com/hermesrun/hermes/job"
 )
 
 // testGrammar is the part of hermes's command line the tests' hand-offs use.
@@ -63,8 +64,14 @@ func runInBackground(ctx context.Context, call handoff.Call, stdout, stderr io.W
 	d.Env = call.Env
 	d.CallerSupervisor = func() string { return "" }
 	i := slices.Index(call.Args, "--")
-	spec := backend.Spec{ID: backend.NewID(), Command: strings.Join(call.Args[i+1:], " "), Cwd: call.Dir,
-		Meta: backend.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{
+		Job: job.Job{
+			ID:        backend.NewID(),
+			Command:   strings.Join(call.Args[i+1:], " "),
+			Cwd:       call.Dir,
+			StartedAt: time.Now().UTC(),
+		},
+	}
 	h, err := d.Start(ctx, spec)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

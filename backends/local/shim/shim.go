@@ -25,6 +25,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/internal/atomicfile"
 	"github.com/hermesrun/hermes/internal/osproc"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
@@ -64,9 +65,9 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		reply(local.ShimReply{Error: "bad shim request: " + err.Error()})
 		return fmt.Errorf("decode request: %w", err)
 	}
-	if !receipts.IsID(req.Spec.ID) {
-		reply(local.ShimReply{Error: "bad process id " + req.Spec.ID})
-		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.Spec.ID)
+	if err := req.Check(); err != nil {
+		reply(local.ShimReply{Error: "bad shim request: " + err.Error()})
+		return err
 	}
 	// Nobody reads a signal-interrupted shim's receipt, so the job's end is
 	// what terminates a shim: SIGTERM and SIGINT kill the job first.
@@ -160,7 +161,7 @@ type jobEnv struct {
 // the one-job shim (Run) and the many-job supervisor (Supervise) call it.
 func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io.Writer, reply func(local.ShimReply), stop <-chan struct{}) error {
 	spec, reg, paths, log := req.Spec, env.reg, env.paths, env.log
-	if !receipts.IsID(spec.ID) {
+	if !job.IsID(spec.ID) {
 		reply(local.ShimReply{Error: "bad process id " + spec.ID})
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
 	}
@@ -181,25 +182,27 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	}
 	defer ctl.Close()
 
-	m := spec.Meta
 	shimStart := env.start
 	if shimStart == 0 {
 		shimStart, _ = osproc.StartTime(os.Getpid())
 	}
-	state := local.ShimState{
-		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Timeout: spec.Timeout, Meta: m,
-		ShimPID: os.Getpid(), ShimStart: shimStart,
-	}
+	state := local.ShimState{V: local.StateVersion, Job: spec.Job, ShimPID: os.Getpid(), ShimStart: shimStart}
 	// The state without the job's pid is synced while the job starts,
 	// not after: a crash before the reply leaves a state that names no
 	// process to signal, and its supervisor gone, so the job reads as
 	// lost (see ShimState.valid).
 	b, _ := json.Marshal(state)
 	draft := env.files.draftState(b)
-	ctx = sessions.WithCurrent(ctx, m.ParentSessionID)
-	info, err := reg.Start(ctx, service.StartRequest{Tee: tee, Stdin: spec.Stdin || !req.Foreground,
-		ID: spec.ID, Command: spec.Command, Cwd: spec.Cwd, Env: spec.Env, BaseEnv: req.Environ,
-		Timeout: spec.Timeout, Owner: m.Owner, Trace: m.Trace, Control: m.Control, StartedAt: m.StartedAt,
+	ctx = sessions.WithCurrent(ctx, spec.ParentSessionID)
+	j := spec.Job
+	// A background job's stdin stays open to take later writes through
+	// the control FIFO, whether or not its starter asked for a pipe.
+	j.Stdin = spec.Stdin || !req.Foreground
+	info, err := reg.Start(ctx, service.StartRequest{
+		Job:      j,
+		Tee:      tee,
+		Env:      spec.Env,
+		BaseEnv:  req.Environ,
 		Admitted: true,
 	})
 	if err != nil {
@@ -298,6 +301,10 @@ func serveControl(ctx context.Context, reg *runner.Registry, id string, f *os.Fi
 		var m local.CtlMessage
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			log.Warn("bad control message", "id", id, "err", err)
+			continue
+		}
+		if m.V > local.WireVersion {
+			log.Warn("control message of a newer format", "id", id, "version", m.V)
 			continue
 		}
 		if m.ID != "" && m.ID != id {

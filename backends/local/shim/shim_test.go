@@ -26,6 +26,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local"
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -90,10 +91,10 @@ func (r *running) wait(t *testing.T) error {
 
 func request(t *testing.T, spec backend.Spec) []byte {
 	t.Helper()
-	if spec.Meta.StartedAt.IsZero() {
-		spec.Meta.StartedAt = time.Now().UTC()
+	if spec.StartedAt.IsZero() {
+		spec.StartedAt = time.Now().UTC()
 	}
-	b, err := json.Marshal(local.ShimRequest{Spec: spec})
+	b, err := json.Marshal(local.NewShimRequest(spec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,9 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"not json", []byte("{nope"), "bad shim request"},
 		{"empty", nil, "bad shim request"},
-		{"bad id", request(t, backend.Spec{ID: "proc_1", Command: "true"}), "bad process id"},
+		{"bad id", request(t, backend.Spec{Job: job.Job{ID: "proc_1", Command: "true"}}), "invalid process id"},
+		{"other version", []byte(`{"v":2,"spec":{"id":"proc_000000000001","command":"true"}}`), "format version 2"},
+		{"unversioned", []byte(`{"spec":{"ID":"proc_000000000001","Command":"true"}}`), "format version 0"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,7 +144,7 @@ func TestBadRequests(t *testing.T) {
 func TestFailedToStart(t *testing.T) {
 	f := newFixture(t)
 	id := backend.NewID()
-	r := f.run(t, request(t, backend.Spec{ID: id, Command: "true", Cwd: "/nonexistent/hermes-cwd"}))
+	r := f.run(t, request(t, backend.Spec{Job: job.Job{ID: id, Command: "true", Cwd: "/nonexistent/hermes-cwd"}}))
 	if r.reply.Error == "" {
 		t.Fatalf("reply = %+v, want an error", r.reply)
 	}
@@ -167,7 +170,7 @@ func TestStateNotWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	r := f.run(t, request(t, backend.Spec{ID: id, Command: "echo $$ > " + pidFile + "; exec sleep 300"}))
+	r := f.run(t, request(t, backend.Spec{Job: job.Job{ID: id, Command: "echo $$ > " + pidFile + "; exec sleep 300"}}))
 	if r.reply.Error == "" || r.reply.PID != 0 {
 		t.Fatalf("reply = %+v, want an error", r.reply)
 	}
@@ -190,13 +193,14 @@ func TestSuperviseJob(t *testing.T) {
 	id := backend.NewID()
 	started := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
 	spec := backend.Spec{
-		ID: id, Command: "echo ready; read x; echo got $x; echo err >&2; exit 6",
-		Env: []string{"HERMES_SHIM_TEST=1"},
-		Meta: backend.Meta{
+		Job: job.Job{
+			ID:        id,
+			Command:   "echo ready; read x; echo got $x; echo err >&2; exit 6",
 			StartedAt: started,
-			Owner:     receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
-			Trace:     receipts.Trace{TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8)},
+			Owner:     job.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
+			Trace:     job.Trace{TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8)},
 		},
+		Env: []string{"HERMES_SHIM_TEST=1"},
 	}
 	r := f.run(t, request(t, spec))
 	if r.reply.Error != "" || r.reply.PID <= 0 {
@@ -213,7 +217,7 @@ func TestSuperviseJob(t *testing.T) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.ID != id || st.PID != pid || st.ShimPID != os.Getpid() || st.ShimStart == 0 || st.Meta.ParentSessionID != "owner" {
+	if st.ID != id || st.PID != pid || st.ShimPID != os.Getpid() || st.ShimStart == 0 || st.ParentSessionID != "owner" {
 		t.Fatalf("state = %+v", st)
 	}
 	if fi, err := os.Stat(f.paths.CtlPath(id)); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
@@ -221,7 +225,7 @@ func TestSuperviseJob(t *testing.T) {
 	}
 
 	live, err := f.paths.List(context.Background())
-	if err != nil || len(live) != 1 || live[0].ID != id || live[0].Lost || live[0].Meta.TaskID != "t1" {
+	if err != nil || len(live) != 1 || live[0].ID != id || live[0].Lost || live[0].TaskID != "t1" {
 		t.Fatalf("List = %+v, %v", live, err)
 	}
 	h, l, err := f.paths.Attach(context.Background(), id)
@@ -254,8 +258,8 @@ func TestSuperviseJob(t *testing.T) {
 		ExitCode: 6,
 		Output:   "ready\ngot hello\nerr\n",
 		PID:      pid,
-		Owner:    receipts.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
-		Trace:    receipts.Trace{TraceID: spec.Meta.TraceID, SpanID: spec.Meta.SpanID},
+		Owner:    job.Owner{ParentSessionID: "owner", NotifyOnComplete: true, TaskID: "t1", SessionKey: "k1"},
+		Trace:    job.Trace{TraceID: spec.TraceID, SpanID: spec.SpanID},
 	}
 	got := *rec
 	if !got.StartedAt.Equal(started) || got.FinishedAt.Before(started) {
@@ -283,7 +287,7 @@ func TestControlKillAndClose(t *testing.T) {
 	t.Run("kill ends the group", func(t *testing.T) {
 		f := newFixture(t)
 		id := backend.NewID()
-		r := f.run(t, request(t, backend.Spec{ID: id, Command: "trap '' TERM; sleep 300 & sleep 300 & wait"}))
+		r := f.run(t, request(t, backend.Spec{Job: job.Job{ID: id, Command: "trap '' TERM; sleep 300 & sleep 300 & wait"}}))
 		pid := r.reply.PID
 		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 		h, _, err := f.paths.Attach(context.Background(), id)
@@ -308,7 +312,7 @@ func TestControlKillAndClose(t *testing.T) {
 	t.Run("close gives EOF", func(t *testing.T) {
 		f := newFixture(t)
 		id := backend.NewID()
-		r := f.run(t, request(t, backend.Spec{ID: id, Command: "wc -c"}))
+		r := f.run(t, request(t, backend.Spec{Job: job.Job{ID: id, Command: "wc -c"}}))
 		pid := r.reply.PID
 		t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 		h, _, err := f.paths.Attach(context.Background(), id)
@@ -334,7 +338,7 @@ func TestControlKillAndClose(t *testing.T) {
 		// late writer meant for the first must not reach the second.
 		f := newFixture(t)
 		id := backend.NewID()
-		r := f.run(t, request(t, backend.Spec{ID: id, Command: "head -c 1"}))
+		r := f.run(t, request(t, backend.Spec{Job: job.Job{ID: id, Command: "head -c 1"}}))
 		t.Cleanup(func() { _ = syscall.Kill(-r.reply.PID, syscall.SIGKILL) })
 		ctl, err := os.OpenFile(f.paths.CtlPath(id), os.O_WRONLY, 0)
 		if err != nil {
@@ -360,7 +364,7 @@ func TestControlKillAndClose(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		f := newFixture(t)
 		id := backend.NewID()
-		r := f.run(t, request(t, backend.Spec{ID: id, Command: "sleep 300", Timeout: 200 * time.Millisecond}))
+		r := f.run(t, request(t, backend.Spec{Job: job.Job{ID: id, Command: "sleep 300", Timeout: 200 * time.Millisecond}}))
 		t.Cleanup(func() { _ = syscall.Kill(-r.reply.PID, syscall.SIGKILL) })
 		if err := r.wait(t); err != nil {
 			t.Fatal(err)

@@ -280,6 +280,10 @@ func (s *supervisor) serveJob(ctx context.Context, conn net.Conn, first []byte) 
 		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
 		return
 	}
+	if err := req.Check(); err != nil {
+		reply(local.ShimReply{Error: "bad supervisor request: " + err.Error()})
+		return
+	}
 	_ = conn.SetReadDeadline(time.Time{})
 	if req.Foreground {
 		// A foreground job's output goes to its launcher's descriptor,

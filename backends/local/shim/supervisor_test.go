@@ -28,6 +28,7 @@ import (
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/backendtest"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -96,7 +97,7 @@ func runAsStarter(home string) int {
 	d := profile(home).supervised(exe)
 	var ids []string
 	for _, c := range commands {
-		spec := backend.Spec{ID: backend.NewID(), Command: c, Meta: backend.Meta{StartedAt: time.Now().UTC()}}
+		spec := backend.Spec{Job: job.Job{ID: backend.NewID(), Command: c, StartedAt: time.Now().UTC()}}
 		if _, err := d.Start(context.Background(), spec); err != nil {
 			fmt.Fprintln(os.Stderr, "starter:", err)
 			return 1
@@ -193,7 +194,7 @@ func TestSupervisorConformance(t *testing.T) {
 // start hands command to d and fails the test if it does not start.
 func start(t *testing.T, d *local.Detached, command string) (backend.Handle, string) {
 	t.Helper()
-	spec := backend.Spec{ID: backend.NewID(), Command: command, Meta: backend.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{Job: job.Job{ID: backend.NewID(), Command: command, StartedAt: time.Now().UTC()}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := d.Start(ctx, spec)
@@ -412,7 +413,7 @@ func TestSupervisorConcurrentStarts(t *testing.T) {
 			defer cancel()
 			var hs []backend.Handle
 			for i := w; i < total; i += workers {
-				spec := backend.Spec{ID: backend.NewID(), Command: "echo " + strconv.Itoa(i), Meta: backend.Meta{StartedAt: time.Now().UTC()}}
+				spec := backend.Spec{Job: job.Job{ID: backend.NewID(), Command: "echo " + strconv.Itoa(i), StartedAt: time.Now().UTC()}}
 				h, err := d.Start(ctx, spec)
 				if err != nil {
 					t.Errorf("Start %d: %v", i, err)
@@ -629,8 +630,14 @@ func TestSupervisorLargeRequest(t *testing.T) {
 	st := newStore(t, p)
 	d := p.supervised(exe)
 	big := strings.Repeat("v", 100<<10)
-	spec := backend.Spec{ID: backend.NewID(), Command: `printf %s "$BIG" | wc -c`, Env: []string{"BIG=" + big},
-		Meta: backend.Meta{StartedAt: time.Now().UTC()}}
+	spec := backend.Spec{
+		Job: job.Job{
+			ID:        backend.NewID(),
+			Command:   `printf %s "$BIG" | wc -c`,
+			StartedAt: time.Now().UTC(),
+		},
+		Env: []string{"BIG=" + big},
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h, err := d.Start(ctx, spec)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore/redistest"
@@ -57,8 +58,8 @@ func benchReceipt(n int64) *receipts.Receipt {
 		Output:     "ok  \tgithub.com/example/pkg\t0.012s\nok  \tgithub.com/example/other\t0.034s\n",
 		Cwd:        "/work",
 		PID:        4242,
-		Owner:      receipts.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: "20260301_120000_bench", NotifyOnComplete: true},
-		Trace:      receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
+		Owner:      job.Owner{TaskID: "task-1", OwnerTaskID: "task-1", SessionKey: "agent:main", ParentSessionID: "20260301_120000_bench", NotifyOnComplete: true},
+		Trace:      job.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

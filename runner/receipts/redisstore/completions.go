@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -125,7 +126,7 @@ func (s *Store) AckCompletions(ctx context.Context, scope receipts.Scope, ids []
 	var done, wakes []any
 	for _, id := range ids {
 		switch {
-		case receipts.IsID(id):
+		case job.IsID(id):
 			done = append(done, id)
 		case receipts.IsWakeKey(id):
 			wakes = append(wakes, id)

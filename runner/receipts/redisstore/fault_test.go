@@ -23,6 +23,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore/redistest"
@@ -41,7 +42,7 @@ func receipt(id, owner string) *receipts.Receipt {
 		StartedAt:  time.Now().Add(-time.Second).UTC(),
 		FinishedAt: time.Now().UTC(),
 		Output:     "out " + id + "\n",
-		Owner:      receipts.Owner{ParentSessionID: owner, TaskID: "t"},
+		Owner:      job.Owner{ParentSessionID: owner, TaskID: "t"},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 )
@@ -32,7 +33,7 @@ func listing(n int) []*receipts.Receipt {
 		rs = append(rs, &receipts.Receipt{
 			ID: fmt.Sprintf("proc_%012x", 0xa000+i), Command: "true", Backend: "local", Status: receipts.StatusExited,
 			StartedAt: start, FinishedAt: start.Add(time.Second),
-			Owner: receipts.Owner{TaskID: task, ParentSessionID: "sess"},
+			Owner: job.Owner{TaskID: task, ParentSessionID: "sess"},
 		})
 	}
 	return rs

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/internal/atomicfile"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -130,7 +131,7 @@ func (sp *spool) ids() ([]string, error) {
 	}
 	var ids []string
 	for _, d := range ents {
-		if id, ok := strings.CutSuffix(d.Name(), ".json"); ok && receipts.IsID(id) {
+		if id, ok := strings.CutSuffix(d.Name(), ".json"); ok && job.IsID(id) {
 			ids = append(ids, id)
 		}
 	}

@@ -60,6 +60,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -253,7 +254,7 @@ func (s *Store) Create(ctx context.Context, r *receipts.Receipt) error {
 }
 
 func (s *Store) write(ctx context.Context, r *receipts.Receipt, mode string) error {
-	if !receipts.IsID(r.ID) {
+	if !job.IsID(r.ID) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, r.ID)
 	}
 	c := receipts.Sanitize(r)
@@ -299,11 +300,11 @@ func (s *Store) spoolWrite(c *receipts.Receipt, mode string) error {
 
 // Get implements receipts.Store.
 func (s *Store) Get(ctx context.Context, idOrPrefix string, scope receipts.Scope) (*receipts.Receipt, error) {
-	if !receipts.IsPrefix(idOrPrefix) {
+	if !job.IsPrefix(idOrPrefix) {
 		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, idOrPrefix)
 	}
 	owners := dedupe(scope.Owners)
-	if receipts.IsID(idOrPrefix) && (len(owners) > 0 || scope.All) {
+	if job.IsID(idOrPrefix) && (len(owners) > 0 || scope.All) {
 		return s.getID(ctx, idOrPrefix, scope)
 	}
 	if len(owners) == 0 {
@@ -411,7 +412,7 @@ func (s *Store) getID(ctx context.Context, id string, scope receipts.Scope) (*re
 // Delete implements receipts.Store: the receipt goes from Redis and from
 // this host's spool.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if !receipts.IsID(id) {
+	if !job.IsID(id) {
 		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, id)
 	}
 	spooled := false

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -121,8 +122,8 @@ func fixture(pid, owner string, n int) *receipts.Receipt {
 		Cwd:        "/tmp/work",
 		PID:        4242 + n,
 		Error:      "",
-		Owner:      receipts.Owner{TaskID: "task-" + pid, OwnerTaskID: "owner-task", SessionKey: "key-" + owner, ParentSessionID: owner, NotifyOnComplete: n%2 == 0},
-		Trace:      receipts.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
+		Owner:      job.Owner{TaskID: "task-" + pid, OwnerTaskID: "owner-task", SessionKey: "key-" + owner, ParentSessionID: owner, NotifyOnComplete: n%2 == 0},
+		Trace:      job.Trace{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
 	}
 }
 

@@ -1,10 +1,12 @@
-package receipts
+package job
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +16,7 @@ import (
 // Control is how a job is scheduled, beside what it runs: its
 // dependencies, its priority in the queue and its retries. It is carried,
 // like Owner and Trace, by every record of a job (the queued request, the
-// backend's Meta, the receipt, the views), so that a field added here
+// spec, the receipt, the views), so that a field added here
 // reaches all of them. Its JSON is flat in each record and absent for a
 // job that asked for none of it, so receipts of plain jobs keep their
 // bytes.
@@ -276,10 +278,10 @@ func (c *Control) IsZero() bool {
 		len(c.NotifyOn) == 0 && c.NotifyIntervalMS == 0
 }
 
-// appendFields appends c's fields as they follow the others of a record
+// AppendFields appends c's fields as they follow the others of a record
 // that embeds it (",\"after\":[...],..."), as encoding/json writes them.
 // Nothing for a zero c.
-func (c *Control) appendFields(b []byte, escapeHTML bool) []byte {
+func (c *Control) AppendFields(b []byte, escapeHTML bool) []byte {
 	if c.IsZero() {
 		return b
 	}
@@ -294,7 +296,54 @@ func (c *Control) appendFields(b []byte, escapeHTML bool) []byte {
 	return append(b, obj[1:len(obj)-1]...)
 }
 
-// AppendControlJSON is appendFields for the views of other packages.
-func AppendControlJSON(b []byte, c *Control, escapeHTML bool) []byte {
-	return c.appendFields(b, escapeHTML)
+// Bounds of wake patterns: how many a job may name, how long each may be,
+// and the shortest interval between two wakes of one pattern.
+const (
+	MaxNotifyOn           = 8
+	MaxNotifyPattern      = 256
+	MinNotifyInterval     = time.Second
+	DefaultNotifyInterval = time.Minute
+)
+
+// NotifyInterval is the shortest time between two wakes of one pattern.
+func (c *Control) NotifyInterval() time.Duration {
+	if c.NotifyIntervalMS <= 0 {
+		return DefaultNotifyInterval
+	}
+	return time.Duration(c.NotifyIntervalMS) * time.Millisecond
+}
+
+// CompileNotifyOn compiles the job's wake patterns, or says what is wrong
+// with them.
+func (c *Control) CompileNotifyOn() ([]*regexp.Regexp, error) {
+	if len(c.NotifyOn) == 0 {
+		if c.NotifyIntervalMS != 0 {
+			return nil, errors.New("a notify interval needs notify-on patterns")
+		}
+		return nil, nil
+	}
+	if len(c.NotifyOn) > MaxNotifyOn {
+		return nil, fmt.Errorf("notify-on: at most %d patterns", MaxNotifyOn)
+	}
+	if c.NotifyIntervalMS != 0 && c.NotifyIntervalMS < MinNotifyInterval.Milliseconds() {
+		return nil, fmt.Errorf("notify interval %dms: want at least %s", c.NotifyIntervalMS, MinNotifyInterval)
+	}
+	out := make([]*regexp.Regexp, len(c.NotifyOn))
+	for i, p := range c.NotifyOn {
+		if strings.TrimSpace(p) == "" || len(p) > MaxNotifyPattern {
+			return nil, fmt.Errorf("notify-on %q: want a regular expression of 1 to %d bytes", clip(p), MaxNotifyPattern)
+		}
+		re, err := regexp.Compile(p)
+		if err != nil {
+			// The code alone: the parser's message quotes the pattern
+			// raw, newlines and all, and an error here is one line.
+			why := "not a regular expression"
+			if se := (*syntax.Error)(nil); errors.As(err, &se) {
+				why = string(se.Code)
+			}
+			return nil, fmt.Errorf("notify-on %q: %s", clip(p), why)
+		}
+		out[i] = re
+	}
+	return out, nil
 }

@@ -1,11 +1,11 @@
-package receipts_test
+package job_test
 
 import (
 	"math/rand/v2"
 	"regexp"
 	"testing"
 
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // The contract's id grammar, as regular expressions: IsID and IsPrefix
@@ -32,10 +32,10 @@ func TestIDGrammar(t *testing.T) {
 		cases = append(cases, string(b))
 	}
 	for _, s := range cases {
-		if got, want := receipts.IsID(s), idGrammar.MatchString(s); got != want {
+		if got, want := job.IsID(s), idGrammar.MatchString(s); got != want {
 			t.Errorf("IsID(%q) = %v; want %v", s, got, want)
 		}
-		if got, want := receipts.IsPrefix(s), prefixGrammar.MatchString(s); got != want {
+		if got, want := job.IsPrefix(s), prefixGrammar.MatchString(s); got != want {
 			t.Errorf("IsPrefix(%q) = %v; want %v", s, got, want)
 		}
 	}

@@ -1,10 +1,10 @@
-package receipts_test
+package job_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -18,14 +18,14 @@ func TestParseBytes(t *testing.T) {
 		{" 1t ", 1 << 40, false}, {"100b", 100, false},
 		{"", 0, true}, {"lots", 0, true}, {"-1m", 0, true}, {"1x", 0, true}, {"NaN", 0, true}, {"9e30", 0, true}, {"1e18t", 0, true},
 	} {
-		got, err := receipts.ParseBytes(tc.in)
+		got, err := job.ParseBytes(tc.in)
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d (error %v)", tc.in, got, err, tc.want, tc.bad)
 		}
 	}
 	for _, n := range []int64{1, 1536, 1 << 10, 512 << 20, 3 << 29, 1 << 40} {
-		if back, err := receipts.ParseBytes(receipts.FormatBytes(n)); err != nil || back != n {
-			t.Errorf("FormatBytes(%d) = %q reads back as %d, %v", n, receipts.FormatBytes(n), back, err)
+		if back, err := job.ParseBytes(job.FormatBytes(n)); err != nil || back != n {
+			t.Errorf("FormatBytes(%d) = %q reads back as %d, %v", n, job.FormatBytes(n), back, err)
 		}
 	}
 }
@@ -35,29 +35,29 @@ func FuzzParseBytes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := receipts.ParseBytes(s)
+		n, err := job.ParseBytes(s)
 		if err != nil {
 			return
 		}
 		if n < 0 {
 			t.Fatalf("ParseBytes(%q) = %d, negative", s, n)
 		}
-		if back, err := receipts.ParseBytes(receipts.FormatBytes(n)); err != nil || back != n {
-			t.Fatalf("%d does not read back from %q: %d, %v", n, receipts.FormatBytes(n), back, err)
+		if back, err := job.ParseBytes(job.FormatBytes(n)); err != nil || back != n {
+			t.Fatalf("%d does not read back from %q: %d, %v", n, job.FormatBytes(n), back, err)
 		}
 	})
 }
 
 func TestControlValidate(t *testing.T) {
-	ok := []receipts.Control{
+	ok := []job.Control{
 		{}, {After: []string{"proc_abcd"}}, {Priority: -100}, {Retries: 20, RetryDelayMS: 5},
-		{Resources: receipts.Resources{CPUs: 0.5, Memory: 64 << 20, Pids: 10, Network: "none"}},
+		{Resources: job.Resources{CPUs: 0.5, Memory: 64 << 20, Pids: 10, Network: "none"}},
 	}
-	bad := []receipts.Control{
+	bad := []job.Control{
 		{Priority: 101}, {Retries: 21}, {Retries: -1}, {RetryDelayMS: 5}, {After: []string{"x"}},
-		{AfterOK: []string{"proc_"}}, {Attempts: []receipts.Attempt{{}}},
-		{Resources: receipts.Resources{CPUs: -1}}, {Resources: receipts.Resources{Memory: 1024}},
-		{Resources: receipts.Resources{Pids: -2}}, {Resources: receipts.Resources{Network: "host"}},
+		{AfterOK: []string{"proc_"}}, {Attempts: []job.Attempt{{}}},
+		{Resources: job.Resources{CPUs: -1}}, {Resources: job.Resources{Memory: 1024}},
+		{Resources: job.Resources{Pids: -2}}, {Resources: job.Resources{Network: "host"}},
 	}
 	for _, c := range ok {
 		if err := c.Validate(); err != nil {
@@ -72,7 +72,7 @@ func TestControlValidate(t *testing.T) {
 }
 
 func TestRetryDelay(t *testing.T) {
-	c := receipts.Control{Retries: 30, RetryDelayMS: 1000}
+	c := job.Control{Retries: 30, RetryDelayMS: 1000}
 	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 20: time.Hour} {
 		if got := c.RetryDelay(n, 0); got != want {
 			t.Errorf("retry %d: %s, want %s", n, got, want)
@@ -81,17 +81,17 @@ func TestRetryDelay(t *testing.T) {
 			t.Errorf("retry %d jittered: %s, want within (%s, %s]", n, got, want*3/4, want)
 		}
 	}
-	if got := (&receipts.Control{}).RetryDelay(1, 0); got != receipts.DefaultRetryDelay {
+	if got := (&job.Control{}).RetryDelay(1, 0); got != job.DefaultRetryDelay {
 		t.Errorf("default delay %s", got)
 	}
 }
 
 func TestQueueKeyAging(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
-	high := receipts.QueueKey(t0, receipts.PriorityHigh)
+	high := job.QueueKey(t0, job.PriorityHigh)
 	// A normal job queued ten minutes and a moment earlier goes before a
 	// high one; one queued less than ten minutes earlier after it.
-	if receipts.QueueKey(t0.Add(-10*time.Minute-time.Millisecond), 0) >= high || receipts.QueueKey(t0.Add(-9*time.Minute), 0) <= high {
+	if job.QueueKey(t0.Add(-10*time.Minute-time.Millisecond), 0) >= high || job.QueueKey(t0.Add(-9*time.Minute), 0) <= high {
 		t.Error("a point of priority is not a minute of waiting")
 	}
 }

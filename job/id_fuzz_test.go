@@ -1,10 +1,10 @@
-package receipts_test
+package job_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/job"
 )
 
 // FuzzIDs: what passes as an id or prefix is safe as a file name and a
@@ -14,10 +14,10 @@ func FuzzIDs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if receipts.IsID(s) && !receipts.IsPrefix(s) {
+		if job.IsID(s) && !job.IsPrefix(s) {
 			t.Fatalf("%q is an id but not a prefix", s)
 		}
-		if !receipts.IsPrefix(s) {
+		if !job.IsPrefix(s) {
 			return
 		}
 		hex := strings.TrimPrefix(s, "proc_")
