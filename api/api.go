@@ -199,6 +199,32 @@ func (r *StartRequest) Control() job.Control {
 	return c
 }
 
+// Job is the job r asks for, as the runner starts it on backend in cwd
+// (both resolved by the server), for the caller's session (set by the
+// server from HeaderSession, never from the body).
+func (r *StartRequest) Job(backend, cwd string) job.Job {
+	return job.Job{
+		Command: r.Command, Backend: backend, Image: r.Image, Cwd: cwd, Timeout: time.Duration(r.Timeout), Stdin: r.Stdin,
+		Owner:   job.Owner{NotifyOnComplete: r.Notify, TaskID: r.TaskID, OwnerTaskID: r.OwnerTaskID, SessionKey: r.SessionKey},
+		Control: r.Control(),
+	}
+}
+
+// NewStartRequest is the body that asks a runner for j with env: what of
+// j a caller may ask for (the runner allocates the id, the trace and the
+// start time, and the owner is the caller's session).
+func NewStartRequest(j job.Job, env []string) StartRequest {
+	return StartRequest{
+		Command: j.Command, Backend: j.Backend, Image: j.Image, Cwd: j.Cwd,
+		Env: env, Timeout: Duration(j.Timeout), Stdin: j.Stdin, Notify: j.NotifyOnComplete,
+		TaskID: j.TaskID, OwnerTaskID: j.OwnerTaskID, SessionKey: j.SessionKey,
+		After: j.After, AfterOK: j.AfterOK, Priority: Priority(j.Priority),
+		Retries: j.Retries, RetryDelay: Duration(time.Duration(j.RetryDelayMS) * time.Millisecond),
+		CPUs: j.CPUs, Memory: Bytes(j.Memory), Pids: j.Pids, Network: j.Network,
+		NotifyOn: j.NotifyOn, NotifyInterval: Duration(time.Duration(j.NotifyIntervalMS) * time.Millisecond),
+	}
+}
+
 // EndSessionRequest is the body of POST /v1/sessions/{id}/end.
 type EndSessionRequest struct {
 	Reason string `json:"reason"`

@@ -283,15 +283,7 @@ func procPath(id, suffix string) string {
 // in-process (ID, Tee, trace ids, StartedAt, ParentSessionID) are not sent:
 // the owner is the caller's session and the runner allocates the rest.
 func (c *Client) Start(ctx context.Context, req service.StartRequest) (*service.Info, error) {
-	body := api.StartRequest{
-		Command: req.Command, Backend: req.Backend, Image: req.Image, Cwd: req.Cwd,
-		Env: req.Env, Timeout: api.Duration(req.Timeout), Stdin: req.Stdin, Notify: req.NotifyOnComplete,
-		TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey,
-		After: req.After, AfterOK: req.AfterOK, Priority: api.Priority(req.Priority),
-		Retries: req.Retries, RetryDelay: api.Duration(time.Duration(req.RetryDelayMS) * time.Millisecond),
-		CPUs: req.CPUs, Memory: api.Bytes(req.Memory), Pids: req.Pids, Network: req.Network,
-		NotifyOn: req.NotifyOn, NotifyInterval: api.Duration(time.Duration(req.NotifyIntervalMS) * time.Millisecond),
-	}
+	body := api.NewStartRequest(req.Job, req.Env)
 	if body.Cwd == "" {
 		body.DefaultCwd = c.opts.CallerCwd
 	}

@@ -317,7 +317,7 @@ func (r *Registry) lostInQueue(ctx context.Context, e *admission.Entry) {
 // registry lacks): a process that mark says how ended, known here so
 // that reads find it, with its receipt and completion like any other.
 func (r *Registry) recordNeverRun(ctx context.Context, req service.StartRequest, exit backend.Exit, waitErr error, mark func(*Process)) *Process {
-	p := newProcess(r.specOf(req), req.Backend)
+	p := newProcess(r.specOf(req, req.Backend), req.Backend)
 	mark(p)
 	r.mu.Lock()
 	r.procs[p.spec.ID] = p

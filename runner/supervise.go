@@ -180,7 +180,7 @@ func (r *Registry) startNow(ctx context.Context, req service.StartRequest) (*ser
 
 // startOn starts a checked, admitted request on backend b.
 func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.StartRequest) (*service.Info, error) {
-	spec := r.specOf(req)
+	spec := r.specOf(req, b.Name())
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()
 	tee := req.Tee
@@ -202,26 +202,12 @@ func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.S
 	return p.info(), nil
 }
 
-// specOf is the spec of a checked, admitted request: what its backend
-// runs, and the bookkeeping every record of it carries.
-func (r *Registry) specOf(req service.StartRequest) backend.Spec {
-	return backend.Spec{
-		Job: job.Job{
-			ID:        req.ID,
-			Command:   req.Command,
-			Cwd:       req.Cwd,
-			Timeout:   req.Timeout,
-			Image:     req.Image,
-			Stdin:     req.Stdin,
-			Profile:   r.opts.Profile,
-			Owner:     req.Owner,
-			Trace:     req.Trace,
-			StartedAt: req.StartedAt.UTC(),
-			Control:   req.Control,
-		},
-		Env:     req.Env,
-		BaseEnv: req.BaseEnv,
-	}
+// specOf is the spec of a checked, admitted request for backend name:
+// its job, stamped with where it runs, and its environment.
+func (r *Registry) specOf(req service.StartRequest, name string) backend.Spec {
+	spec := backend.Spec{Job: req.Job, Env: req.Env, BaseEnv: req.BaseEnv}
+	spec.Backend, spec.Profile, spec.StartedAt = name, r.opts.Profile, req.StartedAt.UTC()
+	return spec
 }
 
 // ResolveBackend names the backend a request naming name (empty: the

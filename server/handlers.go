@@ -284,19 +284,7 @@ func (s *Server) startRequest(t *Tenant, req api.StartRequest) (service.StartReq
 	if err != nil {
 		return out, err
 	}
-	return service.StartRequest{
-		Job: job.Job{
-			Command: req.Command,
-			Backend: backend,
-			Image:   req.Image,
-			Cwd:     cwd,
-			Timeout: time.Duration(req.Timeout),
-			Stdin:   req.Stdin,
-			Owner:   job.Owner{NotifyOnComplete: req.Notify, TaskID: req.TaskID, OwnerTaskID: req.OwnerTaskID, SessionKey: req.SessionKey},
-			Control: ctl,
-		},
-		Env: req.Env,
-	}, nil
+	return service.StartRequest{Job: req.Job(backend, cwd), Env: req.Env}, nil
 }
 
 // cwd picks the working directory: the one asked for, which must exist on
