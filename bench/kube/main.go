@@ -24,12 +24,12 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hermesrun/hermes/bench/measure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -222,9 +222,9 @@ func (b *bench) startToRunning(n int) {
 			times[c.name] = append(times[c.name], d)
 		}
 	}
-	fmt.Printf("start-to-running, %d paired rounds, load %s (1-minute average at the end)\n", n, load())
+	fmt.Printf("start-to-running, %d paired rounds, load %s (1-minute average at the end)\n", n, measure.Load())
 	for _, c := range cs {
-		fmt.Printf("  %-24s median %7.1f ms\n", c.name, ms(median(times[c.name])))
+		fmt.Printf("  %-24s median %7.1f ms\n", c.name, measure.MS(measure.Median(times[c.name])))
 	}
 	h := times["hermes run -b"]
 	for _, base := range []string{"client-go create+watch", "kubectl run+wait"} {
@@ -232,7 +232,7 @@ func (b *bench) startToRunning(n int) {
 		for i := range h {
 			r = append(r, float64(h[i])/float64(times[base][i]))
 		}
-		q1, q2, q3 := quartiles(r)
+		q1, q2, q3 := measure.Quartiles(r)
 		fmt.Printf("  hermes / %-22s %.2f (IQR %.2f-%.2f)\n", base, q2, q1, q3)
 	}
 }
@@ -274,31 +274,8 @@ func (b *bench) rate(n int, runners []string) {
 	wg.Wait()
 	d := time.Since(start)
 	fmt.Printf("%d jobs through %d runner(s): %d running after %.2f s, %.1f pods/s (%d failed), load %s\n",
-		n, len(runners), len(ids), d.Seconds(), float64(len(ids))/d.Seconds(), failed, load())
+		n, len(runners), len(ids), d.Seconds(), float64(len(ids))/d.Seconds(), failed, measure.Load())
 	for _, id := range ids {
 		b.del("hermes-" + strings.ReplaceAll(id, "_", "-"))
 	}
-}
-
-func median(d []time.Duration) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func quartiles(r []float64) (float64, float64, float64) {
-	s := slices.Clone(r)
-	sort.Float64s(s)
-	at := func(q float64) float64 { return s[int(q*float64(len(s)-1))] }
-	return at(0.25), at(0.5), at(0.75)
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func load() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }

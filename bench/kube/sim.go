@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/bench/measure"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,18 +86,18 @@ func (b *bench) simulate(o simOpts) {
 		}
 		runs = append(runs, r)
 		fmt.Printf("round %d: bare %.1f jobs/s, end p50 %.0f ms p99 %.0f ms, %.1f req/job | hermes %.1f jobs/s, end p50 %.0f ms p99 %.0f ms, %.1f req/job, RSS %.1f KiB/job, Redis %.0f B/receipt (load %s)\n",
-			i+1, r.bare.throughput, ms(r.bare.endP50), ms(r.bare.endP99), r.bare.requests,
-			r.hermes.throughput, ms(r.hermes.endP50), ms(r.hermes.endP99), r.hermes.requests, r.hermes.rssPerJob/1024, r.hermes.redisPer, load())
+			i+1, r.bare.throughput, measure.MS(r.bare.endP50), measure.MS(r.bare.endP99), r.bare.requests,
+			r.hermes.throughput, measure.MS(r.hermes.endP50), measure.MS(r.hermes.endP99), r.hermes.requests, r.hermes.rssPerJob/1024, r.hermes.redisPer, measure.Load())
 	}
 	ratio := func(f func(run) float64) string {
 		var rs []float64
 		for _, r := range runs {
 			rs = append(rs, f(r))
 		}
-		q1, q2, q3 := quartiles(rs)
+		q1, q2, q3 := measure.Quartiles(rs)
 		return fmt.Sprintf("%.2f (IQR %.2f-%.2f)", q2, q1, q3)
 	}
-	fmt.Printf("%d jobs of %s at concurrency %d, %d rounds, load %s\n", o.n, o.duration, o.concurrency, o.rounds, load())
+	fmt.Printf("%d jobs of %s at concurrency %d, %d rounds, load %s\n", o.n, o.duration, o.concurrency, o.rounds, measure.Load())
 	fmt.Printf("  start throughput hermes/bare: %s\n", ratio(func(r run) float64 { return r.hermes.throughput / r.bare.throughput }))
 	fmt.Printf("  create-to-end p50 hermes/bare: %s\n", ratio(func(r run) float64 { return float64(r.hermes.endP50) / float64(r.bare.endP50) }))
 	fmt.Printf("  API requests per job hermes/bare: %s\n", ratio(func(r run) float64 { return r.hermes.requests / r.bare.requests }))
@@ -143,7 +144,7 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 	start := time.Now()
 	errs := make(chan error, 1)
 	go func() {
-		errs <- parallel(o.n, o.concurrency, func(i int) error {
+		errs <- measure.Parallel(o.n, o.concurrency, func(i int) error {
 			return b.bareStart(ctx, o, tally, fmt.Sprintf("bench-sim-%s-%d", label, i), label)
 		})
 	}()
@@ -282,7 +283,7 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	stopProgress := progress(func() string {
 		mu.Lock()
 		defer mu.Unlock()
-		return fmt.Sprintf("hermes round %d: %d of %d started, %d ended (load %s)", round+1, len(posted), o.n, len(taken), load())
+		return fmt.Sprintf("hermes round %d: %d of %d started, %d ended (load %s)", round+1, len(posted), o.n, len(taken), measure.Load())
 	})
 	defer stopProgress()
 	// Completions are taken from the first start on, as the bare loop's
@@ -338,7 +339,7 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 // sent.
 func postAll(ctx context.Context, o simOpts, session string, mu *sync.Mutex, posted map[string]time.Time) error {
 	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
-	return parallel(o.n, o.concurrency, func(i int) error {
+	return measure.Parallel(o.n, o.concurrency, func(i int) error {
 		t := time.Now()
 		var rec struct {
 			ID string `json:"session_id"`
@@ -488,26 +489,6 @@ func (b *bench) printBreakdown(by map[string]float64) {
 		}
 	}
 	b.lastBy = by
-}
-
-// parallel runs f(0..n-1), at most c at once, and returns the first error.
-func parallel(n, c int, f func(int) error) error {
-	sem := make(chan struct{}, c)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := f(i); err != nil {
-				once.Do(func() { first = err })
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // call does one request to a runner as session and decodes the answer.

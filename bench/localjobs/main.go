@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hermesrun/hermes/bench/measure"
 	"github.com/hermesrun/hermes/internal/osproc"
 )
 
@@ -85,7 +86,7 @@ func startAll(h hermes, jobs, round int) (ids []string, basePIDs []int) {
 		baseTime += time.Since(t0)
 	}
 	hr, br := float64(len(ids))/hermesTime.Seconds(), float64(len(basePIDs))/baseTime.Seconds()
-	fmt.Printf("start     hermes %.0f/s, shell %.0f/s: %.2fx (load %s)\n", hr, br, hr/br, load())
+	fmt.Printf("start     hermes %.0f/s, shell %.0f/s: %.2fx (load %s)\n", hr, br, hr/br, measure.Load())
 	return ids, basePIDs
 }
 
@@ -110,7 +111,7 @@ func killAll(h hermes, ids []string, basePIDs []int) {
 	if left := h.live(); left != 0 {
 		fail(fmt.Errorf("%d jobs still live after kill", left))
 	}
-	fmt.Printf("kill      hermes %.2f s for %d, kill(2) %.3f s (load %s)\n", hermesKill.Seconds(), len(ids), baseKill.Seconds(), load())
+	fmt.Printf("kill      hermes %.2f s for %d, kill(2) %.3f s (load %s)\n", hermesKill.Seconds(), len(ids), baseKill.Seconds(), measure.Load())
 }
 
 // soakShort runs n short jobs in a row, sampling the supervisor that runs
@@ -130,7 +131,7 @@ func soakShort(h hermes, exe string, n int) {
 	}
 	took := time.Since(t0)
 	fmt.Printf("soak      %d short jobs in %.1f s (%.0f/s), supervisor %d: %s (load %s)\n",
-		n, took.Seconds(), float64(n)/took.Seconds(), sup, strings.Join(samples, "; "), load())
+		n, took.Seconds(), float64(n)/took.Seconds(), sup, strings.Join(samples, "; "), measure.Load())
 }
 
 type hermes struct {
@@ -226,14 +227,6 @@ func sample(pid, n int) string {
 func statusKiB(pid int, field string) int64 {
 	n, _ := osproc.StatusField(pid, field)
 	return n
-}
-
-func load() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
 
 func fail(err error) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/bench/measure"
 	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -83,11 +84,11 @@ func main() {
 			fail(fmt.Errorf("%s: %w", row.name, err))
 		}
 		slices.Sort(lat)
-		p := func(q float64) float64 { return ms(percentile(lat, q)) }
+		p := func(q float64) float64 { return measure.MS(measure.Percentile(lat, q)) }
 		if *markdown {
-			fmt.Printf("| %s | %s | %d | %.2f | %.2f | %.2f | %.2f |\n", row.name, *label, len(lat), p(0.50), p(0.90), p(0.99), ms(lat[len(lat)-1]))
+			fmt.Printf("| %s | %s | %d | %.2f | %.2f | %.2f | %.2f |\n", row.name, *label, len(lat), p(0.50), p(0.90), p(0.99), measure.MS(lat[len(lat)-1]))
 		} else {
-			fmt.Printf("%-10s %-8s n=%d  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", row.name, *label, len(lat), p(0.50), p(0.90), p(0.99), ms(lat[len(lat)-1]))
+			fmt.Printf("%-10s %-8s n=%d  p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n", row.name, *label, len(lat), p(0.50), p(0.90), p(0.99), measure.MS(lat[len(lat)-1]))
 		}
 	}
 }
@@ -191,14 +192,6 @@ func stamp(out string) (time.Time, error) {
 	}
 	return time.Unix(s, us*1000), nil
 }
-
-// percentile of sorted v, nearest rank.
-func percentile(v []time.Duration, q float64) time.Duration {
-	i := int(q*float64(len(v))+0.5) - 1
-	return v[min(max(i, 0), len(v)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "notify:", err)

@@ -38,13 +38,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/hermesrun/hermes/backend"
+	"github.com/hermesrun/hermes/bench/measure"
 	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -138,7 +138,7 @@ func run(c config) error {
 		defer b.rdb.Close()
 		defer b.removeKeys(ctx)
 	}
-	fmt.Printf("load at start %s\n", loadavg())
+	fmt.Printf("load at start %s\n", measure.LoadAvg())
 	if err := b.setUp(ctx); err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func run(c config) error {
 			return err
 		}
 	}
-	fmt.Printf("load at end %s\n", loadavg())
+	fmt.Printf("load at end %s\n", measure.LoadAvg())
 	return nil
 }
 
@@ -245,7 +245,7 @@ func (b *bench) fill(ctx context.Context, home string, n int, owner func(int) st
 	defer st.Close()
 	span := 6 * 24 * time.Hour
 	now := time.Now()
-	return parallel(n, 32, func(i int) error {
+	return measure.Parallel(n, 32, func(i int) error {
 		at := now.Add(-time.Duration(int64(span) / int64(n) * int64(i))).UTC()
 		return st.Put(ctx, receiptAt(backend.NewID(), owner(i), at))
 	})
@@ -319,7 +319,7 @@ func (b *bench) ps(ctx context.Context) error {
 		}
 		first = append(first, d)
 	}
-	fmt.Printf("first ps of each profile: p50 %.2f ms, max %.2f ms\n", ms(pct(first, .5)), ms(pct(first, 1)))
+	fmt.Printf("first ps of each profile: p50 %.2f ms, max %.2f ms\n", measure.MS(measure.Percentile(first, .5)), measure.MS(measure.Percentile(first, 1)))
 	r := rand.New(rand.NewPCG(1, 2))
 	var got, base []time.Duration
 	rows := 0
@@ -403,7 +403,7 @@ func (b *bench) api(ctx context.Context) error {
 		}
 		first = append(first, time.Since(t))
 	}
-	fmt.Printf("first API listing of each tenant: p50 %.2f ms, max %.2f ms\n", ms(pct(first, .5)), ms(pct(first, 1)))
+	fmt.Printf("first API listing of each tenant: p50 %.2f ms, max %.2f ms\n", measure.MS(measure.Percentile(first, .5)), measure.MS(measure.Percentile(first, 1)))
 	r := rand.New(rand.NewPCG(3, 4))
 	var got, base []time.Duration
 	rows := 0
@@ -491,7 +491,7 @@ func (b *bench) console(ctx context.Context) error {
 			return fmt.Errorf("console jobs page: %d at %s", resp.StatusCode, resp.Request.URL)
 		}
 		if round < 0 {
-			fmt.Printf("first console jobs page: %.2f ms\n", ms(time.Since(t)))
+			fmt.Printf("first console jobs page: %.2f ms\n", measure.MS(time.Since(t)))
 			continue
 		}
 		got = append(got, time.Since(t))
@@ -697,62 +697,8 @@ func report(what string, rows int, got, base []time.Duration, baseline string) {
 	}
 	slices.Sort(ratios)
 	fmt.Printf("%s (%d rows): p50 %.2f ms, p99 %.2f ms; %s p50 %.2f ms, p99 %.2f ms; paired ratio p10/p50/p90 %.2f/%.2f/%.2f; load %s\n",
-		what, rows, ms(pct(got, .5)), ms(pct(got, .99)), baseline, ms(pct(base, .5)), ms(pct(base, .99)),
-		ratios[len(ratios)/10], ratios[len(ratios)/2], ratios[len(ratios)*9/10], loadavg())
-}
-
-func pct(v []time.Duration, q float64) time.Duration {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*q))]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-func loadavg() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// parallel runs f(i) for i in [0, n) on workers goroutines; the first
-// error stops it.
-func parallel(n, workers int, f func(int) error) error {
-	var mu sync.Mutex
-	var first error
-	next := 0
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				stop := first != nil || i >= n
-				mu.Unlock()
-				if stop {
-					return
-				}
-				if err := f(i); err != nil {
-					mu.Lock()
-					first = cmp(first, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-func cmp(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+		what, rows, measure.MS(measure.Percentile(got, .5)), measure.MS(measure.Percentile(got, .99)), baseline, measure.MS(measure.Percentile(base, .5)), measure.MS(measure.Percentile(base, .99)),
+		ratios[len(ratios)/10], ratios[len(ratios)/2], ratios[len(ratios)*9/10], measure.LoadAvg())
 }
 
 func fail(err error) {

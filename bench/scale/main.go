@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/bench/measure"
 	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/job"
@@ -151,7 +151,7 @@ func execPart(jobs int, waiters bool) error {
 		how = "a Wait goroutine each"
 	}
 	fmt.Printf("exec (%s): %d children started in %.0f ms (%.3f ms each; Start p50 %.3f ms, p99 %.3f ms)\n",
-		how, jobs, ms(startAll), ms(startAll)/float64(jobs), ms(pct(starts, .5)), ms(pct(starts, .99)))
+		how, jobs, measure.MS(startAll), measure.MS(startAll)/float64(jobs), measure.MS(measure.Percentile(starts, .5)), measure.MS(measure.Percentile(starts, .99)))
 	fmt.Printf("exec (%s): RSS %.1f -> %.1f MiB: %.1f KiB per child; Go heap in use %.1f -> %.1f MiB; threads %d -> %d\n",
 		how, mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs), mib(before.heap), mib(after.heap),
 		before.threads, after.threads)
@@ -160,7 +160,7 @@ func execPart(jobs int, waiters bool) error {
 	for _, p := range pipes {
 		p.Close()
 	}
-	fmt.Printf("exec (%s): killed and reaped all in %.0f ms\n", how, ms(time.Since(t1)))
+	fmt.Printf("exec (%s): killed and reaped all in %.0f ms\n", how, measure.MS(time.Since(t1)))
 	return nil
 }
 
@@ -191,7 +191,7 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 	time.Sleep(time.Second)
 	after := settle()
 	fmt.Printf("live: %d jobs started in %.0f ms (%.3f ms each; Start p50 %.3f ms, p99 %.3f ms)\n",
-		jobs, ms(startAll), ms(startAll)/float64(jobs), ms(pct(starts, .5)), ms(pct(starts, .99)))
+		jobs, measure.MS(startAll), measure.MS(startAll)/float64(jobs), measure.MS(measure.Percentile(starts, .5)), measure.MS(measure.Percentile(starts, .99)))
 	fmt.Printf("live: RSS %.1f -> %.1f MiB: %.1f KiB per job; Go heap in use %.1f -> %.1f MiB (%.1f KiB per job); goroutines %d -> %d; threads %d -> %d\n",
 		mib(before.rss), mib(after.rss), float64(after.rss-before.rss)/1024/float64(jobs),
 		mib(before.heap), mib(after.heap), float64(after.heap-before.heap)/1024/float64(jobs), g0, runtime.NumGoroutine(),
@@ -203,7 +203,7 @@ func livePart(ctx context.Context, tmp string, jobs int) error {
 	took := l.killAll()
 	killed := l.killed()
 	fmt.Printf("live: Kill of all %d (64 at a time, SIGTERM to each group, receipt written) took %.0f ms; %d recorded killed\n",
-		jobs, ms(took), killed)
+		jobs, measure.MS(took), killed)
 	if killed != jobs {
 		return fmt.Errorf("%d of %d recorded killed", killed, jobs)
 	}
@@ -259,8 +259,8 @@ func (l *liveJobs) reads() error {
 		return err
 	}
 	fmt.Printf("live: List (%d running) p50 %.3f ms p99 %.3f ms; Poll by id p50 %.1f µs p99 %.1f µs; Poll by prefix p50 %.1f µs p99 %.1f µs\n",
-		jobs, ms(pct(lists, .5)), ms(pct(lists, .99)), us(pct(polls, .5)), us(pct(polls, .99)),
-		us(pct(prefixPolls, .5)), us(pct(prefixPolls, .99)))
+		jobs, measure.MS(measure.Percentile(lists, .5)), measure.MS(measure.Percentile(lists, .99)), us(measure.Percentile(polls, .5)), us(measure.Percentile(polls, .99)),
+		us(measure.Percentile(prefixPolls, .5)), us(measure.Percentile(prefixPolls, .99)))
 	return nil
 }
 
@@ -346,30 +346,6 @@ func newIDs(n int) []string {
 	return ids
 }
 
-// parallel runs f(i) for i in [0, n) on workers goroutines.
-func parallel(n, workers int, f func(i int) error) error {
-	var next atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				if err := f(i); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := first.Load().(error); err != nil {
-		return err
-	}
-	return nil
-}
-
 // lookups times Get by full id and by prefix (proc_ and 8 hex digits).
 func lookups(ctx context.Context, s receipts.Store, ids []string, byID, byPrefix int) (idLat, prefixLat []time.Duration, err error) {
 	scope := receipts.Scope{Owners: []string{owner}}
@@ -405,7 +381,7 @@ func filePart(ctx context.Context, tmp string, n int) error {
 	// its trim), so the files are written directly, each exactly as Put
 	// writes it: the sanitized receipt as JSON in <dir>/<id>.json.
 	t0 := time.Now()
-	err := parallel(n, 32, func(i int) error {
+	err := measure.Parallel(n, 32, func(i int) error {
 		b, err := json.Marshal(receipts.Sanitize(receipt(ids[i], i)))
 		if err != nil {
 			return err
@@ -425,7 +401,7 @@ func filePart(ctx context.Context, tmp string, n int) error {
 		return err
 	}
 	fmt.Printf("file: %d retained: Get by id p50 %.1f µs p99 %.1f µs; Get by prefix p50 %.1f ms p99 %.1f ms (%d samples)\n",
-		n, us(pct(byID, .5)), us(pct(byID, .99)), ms(pct(byPrefix, .5)), ms(pct(byPrefix, .99)), len(byPrefix))
+		n, us(measure.Percentile(byID, .5)), us(measure.Percentile(byID, .99)), measure.MS(measure.Percentile(byPrefix, .5)), measure.MS(measure.Percentile(byPrefix, .99)), len(byPrefix))
 	// Puts by a fresh store (a new process): its first write sweeps. With
 	// room under the cap later writes skip listing; at the cap each write
 	// lists the directory to find what to evict.
@@ -446,7 +422,7 @@ func filePart(ctx context.Context, tmp string, n int) error {
 			puts = append(puts, time.Since(t))
 		}
 		fmt.Printf("file: %d retained, %s (MaxRetained %d): first Put of a store (full sweep) %.0f ms; next 10 Puts p50 %.1f ms max %.1f ms\n",
-			n, c.what, c.max, ms(puts[0]), ms(pct(puts[1:], .5)), ms(pct(puts[1:], 1)))
+			n, c.what, c.max, measure.MS(puts[0]), measure.MS(measure.Percentile(puts[1:], .5)), measure.MS(measure.Percentile(puts[1:], 1)))
 	}
 	return nil
 }
@@ -491,7 +467,7 @@ func redisPart(ctx context.Context, tmp, url string, n int) error {
 	defer st.Close()
 	ids := newIDs(n)
 	t0 := time.Now()
-	if err := parallel(n, 64, func(i int) error { return st.Put(ctx, receipt(ids[i], i)) }); err != nil {
+	if err := measure.Parallel(n, 64, func(i int) error { return st.Put(ctx, receipt(ids[i], i)) }); err != nil {
 		return err
 	}
 	fill := time.Since(t0)
@@ -501,7 +477,7 @@ func redisPart(ctx context.Context, tmp, url string, n int) error {
 		return err
 	}
 	fmt.Printf("redis: %d retained: Get by id p50 %.1f µs p99 %.1f µs; Get by prefix p50 %.1f µs p99 %.1f µs\n",
-		n, us(pct(byID, .5)), us(pct(byID, .99)), us(pct(byPrefix, .5)), us(pct(byPrefix, .99)))
+		n, us(measure.Percentile(byID, .5)), us(measure.Percentile(byID, .99)), us(measure.Percentile(byPrefix, .5)), us(measure.Percentile(byPrefix, .99)))
 	var puts []time.Duration
 	for i, id := range newIDs(200) {
 		t := time.Now()
@@ -510,7 +486,7 @@ func redisPart(ctx context.Context, tmp, url string, n int) error {
 		}
 		puts = append(puts, time.Since(t))
 	}
-	fmt.Printf("redis: %d retained: Put (one at a time) p50 %.1f µs p99 %.1f µs\n", n, us(pct(puts, .5)), us(pct(puts, .99)))
+	fmt.Printf("redis: %d retained: Put (one at a time) p50 %.1f µs p99 %.1f µs\n", n, us(measure.Percentile(puts, .5)), us(measure.Percentile(puts, .99)))
 	return nil
 }
 
@@ -539,26 +515,13 @@ func removeAll(dir string) {
 	if d, err := os.Open(sub); err == nil {
 		names, _ := d.Readdirnames(-1)
 		d.Close()
-		_ = parallel(len(names), 32, func(i int) error {
+		_ = measure.Parallel(len(names), 32, func(i int) error {
 			_ = os.Remove(filepath.Join(sub, names[i]))
 			return nil
 		})
 	}
 	_ = os.RemoveAll(dir)
 }
-
-// pct returns the q quantile (nearest rank) of v.
-func pct(v []time.Duration, q float64) time.Duration {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
