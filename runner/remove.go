@@ -76,12 +76,38 @@ func (r *Registry) removeEnded(ctx context.Context, id string) error {
 }
 
 // Prune removes, as Remove does, the receipts visible to the caller that
-// o chooses, and returns their ids. Running and queued processes stay. It
-// reads the listing a page at a time, so that what it holds in memory
-// while it works is a page, not everything the store keeps.
+// o chooses, and returns their ids. Running and queued processes stay.
+// What it holds in memory while it works is a batch of receipts, not
+// everything the store keeps: it walks a store that can (receipts.Walker,
+// the file store), and reads the listing a page at a time otherwise.
 func (r *Registry) Prune(ctx context.Context, o service.PruneOptions) ([]string, error) {
-	cutoff := time.Now().Add(-o.OlderThan)
+	chosen := pruneChooser(o)
 	var removed []string
+	remove := func(in *service.Info) error {
+		if !chosen(in) {
+			return nil
+		}
+		if err := r.removeEnded(ctx, in.ID); err != nil {
+			return err
+		}
+		removed = append(removed, in.ID)
+		return nil
+	}
+	if w, ok := r.opts.Store.(receipts.Walker); ok {
+		scope, err := r.Scope(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = w.Walk(ctx, scope, func(batch []*receipts.Receipt) error {
+			for _, rec := range batch {
+				if err := remove(infoFromReceipt(rec)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return removed, err
+	}
 	lo := service.ListOptions{Retained: true, Limit: prunePage}
 	for {
 		list, err := r.List(ctx, lo)
@@ -89,22 +115,30 @@ func (r *Registry) Prune(ctx context.Context, o service.PruneOptions) ([]string,
 			return removed, err
 		}
 		for _, in := range list {
-			if receipts.Active(in.Status) || in.FinishedAt == nil {
-				continue
-			}
-			if (o.OlderThan > 0 && in.FinishedAt.After(cutoff)) || (len(o.Statuses) > 0 && !slices.Contains(o.Statuses, in.Status)) {
-				continue
-			}
-			if err := r.removeEnded(ctx, in.ID); err != nil {
+			if err := remove(in); err != nil {
 				return removed, err
 			}
-			removed = append(removed, in.ID)
 		}
 		if len(list) < lo.Limit {
 			return removed, nil
 		}
 		k := service.KeyOf(list[len(list)-1])
 		lo.After = &k
+	}
+}
+
+// pruneChooser says which processes o chooses: ended ones, older than
+// o.OlderThan, of o.Statuses.
+func pruneChooser(o service.PruneOptions) func(*service.Info) bool {
+	cutoff := time.Now().Add(-o.OlderThan)
+	return func(in *service.Info) bool {
+		switch {
+		case receipts.Active(in.Status) || in.FinishedAt == nil:
+			return false
+		case o.OlderThan > 0 && in.FinishedAt.After(cutoff):
+			return false
+		}
+		return len(o.Statuses) == 0 || slices.Contains(o.Statuses, in.Status)
 	}
 }
 

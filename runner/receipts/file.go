@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -420,6 +421,47 @@ func DecodeFile(id string, b []byte) (*Receipt, error) {
 
 func (s *FileStore) expired(written time.Time) bool {
 	return s.now().Sub(written) > s.opts.Retention
+}
+
+// walkBatch is how many receipts a Walk reads at a time.
+const walkBatch = 256
+
+// Walk implements Walker: the directory is read walkBatch names at a
+// time, each batch's receipts loaded, and their output dropped before f
+// sees them.
+func (s *FileStore) Walk(ctx context.Context, scope Scope, f func(batch []*Receipt) error) error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return fmt.Errorf("receipt store: %w", err)
+	}
+	defer d.Close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		names, rerr := d.Readdirnames(walkBatch)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return fmt.Errorf("receipt store: %w", rerr)
+		}
+		ids := names[:0]
+		for _, name := range names {
+			if id, ok := strings.CutSuffix(name, ".json"); ok && job.IsID(id) {
+				ids = append(ids, id)
+			}
+		}
+		batch := slices.DeleteFunc(s.loadAll(ids), func(r *Receipt) bool { return r == nil || !scope.Allows(r.ParentSessionID) })
+		for _, r := range batch {
+			r.Output = ""
+		}
+		if len(batch) > 0 {
+			if err := f(batch); err != nil {
+				return err
+			}
+		}
+		if rerr != nil {
+			return nil
+		}
+	}
 }
 
 // ids lists the receipt ids present in dir, expired or not, in no

@@ -339,6 +339,19 @@ type OwnerCounter interface {
 	CountOwners(ctx context.Context, owners []string) (map[string]int, error)
 }
 
+// Walker is a Store that can go through every receipt visible in a scope,
+// in no order, a batch at a time: how prune visits a store that has no
+// order index (the file store) in memory bounded by the batch, where a
+// paged listing would keep every receipt's summary for the pages after
+// the first.
+type Walker interface {
+	// Walk calls f with batches of the receipts visible in scope, without
+	// their output, until all were seen or f fails. f may delete what it
+	// is given; a receipt written or deleted meanwhile may or may not be
+	// seen.
+	Walk(ctx context.Context, scope Scope, f func(batch []*Receipt) error) error
+}
+
 // Options are the retention settings every Store honours.
 type Options struct {
 	// Retention is how long a receipt lives after it was written.
