@@ -705,9 +705,9 @@ func TestLabelsAndSecurityDefaults(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, got, v)
 		}
 	}
-	var gotMeta job.Job
-	if err := json.Unmarshal([]byte(info.Config.Labels[LabelMeta]), &gotMeta); err != nil || !reflect.DeepEqual(gotMeta, meta) {
-		t.Errorf("meta label = %+v (%v), want %+v", gotMeta, err, meta)
+	var gotJob job.Job
+	if err := json.Unmarshal([]byte(info.Config.Labels[LabelMeta]), &gotJob); err != nil || !reflect.DeepEqual(gotJob, spec.Job) {
+		t.Errorf("job label = %+v (%v), want %+v", gotJob, err, spec.Job)
 	}
 
 	hc := info.HostConfig
