@@ -46,8 +46,13 @@ func protocols(handshakeOnly bool) []string {
 
 // DefaultPollInterval is how often a connection looks for ends of its
 // session's processes that no event announced (a shared runner, another
-// process of the profile).
-const DefaultPollInterval = time.Second
+// process of the profile, the caller supervisor that runs the CLI's and
+// this connection's background jobs). A look lists the session's running
+// jobs (a read of the run directory): cheap enough four times a second,
+// and an end recorded elsewhere reaches the host within a quarter of a
+// second, where a whole second used most of the 2 s an end may take to
+// reach the model through a host that must be poked (the Codex TUI).
+const DefaultPollInterval = 250 * time.Millisecond
 
 // Options configure one connection.
 type Options struct {
