@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +56,18 @@ func Artifacts(t testing.TB) string {
 // Screenshot writes the whole page as a PNG under Artifacts.
 func Screenshot(t testing.TB, ctx context.Context, name string) string {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	var png []byte
+	var err error
+	for try := 0; ; try++ {
+		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		// A page between two documents (a form's redirect that follows
+		// a change the test already saw) has no size yet: take it once
+		// the next one is there.
+		if err == nil || try == 5 || !strings.Contains(err.Error(), "0 width") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		t.Errorf("screenshot %s: %v", name, err)
 		return ""
