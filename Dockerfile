@@ -34,7 +34,7 @@ ARG COMMIT=""
 ARG BUILD_DATE=""
 RUN go build -trimpath -buildvcs=false \
         -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT} -X main.buildDate=${BUILD_DATE}" \
-        -o /out/hermes ./cmd/hermes \
+        -o /out/ ./cmd/hermes ./cmd/hermes-core \
     && /out/hermes --version
 # The final stage may be scratch, which has no mkdir: lay out its directories
 # here. /tmp must exist for os.TempDir; HERMES_HOME must be writable by the
@@ -52,7 +52,7 @@ LABEL org.opencontainers.image.title="hermes" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /rootfs/ /
 COPY --from=build --chown=65532:65532 /home-skel/ /var/lib/hermes/
-COPY --from=build /out/hermes /hermes
+COPY --from=build /out/hermes /out/hermes-core /
 ENV HERMES_HOME=/var/lib/hermes \
     HOME=/var/lib/hermes
 USER 65532:65532

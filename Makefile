@@ -11,7 +11,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.buildDate
 # Static and without cgo, as released: hermes needs no C library, and a
 # process without the dynamic loader starts about 4 ms sooner.
 build:
-	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/hermes ./cmd/hermes
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/hermes ./cmd/hermes-core
 
 # PREFIX/bin/hermes: /usr/local/bin as root, else ~/.local/bin (on most
 # desktops' PATH already). Override with PREFIX=...
@@ -23,11 +23,11 @@ endif
 
 install: build
 	install -d "$(DESTDIR)$(PREFIX)/bin"
-	install -m 0755 bin/hermes "$(DESTDIR)$(PREFIX)/bin/hermes"
+	install -m 0755 bin/hermes bin/hermes-core "$(DESTDIR)$(PREFIX)/bin/"
 	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "note: $(PREFIX)/bin is not on your PATH; add it (export PATH=\"$(PREFIX)/bin:\$$PATH\")";; esac
 
 uninstall:
-	rm -f "$(DESTDIR)$(PREFIX)/bin/hermes"
+	rm -f "$(DESTDIR)$(PREFIX)/bin/hermes" "$(DESTDIR)$(PREFIX)/bin/hermes-core"
 
 test:
 	./scripts/test.sh

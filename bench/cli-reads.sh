@@ -14,7 +14,7 @@ hermes="${1:-}" n="${2:-40}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 if [ -z "$hermes" ]; then
-	(cd "$root" && go build -o "$tmp/hermes" ./cmd/hermes)
+	(cd "$root" && go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core)
 	hermes="$tmp/hermes"
 else
 	cp "$hermes" "$tmp/hermes"

@@ -137,7 +137,7 @@ cli_rm() { # extra flags...
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 go test -c -o "$work/docker.test" ./backends/docker
-go build -o "$work/hermes" ./cmd/hermes
+go build -o "$work/" ./cmd/hermes ./cmd/hermes-core
 # A profile of its own: the receipts and watchers of the samples land here.
 export HERMES_HOME="$work/home"
 unset HERMES_SESSION_ID HERMES_RUNNER_URL HERMES_REDIS_URL OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT

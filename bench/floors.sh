@@ -40,7 +40,7 @@ mk all-imports $core $heavy
 		go build -o "$tmp/$d" "./.floors-$d" || { rm -rf "$root/.floors-$d"; exit 1; }
 		rm -rf "$root/.floors-$d"
 	done
-	go build -o "$tmp/hermes" ./cmd/hermes
+	go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core
 )
 python3 - "$tmp" "$n" <<'PY'
 import os, resource, statistics, subprocess, sys, time

@@ -28,7 +28,7 @@ command -v go >/dev/null || PATH="/usr/local/go/bin:$PATH"
 n="${1:-40}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/hermes" ./cmd/hermes
+go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core
 go build -o "$tmp/rss" ./bench/rss
 command -v tsp >/dev/null || { echo "issue16.sh: tsp (task-spooler) not found" >&2; exit 2; }
 export TS_SOCKET="$tmp/tsp.sock" TS_MAXFINISHED=100000 TS_SLOTS=8

@@ -11,7 +11,7 @@ n="${1:-2000}"
 rounds="${2:-5}"
 hermes="${3:-$(pwd)/bin/hermes}"
 grace=5 # hermes kill's default (runner.DefaultKillGrace)
-[ -x "$hermes" ] || { echo "build it first: go build -o bin/hermes ./cmd/hermes" >&2; exit 2; }
+[ -x "$hermes" ] || { echo "build it first: go build -o bin/ ./cmd/hermes ./cmd/hermes-core" >&2; exit 2; }
 work="$(mktemp -d)"
 trap 'pkill -KILL -f "sleep 999[0-9]" 2>/dev/null || true; rm -rf "$work"' EXIT
 export HERMES_HOME="$work/home"

@@ -22,7 +22,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-go build -o "$tmp/hermes" ./cmd/hermes
+go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core
 go build -o "$tmp/kube" ./bench/kube
 config() {
 	mkdir -p "$1"

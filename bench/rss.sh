@@ -26,10 +26,10 @@ RUNS="${RUNS:-1}"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/hermes" ./cmd/hermes
+go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core
 go build -o "$tmp/rss" ./bench/rss
 
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -sr), $(nproc) cores, $(go version | cut -d' ' -f3), load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$tmp/rss" -hermes "$tmp/hermes" -bytes "$BYTES" -runs "$RUNS" -markdown
 echo
-HERMES_RSS_BYTES="$BYTES" go test -count=1 -run 'TestOutputMemoryBound' -v ./cmd/hermes | grep -E '^(\s+rss_test|--- |ok|FAIL|PASS)'
+HERMES_RSS_BYTES="$BYTES" go test -count=1 -run 'TestOutputMemoryBound' -v ./cmd/hermes-core | grep -E '^(\s+rss_test|--- |ok|FAIL|PASS)'

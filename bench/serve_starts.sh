@@ -6,7 +6,7 @@
 # binaries (say, one built from main and one from a branch) their bursts
 # take turns in every pair, so that they are compared under the same load.
 # Each binary serves its own fresh profile. PAIRS defaults to 6; with no
-# binary given, ./cmd/hermes is built. Like issue16.sh it waits for a load
+# binary given, ./cmd/hermes and ./cmd/hermes-core are built. Like issue16.sh it waits for a load
 # average below 3 (LOAD_WAIT seconds, default 300) and prints the load.
 set -euo pipefail
 # Binaries are built as released (scripts/release.sh): static, without cgo,
@@ -21,7 +21,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 bins=("$@")
 if [ ${#bins[@]} -eq 0 ]; then
-	go build -o "$tmp/hermes" ./cmd/hermes
+	go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core
 	bins=("$tmp/hermes")
 fi
 echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -sr), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -17,7 +17,7 @@ hermes="${1:-}" n="${2:-60}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 if [ -z "$hermes" ]; then
-	(cd "$root" && go build -o "$tmp/hermes" ./cmd/hermes)
+	(cd "$root" && go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core)
 	hermes="$tmp/hermes"
 fi
 printf 'package main\nimport "fmt"\nfunc main() { fmt.Println("hi") }\n' >"$tmp/hello.go"

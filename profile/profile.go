@@ -228,7 +228,7 @@ func (e *Profile) Detached() *local.Detached {
 // background jobs may share with other callers of the same context
 // (package callerkey), or "" when there is none to share.
 func (e *Profile) callerSupervisor(env []string) string {
-	key, err := callerkey.Key(env, filepath.Join(e.Home, "config.yaml"))
+	key, err := callerkey.Key(env, "", filepath.Join(e.Home, "config.yaml"))
 	if err != nil {
 		e.Logger.Debug("no shared supervisor: the job gets a shim", "err", err)
 		return ""

@@ -12,6 +12,6 @@ targets=("$@")
 for target in "${targets[@]}"; do
 	os="${target%/*}" arch="${target#*/}"
 	echo "==> $os/$arch: build and vet"
-	GOOS="$os" GOARCH="$arch" CGO_ENABLED=0 go build -o /dev/null ./cmd/hermes
+	GOOS="$os" GOARCH="$arch" CGO_ENABLED=0 go build -o /dev/null ./cmd/hermes && GOOS="$os" GOARCH="$arch" CGO_ENABLED=0 go build -o /dev/null ./cmd/hermes-core
 	GOOS="$os" GOARCH="$arch" CGO_ENABLED=0 go vet ./...
 done

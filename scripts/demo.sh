@@ -24,16 +24,16 @@ ticking() {
 echo "==> fetching Go modules (go mod download; the first time only, can take minutes)"
 ticking go mod download
 
-echo "==> building bin/hermes (a cold build compiles a few hundred packages: minutes; then seconds)"
+echo "==> building bin/hermes and bin/hermes-core (a cold build compiles a few hundred packages: minutes; then seconds)"
 # Static, without cgo, as released (scripts/release.sh). -v names each
 # package as it is compiled: counted here, every 25th reported.
 built=$(mktemp)
 trap 'rm -f "$built"' EXIT
-ticking bash -c 'set -o pipefail; CGO_ENABLED=0 go build -v -o bin/hermes ./cmd/hermes 2>&1 |
+ticking bash -c 'set -o pipefail; CGO_ENABLED=0 go build -v -o bin/ ./cmd/hermes ./cmd/hermes-core 2>&1 |
   awk '"'"'/^[^ :#]+$/ { n++; if (n % 25 == 0) { printf "    %d packages compiled\n", n; fflush() }; next }
        { print; fflush() }
        END { print n + 0 > "/dev/stderr" }'"'"' 2>"$0"' "$built"
-echo "    built bin/hermes (packages compiled: $(cat "$built")); to put hermes on your PATH: make install"
+echo "    built bin/hermes and bin/hermes-core (packages compiled: $(cat "$built")); to put hermes on your PATH: make install"
 export HERMES_HOME="${HERMES_HOME:-$(mktemp -d -t hermes-demo.XXXXXX)}"
 echo "==> profile: HERMES_HOME=$HERMES_HOME"
 

@@ -12,5 +12,5 @@ bash scripts/ci/start-jaeger.sh
 export HERMES_TEST_JAEGER_URL=http://127.0.0.1:16686
 export HERMES_TEST_OTLP_ENDPOINT=http://127.0.0.1:4318
 export HERMES_UPDATE_DOC_IMAGES=1
-go test -count=1 -run 'TestJaegerUI|TestConsoleInABrowser' ./cmd/hermes/ ./server/ "$@"
+go test -count=1 -run 'TestJaegerUI|TestConsoleInABrowser' ./cmd/hermes-core/ ./server/ "$@"
 git status --short -- docs/

@@ -41,9 +41,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildHermes builds ./cmd/hermes to out. When the tree is mid-rewrite
-// elsewhere, HERMES_TEST_OVERLAY may name a go build -overlay file.
-
 // envOf is a Getenv that sees only m: tests never read the real profile.
 func envOf(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }

@@ -33,7 +33,8 @@ var callOnly = []string{"_", "PWD", "OLDPWD", "SHLVL", "TRACEPARENT", "TRACESTAT
 	"HERMES_SESSION_ID", "COLUMNS", "LINES"}
 
 // Key returns a short hex name for this process's context with environ as
-// the environment its supervisor would get, and files as the files that
+// the environment its supervisor would get, exe as the binary that would
+// serve it ("": this process's own), and files as the files that
 // configure it (a profile's config.yaml): their identity (inode, size,
 // modification time) is part of the key, so an edit starts a new
 // supervisor, as it would a new shim. It fails where the platform cannot
@@ -41,12 +42,11 @@ var callOnly = []string{"_", "PWD", "OLDPWD", "SHLVL", "TRACEPARENT", "TRACESTAT
 //
 // The hash is FNV-1a, not a cryptographic one: a key only names a socket
 // in a directory its owner alone can open, so a process able to engineer a
-// collision could as well connect to any socket there; and package handoff
-// computes keys before crypto's packages have initialised (see
-// earlystart).
-func Key(environ []string, files ...string) (string, error) {
+// collision could as well connect to any socket there; and the front
+// binary, which computes keys too, links no crypto (see earlystart).
+func Key(environ []string, exe string, files ...string) (string, error) {
 	h := fnv.New128a()
-	if err := writeContext(h); err != nil {
+	if err := writeContext(h, exe); err != nil {
 		return "", err
 	}
 	for _, f := range files {

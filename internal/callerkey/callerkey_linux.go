@@ -41,7 +41,7 @@ func writeFileIdentity(h hash.Hash, file string) {
 // things are left out because a Go process cannot read them: the soft limit
 // of open files (the runtime raises its own at start and hands its children
 // the original) and the blocked-signal mask its children start with.
-func writeContext(h hash.Hash) error {
+func writeContext(h hash.Hash, exe string) error {
 	if err := writeStatus(h); err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func writeContext(h hash.Hash) error {
 	if err := writeLimits(h); err != nil {
 		return err
 	}
-	return writeRootAndExe(h)
+	return writeRootAndExe(h, exe)
 }
 
 // writeStatus writes the lines of /proc/self/status a child inherits, and
@@ -140,24 +140,24 @@ func writeLimits(h hash.Hash) error {
 	return nil
 }
 
-// writeRootAndExe writes the root directory and the executable, down to
-// its content's last change: a rebuilt hermes must not hand its jobs to
-// the supervisor of the old one.
-func writeRootAndExe(h hash.Hash) error {
+// writeRootAndExe writes the root directory and the executable at exe
+// ("": this process's), down to its content's last change: a rebuilt
+// hermes must not hand its jobs to the supervisor of the old one. The file
+// counts, not the path it was reached by, so that the front (which names
+// hermes-core by its path) and hermes-core itself agree.
+func writeRootAndExe(h hash.Hash, exe string) error {
 	var root syscall.Stat_t
 	if err := syscall.Stat("/", &root); err != nil {
 		return &contextError{"root", err}
 	}
 	numbers(h, "root", int64(root.Dev), int64(root.Ino))
-	exe := readlink("/proc/self/exe")
-	var st syscall.Stat_t
-	if exe == nil {
-		return &contextError{"executable", syscall.ENOENT}
+	if exe == "" {
+		exe = "/proc/self/exe"
 	}
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(exe, &st); err != nil {
 		return &contextError{"executable", err}
 	}
-	field(h, "exe", exe)
 	numbers(h, "exe", int64(st.Dev), int64(st.Ino), st.Size, st.Mtim.Sec, st.Mtim.Nsec)
 	return nil
 }

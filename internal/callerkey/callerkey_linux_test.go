@@ -15,7 +15,7 @@ import (
 // that a test can compare the contexts of children it starts differently.
 func TestMain(m *testing.M) {
 	if os.Getenv("CALLERKEY_HELPER") == "1" {
-		k, err := Key(fixedEnv)
+		k, err := Key(fixedEnv, "")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 var fixedEnv = []string{"PATH=/usr/bin:/bin", "HERMES_HOME=/h"}
 
 func TestKeyOfTheEnvironment(t *testing.T) {
-	base, err := Key([]string{"A=1", "B=2", "PWD=/x", "TRACEPARENT=00-aa-bb-01"})
+	base, err := Key([]string{"A=1", "B=2", "PWD=/x", "TRACEPARENT=00-aa-bb-01"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestKeyOfTheEnvironment(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k, err := Key(tt.env)
+			k, err := Key(tt.env, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestKeyOfTheProcessContext(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	mine, err := Key(fixedEnv)
+	mine, err := Key(fixedEnv, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestKeyOfTheConfigFiles(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	key := func() string {
 		t.Helper()
-		k, err := Key(fixedEnv, cfg)
+		k, err := Key(fixedEnv, "", cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,4 +213,41 @@ func notIgnored(t *testing.T) string {
 	}
 	t.Skip("SIGHUP and SIGINT are both ignored here already")
 	return ""
+}
+
+// TestKeyOfTheExecutable: the executable counts by its file, however it is
+// named (the front names hermes-core by a path, hermes-core itself by
+// /proc/self/exe, maybe through a symlink), and another file is another key.
+func TestKeyOfTheExecutable(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(self, link); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := Key(fixedEnv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		exe  string
+		same bool
+	}{{self, true}, {link, true}, {other, false}} {
+		k, err := Key(fixedEnv, tc.exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (k == mine) != tc.same {
+			t.Errorf("Key with exe %s = %s, this process's %s: same should be %v", tc.exe, k, mine, tc.same)
+		}
+	}
+	if _, err := Key(fixedEnv, filepath.Join(t.TempDir(), "none")); err == nil {
+		t.Error("a missing executable gave a key")
+	}
 }

@@ -11,6 +11,6 @@ func writeFileIdentity(hash.Hash, string) {}
 
 // writeContext cannot read a process's inherited context here: without
 // it no two callers are known to be alike.
-func writeContext(hash.Hash) error {
+func writeContext(hash.Hash, string) error {
 	return errors.ErrUnsupported
 }

@@ -3,10 +3,12 @@
 //
 // Go initialises packages in the order of their import paths, as far as
 // their imports allow; a package that imports os, strings or fmt waits for
-// them (and so for unicode's tables, reflect and, in hermes, dozens of
-// packages that sort first). hugeheap and handoff must run before the
-// heavy packages do, so they, and callerkey which handoff calls, import
-// only this, syscall, errors and packages with no initialisation at all.
+// them (and so for unicode's tables, reflect and, in hermes-core, dozens
+// of packages that sort first). hugeheap advises the heap from its
+// initialiser, which must run before the heavy packages allocate, so it
+// imports only this, syscall and packages with no initialisation at all.
+// handoff and callerkey keep to the same imports so that the front binary
+// (cmd/hermes), which links them, stays small.
 package earlystart
 
 import "syscall"

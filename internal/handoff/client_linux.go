@@ -10,84 +10,84 @@ import (
 
 // ackTimeout bounds the wait, in seconds, for a supervisor to take the
 // command. One that has not answered by then is stopped or wedged: the
-// process runs the command itself (the supervisor runs nothing it has not
+// caller runs the command itself (the supervisor runs nothing it has not
 // acknowledged, and an acknowledgement written to a closed connection is
 // never read).
 const ackTimeout = 10
 
-// missed is the socket of this process's caller supervisor when none
-// listened there, for Missed.
-var missed string
+// Try hands the command line args (the program name left out) to the
+// supervisor of this process's context, with environ and descriptors 0, 1
+// and 2, when the command is one the supervisor may run and one listens.
+// core is the CLI binary that would run the command here: supervisors are
+// keyed by it (callerkey.Key).
+// taken says it did: code is then the command's exit status. Otherwise
+// the caller runs the command itself, and nothing was changed.
+//
+// It is the front binary's (cmd/hermes) whole job, before it execs the
+// CLI; it uses bare syscalls and package earlystart only, so that the
+// front links nothing that costs at start.
+func Try(args, environ []string, core string) (code int, taken bool) {
+	sock, ok := socketOf(args, environ, core)
+	if !ok {
+		return 0, false
+	}
+	dir, err := getwd(Lookup(environ))
+	if err != nil {
+		return 0, false
+	}
+	return hand(sock, Call{Args: args, Env: environ, Dir: dir})
+}
 
-// Missed returns the socket a handed-off command would have gone to when
-// no supervisor listened there (else ""): the command, run here instead,
-// may start one for the calls that follow.
-func Missed() string { return missed }
+// Unserved returns the socket a command line args of this process, the
+// CLI, would have been handed to when no supervisor listens there (else
+// ""): the CLI, running such a command itself, starts one for the calls
+// that follow.
+func Unserved(args, environ []string) string {
+	sock, ok := socketOf(args, environ, "")
+	if !ok {
+		return ""
+	}
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer syscall.Close(fd)
+	// Connecting is how a stale socket (its supervisor killed) is told
+	// from a live one; a live one reads the empty request and drops it.
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err == syscall.ENOENT || err == syscall.ECONNREFUSED {
+		return sock
+	}
+	return ""
+}
 
-// init hands the command off when it can, and then exits with its status;
-// otherwise it returns and hermes starts as usual. It runs before the
-// packages that make up most of a hermes process's start, with bare
-// syscalls only (see package earlystart): os has not initialised yet.
-func init() {
-	args := commandLine()
-	if args == nil || !CLIGrammar.Eligible(args, getenv) {
-		return
+// socketOf is the caller supervisor's socket for args in environ, served
+// by the binary core ("": this one), if the command may be handed off.
+func socketOf(args, environ []string, core string) (string, bool) {
+	getenv := Lookup(environ)
+	if len(args) == 0 || !CLIGrammar.Eligible(args, getenv) {
+		return "", false
 	}
 	home := Home(getenv)
-	env := syscall.Environ()
 	// The key a background start of this process computes (profile's
 	// callerSupervisor): its environment plus the profile it names.
-	key, err := callerkey.Key(append(env[:len(env):len(env)], "HERMES_HOME="+home), home+"/config.yaml")
+	key, err := callerkey.Key(append(environ[:len(environ):len(environ)], "HERMES_HOME="+home), core, home+"/config.yaml")
 	if err != nil {
-		return
+		return "", false
 	}
 	sock := callerkey.Socket(home+"/run", key)
 	if len(sock) > maxSocketPath {
-		return
+		return "", false
 	}
-	dir, err := getwd()
-	if err != nil {
-		return
-	}
-	if code, ok := hand(sock, Call{Args: args, Env: env, Dir: dir}); ok {
-		syscall.Exit(code)
-	}
-}
-
-// getenv is os.Getenv.
-func getenv(name string) string {
-	v, _ := syscall.Getenv(name)
-	return v
+	return sock, true
 }
 
 // maxSocketPath is the longest unix socket path (sun_path less its NUL).
 const maxSocketPath = 107
 
-// commandLine is os.Args[1:], read from /proc: os has not initialised.
-func commandLine() []string {
-	b, err := earlystart.ReadFile("/proc/self/cmdline")
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	var args []string
-	for len(b) > 0 {
-		i := earlystart.IndexByte(b, 0)
-		if i < 0 {
-			i = len(b)
-		}
-		args = append(args, string(b[:i]))
-		b = b[min(i+1, len(b)):]
-	}
-	if len(args) == 0 {
-		return nil
-	}
-	return args[1:]
-}
-
 // getwd is os.Getwd: $PWD when it names the working directory (a path
 // through a symlink stays as the caller's shell spells it), else the
 // kernel's.
-func getwd() (string, error) {
+func getwd(getenv func(string) string) (string, error) {
 	var dot, pwd syscall.Stat_t
 	if p := getenv("PWD"); earlystart.HasPrefix(p, "/") &&
 		syscall.Stat(".", &dot) == nil && syscall.Stat(p, &pwd) == nil && dot.Dev == pwd.Dev && dot.Ino == pwd.Ino {
@@ -105,9 +105,6 @@ func hand(sock string, call Call) (int, bool) {
 	}
 	defer syscall.Close(fd)
 	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
-		if err == syscall.ENOENT || err == syscall.ECONNREFUSED {
-			missed = sock
-		}
 		return 0, false
 	}
 	if !send(fd, call.Encode()) || !awaitAck(fd) {

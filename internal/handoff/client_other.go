@@ -2,6 +2,9 @@
 
 package handoff
 
-// Missed is always "" here: caller supervisors, and so hand-offs, exist on
-// Linux only.
-func Missed() string { return "" }
+// Try never hands a command off here: caller supervisors, and so
+// hand-offs, exist on Linux only.
+func Try(args, environ []string, core string) (code int, taken bool) { return 0, false }
+
+// Unserved is always "" here, for the same reason.
+func Unserved(args, environ []string) string { return "" }

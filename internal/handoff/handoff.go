@@ -1,27 +1,27 @@
-// Package handoff lets a hermes CLI process hand its whole command to the
+// Package handoff lets a hermes command hand itself whole to the
 // supervisor already running for callers of its context (package
-// callerkey), before the process initialises what the command would need.
+// callerkey), instead of starting the CLI.
 //
-// A hermes process spends most of its run starting itself: the runtime and
-// the initialisation of every package it links (the Docker client,
-// client-go, gRPC, OpenTelemetry), 25-30 ms on a small VM, for a `ps` whose
-// own work is a millisecond. The supervisor has paid that once. So this
-// package, initialised before the heavy packages, reads the command line;
-// when the command is one of the short, frequent ones (a background `run`,
-// `ps`, `log`, `poll`, `wait`) and a supervisor of this exact context
-// listens, it sends the arguments, the environment and the working
-// directory, with descriptors 0, 1 and 2, and exits with the status the
-// supervisor reports. The supervisor runs the command as this process
-// would have (the same binary and context, the caller's environment,
-// directory and descriptors), writing straight to the caller's stdout and
-// stderr. When there is no such supervisor, or the command is not one of
-// those, the process goes on as if this package did nothing.
+// A hermes CLI process spends most of its run starting itself: the runtime
+// and the initialisation of every package it links (the Docker client,
+// client-go, gRPC, OpenTelemetry), 20-30 ms on a small VM, for a `ps` whose
+// own work is a millisecond. The supervisor has paid that once. So the
+// front binary (cmd/hermes), which links little more than this package,
+// reads the command line; when the command is one of the short, frequent
+// ones (a background `run`, `ps`, `log`, `poll`, `wait`) and a supervisor
+// of this exact context listens, Try sends the arguments, the environment
+// and the working directory, with descriptors 0, 1 and 2, and the front
+// exits with the status the supervisor reports. The supervisor runs the
+// command as the CLI would have (the same binary and context, the caller's
+// environment, directory and descriptors), writing straight to the
+// caller's stdout and stderr. Otherwise the front execs the CLI,
+// hermes-core, which runs the command itself.
 //
 // The wire format (Call.Encode, Decode) and the rule for what may be
 // handed off (Grammar.Eligible) are shared by both ends; the client is in
 // client_linux.go. What the rule must know of the command line (which of
 // run's flags take a value) is CLIGrammar, written from the CLI's own
-// model by a test of cmd/hermes, which fails when the two differ.
+// model by a test of cmd/hermes-core, which fails when the two differ.
 package handoff
 
 import (

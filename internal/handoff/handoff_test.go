@@ -74,7 +74,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 // grammar is part of run's command line (CLIGrammar is all of it, held to
-// the CLI by a test of cmd/hermes).
+// the CLI by a test of cmd/hermes-core).
 var grammar = Grammar{
 	RunValueFlags: []string{"--backend", "--image", "--env", "-e", "--timeout", "--task", "--session-key"},
 	RunShortBools: "bq",

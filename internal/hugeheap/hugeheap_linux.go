@@ -5,9 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/hermesrun/hermes/internal/earlystart"
-	// A command handed off to a supervisor exits in handoff's init: it
-	// must come first, so that such a process never pays for the advice.
-	_ "github.com/hermesrun/hermes/internal/handoff"
 )
 
 const (

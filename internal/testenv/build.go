@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 )
 
-// BuildHermes compiles cmd/hermes into dir and returns the binary's path,
-// for tests that run the real CLI, shims and watchers. GOFLAGS reaches the
+// BuildHermes compiles hermes, the front (cmd/hermes), and hermes-core,
+// the CLI it execs (cmd/hermes-core), into dir and returns the front's
+// path, for tests that run the real CLI, shims and watchers. GOFLAGS reaches the
 // build through the environment; HERMES_TEST_OVERLAY adds an -overlay file.
 //
 // HERMES_TEST_BIN names a prebuilt binary to use instead, for instance an
@@ -18,11 +19,11 @@ func BuildHermes(dir string) (string, error) {
 		return prebuilt, nil
 	}
 	bin := filepath.Join(dir, "hermes")
-	args := []string{"build", "-o", bin}
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	if ov := os.Getenv("HERMES_TEST_OVERLAY"); ov != "" {
 		args = append(args, "-overlay", ov)
 	}
-	cmd := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes")...)
+	cmd := exec.Command("go", append(args, "github.com/hermesrun/hermes/cmd/hermes", "github.com/hermesrun/hermes/cmd/hermes-core")...)
 	// The binary as released (scripts/release.sh): static, without cgo.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := cmd.CombinedOutput()

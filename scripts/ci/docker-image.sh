@@ -41,7 +41,7 @@ container=hermes-ci-serve-$$
 elapsed() { echo "$((SECONDS - $1))s"; }
 
 # dep_cache DIR fills DIR, a Go build cache, with the compiled standard
-# library and third-party packages of ./cmd/hermes, built as the
+# library and third-party packages of ./cmd/hermes and ./cmd/hermes-core, built as the
 # Dockerfile builds (CGO_ENABLED=0, -trimpath, the same toolchain at the
 # same GOROOT). With -trimpath a package's cache key holds no directory,
 # so the image's build finds them and compiles only hermes's own
@@ -52,7 +52,7 @@ dep_cache() {
 	local dir="$1" pkgs t0=$SECONDS
 	mkdir -p "$dir"
 	pkgs="$(cd "$HERMES_ROOT" && go list -deps \
-		-f '{{if not .Standard}}{{with .Module}}{{if not .Main}}{{$.ImportPath}}{{end}}{{end}}{{end}}' ./cmd/hermes)"
+		-f '{{if not .Standard}}{{with .Module}}{{if not .Main}}{{$.ImportPath}}{{end}}{{end}}{{end}}' ./cmd/hermes ./cmd/hermes-core)"
 	# shellcheck disable=SC2086 # one word per package
 	(cd "$HERMES_ROOT" && GOCACHE="$dir" CGO_ENABLED=0 GOFLAGS=-mod=readonly go build -trimpath $pkgs) ||
 		die "building the dependencies' cache failed"

@@ -137,6 +137,13 @@ func (c *mcpSetupFlags) setup(g *Globals) (agenthost.Setup, error) {
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		return agenthost.Setup{}, fmt.Errorf("locate hermes: %w", err)
 	}
+	// The host's config names the command its user installed: the front,
+	// hermes, when it sits beside this binary (it execs this one).
+	if front := filepath.Join(filepath.Dir(exe), "hermes"); front != exe {
+		if st, err := os.Stat(front); err == nil && st.Mode().IsRegular() {
+			exe = front
+		}
+	}
 	dir, err := g.getwd()
 	if err != nil {
 		return agenthost.Setup{}, err

@@ -2,7 +2,7 @@ package main
 
 // What tracing costs `hermes run` when no OTLP endpoint is configured.
 //
-//	go test ./cmd/hermes -run '^$' -bench 'TracingOverhead|TracingWork' -benchtime 200x
+//	go test ./cmd/hermes-core -run '^$' -bench 'TracingOverhead|TracingWork' -benchtime 200x
 //
 // Each overhead benchmark runs pairs, one run of each variant per pair in
 // alternating order, so that drift in machine load hits both alike, and

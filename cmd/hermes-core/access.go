@@ -10,7 +10,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hermesrun/hermes/internal/handoff"
 	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner"
@@ -30,7 +29,7 @@ func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (cont
 		return ctx, nil, nil, err
 	}
 	warn(g, e)
-	if sock := handoff.Missed(); sock != "" && name != "run" {
+	if g.unserved != "" && name != "run" {
 		// This command would have been handed off to a caller
 		// supervisor had one been running (a background run starts one
 		// itself): start it now, beside the command, so that the calls
