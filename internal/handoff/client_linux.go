@@ -18,10 +18,10 @@ const ackTimeout = 10
 // Try hands the command line args (the program name left out) to the
 // supervisor of this process's context, with environ and descriptors 0, 1
 // and 2, when the command is one the supervisor may run and one listens.
-// core is the CLI binary that would run the command here: supervisors are
-// keyed by it (callerkey.Key).
 // taken says it did: code is then the command's exit status. Otherwise
-// the caller runs the command itself, and nothing was changed.
+// the caller runs the command itself, and nothing was changed. core is the
+// CLI binary that would run the command here, by which supervisors are
+// keyed (callerkey.Key).
 //
 // It is the front binary's (cmd/hermes) whole job, before it execs the
 // CLI; it uses bare syscalls and package earlystart only, so that the
