@@ -157,8 +157,10 @@ func waitContainerState(t *testing.T, home, id string, state container.Container
 // home (those watching id, when id is not empty), found by their command
 // line and environment in /proc.
 func watchersOf(home, id string) []int {
+	// A watcher is started by the CLI, hermes-core, as itself.
+	core := filepath.Join(filepath.Dir(hermesBin), "hermes-core")
 	return testenv.Processes(func(pid int, args []string) bool {
-		if len(args) < 3 || args[0] != hermesBin || args[1] != "watch" || (id != "" && args[len(args)-1] != id) {
+		if len(args) < 3 || args[0] != core || args[1] != "watch" || (id != "" && args[len(args)-1] != id) {
 			return false
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
