@@ -173,7 +173,14 @@ func (r *Registry) endAttempt(ctx context.Context, p *Process, settle bool) {
 			r.log.Warn("release", "id", p.spec.ID, "err", err)
 		}
 	}
-	p.dropSpill(r.opts.SpillDir)
+	if !p.supervised || settle {
+		// Its log goes before the next attempt may start. Not that of a
+		// supervised attempt whose supervisor scheduled the next (or
+		// whose end another observer recorded): the supervisor removed
+		// it before letting the next in, and what is at its path now,
+		// under the same id, is the next attempt's log.
+		p.dropSpill(r.opts.SpillDir)
+	}
 	p.mu.Lock()
 	p.retrying = true
 	p.mu.Unlock()

@@ -211,6 +211,11 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
+	// Taken now, before the state is placed and the reply sent: an attempt
+	// that ends with its next one scheduled is forgotten at once, and a
+	// later lookup found nothing (nil channels: this process waited
+	// forever, and its job read as running).
+	done, recorded := endChannels(reg, spec.ID)
 	// The job is this process's child and not reaped before its end is
 	// recorded, so its start time is read from the process itself (0 if
 	// it already ended: then nothing will ever signal it by pid).
@@ -238,10 +243,23 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	defer env.files.retireState(statePath)
 	reply(local.ShimReply{PID: info.PID})
 
-	done, recorded := reg.Done(spec.ID), reg.Recorded(spec.ID)
 	go serveControl(ctx, reg, spec.ID, ctl, log)
 	awaitRecorded(ctx, env, req, done, recorded, stop)
 	return nil
+}
+
+// endChannels returns the end and receipt channels of job id, just
+// started on reg. An id reg no longer knows has ended already, as an
+// attempt whose next one is scheduled (the registry forgets it once the
+// retry is recorded): both are closed channels then.
+func endChannels(reg *runner.Registry, id string) (done, recorded <-chan struct{}) {
+	done, recorded = reg.Done(id), reg.Recorded(id)
+	if done == nil || recorded == nil {
+		ended := make(chan struct{})
+		close(ended)
+		return ended, ended
+	}
+	return done, recorded
 }
 
 // awaitRecorded returns once the job of req has ended (done) and its

@@ -371,7 +371,12 @@ func closeAll(fds []int) {
 // stderr. A call it does not take is closed unanswered, and the caller
 // runs the command itself.
 func (s *supervisor) serveCLI(ctx context.Context, conn *net.UnixConn, first []byte, fds []int) {
-	defer closeAll(fds)
+	// Closes what fds holds at the return, not at the defer: once the
+	// files below own the descriptors (fds = nil) and have closed them,
+	// their numbers may be another's in this process by then. Closed a
+	// second time, a job's output pipe and the ledger's lock were lost
+	// under their owners.
+	defer func() { closeAll(fds) }()
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()
