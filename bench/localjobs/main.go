@@ -190,8 +190,10 @@ func detach() int {
 	return pid
 }
 
-// processesOf lists the processes running exe.
+// processesOf lists the processes running exe, or the CLI beside it:
+// exe is the front, and the supervisors and shims are hermes-core.
 func processesOf(exe string) []int {
+	core := filepath.Join(filepath.Dir(exe), "hermes-core")
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -199,7 +201,7 @@ func processesOf(exe string) []int {
 		if err != nil {
 			continue
 		}
-		if p, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && p == exe {
+		if p, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && (p == exe || p == core) {
 			out = append(out, pid)
 		}
 	}
