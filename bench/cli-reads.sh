@@ -17,7 +17,9 @@ if [ -z "$hermes" ]; then
 	(cd "$root" && go build -o "$tmp/" ./cmd/hermes ./cmd/hermes-core)
 	hermes="$tmp/hermes"
 else
+	# The front and the CLI it execs, which sits beside it.
 	cp "$hermes" "$tmp/hermes"
+	cp "$(dirname "$hermes")/hermes-core" "$tmp/hermes-core"
 	hermes="$tmp/hermes"
 fi
 printf 'package main\nimport "fmt"\nfunc main() { fmt.Println("hi") }\n' >"$tmp/hello.go"

@@ -379,7 +379,7 @@ func runDetached(ctx context.Context, b *bench, round int) (result, error) {
 		return result{}, err
 	}
 	d := &local.Detached{
-		Exe: b.hermes, Args: []string{"shim"}, Env: b.env(home),
+		Exe: b.core(), Args: []string{"shim"}, Env: b.env(home),
 		RunDir: filepath.Join(home, "run"), LogDir: filepath.Join(home, "logs", "processes"),
 		ShimLog: filepath.Join(home, "logs", "hermes.log"), Logger: b.log,
 	}
@@ -499,6 +499,22 @@ func (b *bench) profileDir(name string) (string, error) {
 // env is the environment of hermes processes using profile home: the
 // current one without any OTEL_* or HERMES_* settings that would change
 // what is measured.
+// core is the CLI binary a shim runs as: hermes-core beside the front
+// named by -hermes (the front would add its own start and an exec to every
+// shim), or -hermes itself when nothing is beside it (an older, single
+// binary).
+func (b *bench) core() string {
+	if p := filepath.Join(filepath.Dir(b.hermes), "hermes-core"); fileExists(p) {
+		return p
+	}
+	return b.hermes
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 func (b *bench) env(home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {

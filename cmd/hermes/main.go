@@ -10,7 +10,8 @@
 // runs no code of a program before its packages' initialisers except an
 // earlier initialiser, so the only other place for this choice is an
 // init() that exits, which hermes no longer has. This binary links the
-// hand-off and os only; what that buys and costs is measured in
+// hand-off, the caller key and a few packages of the standard library (os,
+// path/filepath, strings); what that buys and costs is measured in
 // bench/RESULTS.md ("The front binary").
 package main
 
@@ -27,7 +28,11 @@ import (
 const coreName = "hermes-core"
 
 func main() {
-	args, environ := os.Args[1:], os.Environ()
+	var args []string
+	if len(os.Args) > 1 {
+		args = os.Args[1:]
+	}
+	environ := os.Environ()
 	core, err := corePath(environ)
 	if err != nil {
 		fail(err.Error(), 127)
@@ -37,25 +42,43 @@ func main() {
 	}
 	// argv[0] stays the caller's: messages and process listings name the
 	// command the user typed.
-	err = syscall.Exec(core, append([]string{os.Args[0]}, args...), environ)
+	argv0 := "hermes"
+	if len(os.Args) > 0 {
+		argv0 = os.Args[0]
+	}
+	err = syscall.Exec(core, append([]string{argv0}, args...), environ)
 	fail("exec "+core+": "+err.Error(), 126)
 }
 
 // corePath finds hermes-core: beside this binary (how every install puts
-// it), else on $PATH.
+// it; on macOS, where the executable's path may be a symlink, beside its
+// target too), else in an absolute directory of $PATH (never one relative
+// to the working directory, as exec.LookPath refuses them too). A
+// hermes-core that is this very file would exec itself forever.
 func corePath(environ []string) (string, error) {
-	if exe, err := os.Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(exe), coreName); executable(p) {
-			return p, nil
+	var dirs []string
+	self, err := os.Executable()
+	if err == nil {
+		dirs = append(dirs, filepath.Dir(self))
+		if real, err := filepath.EvalSymlinks(self); err == nil && filepath.Dir(real) != dirs[0] {
+			dirs = append(dirs, filepath.Dir(real))
 		}
 	}
 	for _, dir := range filepath.SplitList(handoff.Lookup(environ)("PATH")) {
-		if dir == "" {
-			dir = "."
+		if filepath.IsAbs(dir) {
+			dirs = append(dirs, dir)
 		}
-		if p := filepath.Join(dir, coreName); executable(p) {
-			return p, nil
+	}
+	for _, dir := range dirs {
+		p := filepath.Join(dir, coreName)
+		st, ok := executable(p)
+		if !ok {
+			continue
 		}
+		if me, err := os.Stat(self); err == nil && os.SameFile(st, me) {
+			return "", coreError(p + " is this front itself, not the CLI: reinstall both binaries")
+		}
+		return p, nil
 	}
 	return "", errNoCore
 }
@@ -67,10 +90,14 @@ type coreError string
 
 func (e coreError) Error() string { return string(e) }
 
-// executable reports whether p is a regular file someone may execute.
-func executable(p string) bool {
+// executable stats p and reports whether it is a regular file this
+// process may execute.
+func executable(p string) (os.FileInfo, bool) {
 	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+	if err != nil || !st.Mode().IsRegular() || syscall.Access(p, 1 /* X_OK */) != nil {
+		return nil, false
+	}
+	return st, true
 }
 
 // fail prints hermes's one-line error and exits with code.

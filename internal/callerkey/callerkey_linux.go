@@ -21,8 +21,8 @@ var inheritedStatus = []string{"Umask", "Uid", "Gid", "Groups", "SigIgn",
 var namespaces = []string{"cgroup", "ipc", "mnt", "net", "pid_for_children",
 	"time_for_children", "user", "uts"}
 
-// The package reads the process with bare syscalls (package earlystart):
-// handoff computes a key before os and fmt have initialised.
+// The package reads the process with bare syscalls (package earlystart), so
+// that the front binary, which computes keys too, links little.
 
 // writeFileIdentity writes what tells one version of file from another; a
 // missing or unreadable file is written as such.

@@ -11,9 +11,9 @@ const (
 )
 
 // Socket is where the supervisor shared by the callers whose key is key
-// listens, in runDir (a clean path). Joined by hand: path/filepath
-// initialises late (see earlystart), and caller supervisors exist on
-// Linux only, where the separator is "/".
+// listens, in runDir (a clean path). Joined by hand, as this package keeps
+// to few imports (see earlystart); caller supervisors exist on Linux only,
+// where the separator is "/".
 func Socket(runDir, key string) string {
 	return runDir + "/" + socketPrefix + key + socketSuffix
 }

@@ -24,8 +24,8 @@ const ackTimeout = 10
 // keyed (callerkey.Key).
 //
 // It is the front binary's (cmd/hermes) whole job, before it execs the
-// CLI; it uses bare syscalls and package earlystart only, so that the
-// front links nothing that costs at start.
+// CLI; it keeps to bare syscalls, earlystart and callerkey, so that the
+// front links little that costs at start.
 func Try(args, environ []string, core string) (code int, taken bool) {
 	sock, ok := socketOf(args, environ, core)
 	if !ok {

@@ -196,7 +196,7 @@ func follows(a string) bool {
 }
 
 // slicesAny is slices.ContainsFunc, written here as indexOf is: this
-// package keeps to the imports that initialise first (see earlystart).
+// package keeps to few imports, for the front binary (see earlystart).
 func slicesAny(list []string, f func(string) bool) bool {
 	for _, s := range list {
 		if f(s) {
@@ -322,8 +322,8 @@ func hasSuffix(s, suffix string) bool {
 
 func contains(s, sub string) bool { return earlystart.Contains([]byte(s), sub) }
 
-// appendUvarint and uvarint are encoding/binary's, which initialises late
-// (see earlystart).
+// appendUvarint and uvarint are encoding/binary's, kept out of the front
+// binary (see earlystart).
 func appendUvarint(b []byte, v uint64) []byte {
 	for v >= 0x80 {
 		b = append(b, byte(v)|0x80)

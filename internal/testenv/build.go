@@ -12,8 +12,9 @@ import (
 // path, for tests that run the real CLI, shims and watchers. GOFLAGS reaches the
 // build through the environment; HERMES_TEST_OVERLAY adds an -overlay file.
 //
-// HERMES_TEST_BIN names a prebuilt binary to use instead, for instance an
-// older release, to check that a test fails on it.
+// HERMES_TEST_BIN names a prebuilt front to use instead (with its
+// hermes-core beside it), for instance an older release, to check that a
+// test fails on it.
 func BuildHermes(dir string) (string, error) {
 	if prebuilt := os.Getenv("HERMES_TEST_BIN"); prebuilt != "" {
 		return prebuilt, nil

@@ -118,17 +118,31 @@ func unixPair(t *testing.T) (*net.UnixConn, *net.UnixConn) {
 // blocks until the peer reads.
 func fill(t *testing.T, c *net.UnixConn) {
 	t.Helper()
-	chunk := make([]byte, 4096)
-	for {
-		_ = c.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
-		if _, err := c.Write(chunk); err != nil {
-			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				t.Error(err)
-			}
-			break
-		}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
 	}
-	_ = c.SetWriteDeadline(time.Time{})
+	// Raw non-blocking writes until the kernel says the buffer is full
+	// (EAGAIN): no deadline that a loaded machine could pass before the
+	// buffer is.
+	chunk := make([]byte, 4096)
+	var werr error
+	if err := raw.Write(func(fd uintptr) bool {
+		for {
+			_, werr = syscall.Write(int(fd), chunk)
+			if werr == syscall.EINTR {
+				continue
+			}
+			if werr != nil {
+				return true
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(werr, syscall.EAGAIN) {
+		t.Fatalf("filling the connection: %v", werr)
+	}
 }
 
 // allClosed reports whether none of fds is an open descriptor.
