@@ -47,14 +47,13 @@ func Unserved(args, environ []string) string {
 	if !ok {
 		return ""
 	}
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return ""
-	}
-	defer syscall.Close(fd)
 	// Connecting is how a stale socket (its supervisor killed) is told
 	// from a live one; a live one reads the empty request and drops it.
-	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err == syscall.ENOENT || err == syscall.ECONNREFUSED {
+	fd, err := dial(sock)
+	if err == nil {
+		syscall.Close(fd)
+	}
+	if err == syscall.ENOENT || err == syscall.ECONNREFUSED {
 		return sock
 	}
 	return ""
@@ -99,14 +98,11 @@ func getwd(getenv func(string) string) (string, error) {
 // hand sends call to the supervisor at sock and returns the command's exit
 // status, or false when the supervisor did not take it.
 func hand(sock string, call Call) (int, bool) {
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := dial(sock)
 	if err != nil {
 		return 0, false
 	}
 	defer syscall.Close(fd)
-	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
-		return 0, false
-	}
 	if !send(fd, call.Encode()) || !awaitAck(fd) {
 		return 0, false
 	}
@@ -115,6 +111,20 @@ func hand(sock string, call Call) (int, bool) {
 	// signal that ends this process (Ctrl-C, SIGTERM) closes the
 	// connection, and the supervisor cancels the command.
 	return result(readReply(fd)), true
+}
+
+// dial connects to the supervisor socket sock; the caller closes the
+// descriptor.
+func dial(sock string) (int, error) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 // send writes frame to the supervisor on fd, with this process's stdin,
