@@ -14,24 +14,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// supervisorOptions are the registry options of a shim or supervisor.
-func (e *Profile) supervisorOptions() runner.Options {
-	opts := runner.Options{Sessions: e.Sessions, Profile: e.Home, RedactLive: e.RedactLive(), Tracing: e.Tracing,
-		OnRetry: e.retries.add}
-	if e.Ledger != nil {
-		// It only records: the end frees the job's slot.
-		opts.Admission = &runner.Admission{Ledger: e.Ledger}
-	}
-	return opts
+// keepOptions are how a shim or supervisor keeps its jobs: it records
+// their ends, which free their slots and schedule their next attempts.
+func (e *Profile) keepOptions() runner.KeepOptions {
+	return runner.KeepOptions{Ledger: e.Ledger, Profile: e.Home, Tracing: e.Tracing, OnRetry: e.retries.add}
 }
 
 // RunShim supervises one detached job of this profile (`hermes shim`).
 func (e *Profile) RunShim(ctx context.Context, in io.Reader, out io.Writer) error {
-	opts := e.supervisorOptions()
 	err := shim.Run(ctx, in, out, shim.Config{
 		Paths:     e.Detached(),
 		Store:     e.Store,
-		Options:   opts,
+		Keep:      e.keepOptions(),
 		Logger:    e.Logger,
 		Subreaper: true,
 	})
@@ -67,10 +61,10 @@ func (e *Profile) RunSupervisor(ctx context.Context, socket string, cli *shim.CL
 	}
 	return shim.Supervise(ctx, shim.SupervisorConfig{
 		Config: shim.Config{
-			Paths:   e.Detached(),
-			Store:   e.Store,
-			Options: e.supervisorOptions(),
-			Logger:  e.Logger,
+			Paths:  e.Detached(),
+			Store:  e.Store,
+			Keep:   e.keepOptions(),
+			Logger: e.Logger,
 		},
 		Socket: socket,
 		CLI:    cli,

@@ -14,10 +14,14 @@ import (
 // registry observes wake it at once.
 const completionPoll = 200 * time.Millisecond
 
-// onEnded wakes the waiting Completions calls when a notify process ends.
+// onEnded wakes the waiting Completions calls when a notify process ends
+// or a running one stored a wake.
 // The event comes after the receipt (and so the completion) was stored.
 func (r *Registry) onEnded(ev Event) {
-	if ev.Kind != EventEnded || ev.Receipt == nil || !ev.Receipt.NotifyOnComplete {
+	switch {
+	case ev.Kind == EventWake:
+		// A wake is a notice for its owner as much as an end is.
+	case ev.Kind != EventEnded || ev.Receipt == nil || !ev.Receipt.NotifyOnComplete:
 		return
 	}
 	r.signalReady()

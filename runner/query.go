@@ -369,7 +369,7 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	if grace <= 0 {
 		grace = r.opts.KillGrace
 	}
-	ctx, cancel := context.WithTimeout(ctx, KillBudget-DefaultKillGrace+grace)
+	ctx, cancel := context.WithTimeout(ctx, killBudget(grace))
 	defer cancel()
 	f, err := r.lookup(ctx, id, forControl)
 	if err != nil {
@@ -391,7 +391,16 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	if f.receipt != nil {
 		return infoFromReceipt(f.receipt), nil
 	}
-	p := f.proc
+	return r.kill(ctx, f.proc, grace)
+}
+
+// killBudget bounds a kill with grace: KillBudget with grace for the
+// default grace.
+func killBudget(grace time.Duration) time.Duration { return KillBudget - DefaultKillGrace + grace }
+
+// kill ends p's whole process tree (SIGTERM, then SIGKILL after grace)
+// and waits, up to ctx, for its end to be recorded.
+func (k *keeper) kill(ctx context.Context, p *Process, grace time.Duration) (*service.Info, error) {
 	if p.isDone() {
 		// Killing what has ended changes nothing: its record is the answer.
 		return p.answer(), nil
@@ -399,7 +408,7 @@ func (r *Registry) KillWithGrace(ctx context.Context, id string, grace time.Dura
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	if err := r.terminate(ctx, p, grace); errors.Is(err, backend.ErrUnproven) {
+	if err := k.terminate(ctx, p, grace); errors.Is(err, backend.ErrUnproven) {
 		return p.info(), fmt.Errorf("kill %s: %w", p.spec.ID, err)
 	}
 	select {
@@ -417,6 +426,12 @@ func (r *Registry) Signal(ctx context.Context, id string, sig syscall.Signal) er
 	if err != nil {
 		return err
 	}
+	return p.signal(ctx, sig)
+}
+
+// signal sends sig to p's whole group; a process that then dies is
+// recorded as killed.
+func (p *Process) signal(ctx context.Context, sig syscall.Signal) error {
 	if sig == syscall.SIGTERM || sig == syscall.SIGKILL || sig == syscall.SIGINT {
 		p.mu.Lock()
 		p.killed = true

@@ -328,13 +328,13 @@ func (r *Registry) recordNeverRun(ctx context.Context, req service.StartRequest,
 }
 
 // release frees the slot of a job that ended.
-func (r *Registry) release(ctx context.Context, id string) {
-	a := r.opts.Admission
+func (k *keeper) release(ctx context.Context, id string) {
+	a := k.opts.Admission
 	if a == nil {
 		return
 	}
 	if err := a.Ledger.Release(ctx, id); err != nil {
-		r.log.Warn("slot not released", "id", id, "err", err)
+		k.log.Warn("slot not released", "id", id, "err", err)
 	}
 }
 

@@ -110,21 +110,17 @@ type Options struct {
 // completions (completions.go: taken from the store, woken by the process
 // events of events.go).
 type Registry struct {
-	opts     Options
+	// keeper runs each job to its recorded end; the Registry lists them.
+	keeper
 	backends map[string]backend.Backend
-	log      *slog.Logger
 
 	mu    sync.Mutex
 	procs map[string]*Process
 
-	events events
-	// ready is closed, and replaced, when a notify process ends
-	// (completions.go).
+	// ready is closed, and replaced, when a notify process ends or a
+	// wake is stored (completions.go).
 	readyMu sync.Mutex
 	ready   chan struct{}
-
-	closed    chan struct{}
-	closeOnce sync.Once
 
 	// elsewhere finds jobs other replicas run (SetElsewhere).
 	elsewhere atomic.Pointer[ElsewhereFunc]
@@ -149,25 +145,15 @@ func New(opts Options) (*Registry, error) {
 	if len(opts.Backends) == 0 {
 		return nil, errors.New("runner: at least one backend is required")
 	}
-	if opts.MaxOutputChars <= 0 {
-		opts.MaxOutputChars = receipts.MaxOutputChars
-	}
-	if opts.KillGrace <= 0 {
-		opts.KillGrace = DefaultKillGrace
-	}
 	if opts.ForgetAfter == 0 {
 		opts.ForgetAfter = DefaultForgetAfter
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	r := &Registry{
-		opts:     opts,
+		keeper:   newKeeper(opts),
 		backends: make(map[string]backend.Backend, len(opts.Backends)),
-		log:      opts.Logger,
 		procs:    make(map[string]*Process),
-		closed:   make(chan struct{}),
 	}
+	r.drop = r.forget
 	for _, b := range opts.Backends {
 		r.backends[b.Name()] = b
 	}
@@ -183,6 +169,6 @@ func New(opts Options) (*Registry, error) {
 
 // Close stops the registry's background retries. Processes keep running.
 func (r *Registry) Close() error {
-	r.closeOnce.Do(func() { close(r.closed) })
+	r.close()
 	return nil
 }

@@ -274,7 +274,7 @@ func (r *Registry) attach(ctx context.Context, l backend.Live) (*Process, error)
 		return p, nil
 	}
 	p := newProcess(l2.Spec(), l2.Backend)
-	r.track(p, h, caps, nil)
+	r.track(p, h, caps, nil, r.list)
 	if l2.Lost {
 		// Recording the loss takes a moment; answer with the outcome.
 		select {

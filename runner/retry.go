@@ -37,8 +37,8 @@ func retryable(status string) bool {
 
 // keepForRetry holds req's request for its next attempt while this one
 // runs, when it has retries left.
-func (r *Registry) keepForRetry(ctx context.Context, req service.StartRequest, backend string) error {
-	a := r.opts.Admission
+func (k *keeper) keepForRetry(ctx context.Context, req service.StartRequest, backend string) error {
+	a := k.opts.Admission
 	if req.Admitted || req.Retries <= len(req.Attempts) || a == nil || a.Ledger == nil {
 		return nil
 	}
@@ -71,15 +71,15 @@ const (
 // ledger holds the job's request. Then the attempt is added to that
 // request's record, which becomes due after the retry's delay: no receipt
 // is written.
-func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) retryOutcome {
-	a := r.opts.Admission
+func (k *keeper) scheduleRetry(ctx context.Context, rec *receipts.Receipt) retryOutcome {
+	a := k.opts.Admission
 	if a == nil || a.Ledger == nil || rec.Retries <= len(rec.Attempts) {
 		return noRetry
 	}
 	e, err := a.Ledger.HeldEntry(ctx, rec.ID)
 	if err != nil || e == nil || !e.Held {
 		if err != nil {
-			r.log.Warn("retry not scheduled: ledger", "id", rec.ID, "err", err)
+			k.log.Warn("retry not scheduled: ledger", "id", rec.ID, "err", err)
 		}
 		return noRetry
 	}
@@ -96,12 +96,12 @@ func (r *Registry) scheduleRetry(ctx context.Context, rec *receipts.Receipt) ret
 	if !e.Attempting || !retryable(rec.Status) || (rec.Status == receipts.StatusExited && rec.ExitCode == 0) {
 		return noRetry
 	}
-	return r.holdForRetry(ctx, e, q, rec)
+	return k.holdForRetry(ctx, e, q, rec)
 }
 
 // holdForRetry adds rec's attempt to the held request q of entry e and
 // holds it again, due after the retry's delay.
-func (r *Registry) holdForRetry(ctx context.Context, e *admission.Entry, q *queuedRequest, rec *receipts.Receipt) retryOutcome {
+func (k *keeper) holdForRetry(ctx context.Context, e *admission.Entry, q *queuedRequest, rec *receipts.Receipt) retryOutcome {
 	q.Attempts = append(q.Attempts, job.Attempt{Status: rec.Status, ExitCode: rec.ExitCode,
 		StartedAt: rec.StartedAt, FinishedAt: rec.FinishedAt, Error: rec.Error})
 	payload, err := json.Marshal(q)
@@ -112,14 +112,14 @@ func (r *Registry) holdForRetry(ctx context.Context, e *admission.Entry, q *queu
 	// Still Attempting: no dispatcher starts the next attempt, under the
 	// same id, before this one's files are gone (SettleRetry).
 	e.Payload, e.NotBefore = payload, time.Now().Add(delay)
-	if err := r.opts.Admission.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
-		r.log.Warn("retry not scheduled", "id", rec.ID, "err", err)
+	if err := k.opts.Admission.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
+		k.log.Warn("retry not scheduled", "id", rec.ID, "err", err)
 		return noRetry
 	}
-	r.log.Info("attempt failed; retrying", "id", rec.ID, "attempt", len(q.Attempts), "status", rec.Status,
+	k.log.Info("attempt failed; retrying", "id", rec.ID, "attempt", len(q.Attempts), "status", rec.Status,
 		"exit_code", rec.ExitCode, "delay", delay)
-	if r.opts.OnRetry != nil {
-		r.opts.OnRetry(rec.ID, e.NotBefore)
+	if k.opts.OnRetry != nil {
+		k.opts.OnRetry(rec.ID, e.NotBefore)
 	}
 	return retryScheduled
 }
@@ -127,8 +127,8 @@ func (r *Registry) holdForRetry(ctx context.Context, e *admission.Entry, q *queu
 // retryPending reports whether the ledger holds p's job for a next
 // attempt with p's recorded: what a registry observing a supervised job
 // finds when the supervisor wrote no receipt because it scheduled one.
-func (r *Registry) retryPending(ctx context.Context, p *Process) bool {
-	a := r.opts.Admission
+func (k *keeper) retryPending(ctx context.Context, p *Process) bool {
+	a := k.opts.Admission
 	if a == nil || a.Ledger == nil {
 		return false
 	}
@@ -144,8 +144,8 @@ func (r *Registry) retryPending(ctx context.Context, p *Process) bool {
 // what the supervisor of a job calls once the files of its ended attempt
 // are gone (Options.SettlesRetries), so that the next, under the same id,
 // finds none of them.
-func (r *Registry) SettleRetry(ctx context.Context, id string) {
-	a := r.opts.Admission
+func (k *keeper) SettleRetry(ctx context.Context, id string) {
+	a := k.opts.Admission
 	if a == nil || a.Ledger == nil {
 		return
 	}
@@ -158,7 +158,7 @@ func (r *Registry) SettleRetry(ctx context.Context, id string) {
 	}
 	e.Attempting = false
 	if err := a.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
-		r.log.Warn("next attempt not let go", "id", id, "err", err)
+		k.log.Warn("next attempt not let go", "id", id, "err", err)
 	}
 }
 
@@ -166,11 +166,11 @@ func (r *Registry) SettleRetry(ctx context.Context, id string) {
 // followed with another: its slot is freed and it is forgotten, so that
 // lookups find the job held for its next attempt. settle lets the next
 // attempt start; a supervised job's supervisor does that itself.
-func (r *Registry) endAttempt(ctx context.Context, p *Process, settle bool) {
-	r.release(ctx, p.spec.ID)
+func (k *keeper) endAttempt(ctx context.Context, p *Process, settle bool) {
+	k.release(ctx, p.spec.ID)
 	if p.handle != nil {
 		if err := p.handle.Release(ctx); err != nil {
-			r.log.Warn("release", "id", p.spec.ID, "err", err)
+			k.log.Warn("release", "id", p.spec.ID, "err", err)
 		}
 	}
 	if !p.supervised || settle {
@@ -179,31 +179,31 @@ func (r *Registry) endAttempt(ctx context.Context, p *Process, settle bool) {
 		// whose end another observer recorded): the supervisor removed
 		// it before letting the next in, and what is at its path now,
 		// under the same id, is the next attempt's log.
-		p.dropSpill(r.opts.SpillDir)
+		p.dropSpill(k.opts.SpillDir)
 	}
 	p.mu.Lock()
 	p.retrying = true
 	p.mu.Unlock()
-	r.forget(p)
-	if settle && !r.opts.SettlesRetries {
-		r.SettleRetry(ctx, p.spec.ID)
+	k.unlist(p)
+	if settle && !k.opts.SettlesRetries {
+		k.SettleRetry(ctx, p.spec.ID)
 	}
-	r.events.emit(Event{Kind: EventRetrying, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil})
+	k.events.emit(Event{Kind: EventRetrying, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil})
 	close(p.recorded)
 	close(p.done)
 }
 
 // letGoRetries drops the request a job with retries kept for its next
 // attempt, once the job has ended for good.
-func (r *Registry) letGoRetries(ctx context.Context, rec *receipts.Receipt) {
-	a := r.opts.Admission
+func (k *keeper) letGoRetries(ctx context.Context, rec *receipts.Receipt) {
+	a := k.opts.Admission
 	if rec.Retries == 0 || a == nil || a.Ledger == nil {
 		return
 	}
 	e, err := a.Ledger.HeldEntry(ctx, rec.ID)
 	if err == nil && e != nil && e.Held && e.Attempting {
 		if _, err := a.Ledger.Unhold(ctx, rec.ID); err != nil && !errors.Is(err, context.Canceled) {
-			r.log.Warn("retry request not let go", "id", rec.ID, "err", err)
+			k.log.Warn("retry request not let go", "id", rec.ID, "err", err)
 		}
 	}
 }

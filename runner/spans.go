@@ -22,8 +22,8 @@ const ProcessSpanName = "process"
 // current span. With tracing off nothing would record that span, so a
 // child then joins its caller's span directly, and a caller with no trace
 // gets ids marked unsampled.
-func (r *Registry) processSpanIDs(ctx context.Context) tracing.ProcessIDs {
-	if r.opts.Tracing.Enabled() {
+func (k *keeper) processSpanIDs(ctx context.Context) tracing.ProcessIDs {
+	if k.opts.Tracing.Enabled() {
 		return tracing.NewProcessSpan(ctx)
 	}
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
@@ -35,8 +35,8 @@ func (r *Registry) processSpanIDs(ctx context.Context) tracing.ProcessIDs {
 }
 
 // recordSpan emits the finished process span of rec.
-func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
-	if !r.opts.Tracing.Enabled() || rec.SpanID == "" {
+func (k *keeper) recordSpan(ctx context.Context, rec *receipts.Receipt) {
+	if !k.opts.Tracing.Enabled() || rec.SpanID == "" {
 		return
 	}
 	ids := tracing.ProcessIDs{TraceID: rec.TraceID, SpanID: rec.SpanID, ParentSpanID: rec.ParentSpanID, Sampled: rec.TraceSampled}
@@ -73,8 +73,8 @@ func (r *Registry) recordSpan(ctx context.Context, rec *receipts.Receipt) {
 		status, desc = codes.Error, "exit code "+strconv.Itoa(rec.ExitCode)
 		attrs = append(attrs, attribute.String("error.type", "exit_code"))
 	}
-	if err := r.opts.Tracing.RecordProcessSpan(ctx, ids, ProcessSpanName, rec.StartedAt, rec.FinishedAt, attrs, status, desc); err != nil {
-		r.log.Warn("process span not recorded", "id", rec.ID, "err", err)
+	if err := k.opts.Tracing.RecordProcessSpan(ctx, ids, ProcessSpanName, rec.StartedAt, rec.FinishedAt, attrs, status, desc); err != nil {
+		k.log.Warn("process span not recorded", "id", rec.ID, "err", err)
 	}
 	// No flush here: the batch processor exports within its delay, and
 	// every short-lived hermes process shuts its provider down on exit.

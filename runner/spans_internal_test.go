@@ -57,7 +57,7 @@ func TestProcessSpanStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
-			r := &Registry{opts: Options{Tracing: p}, log: slog.New(slog.DiscardHandler)}
+			r := &keeper{opts: Options{Tracing: p}, log: slog.New(slog.DiscardHandler)}
 			ids := tracing.NewProcessSpan(context.Background())
 			start := time.Now().Add(-time.Second)
 			r.recordSpan(context.Background(), &receipts.Receipt{

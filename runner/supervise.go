@@ -123,7 +123,7 @@ func (r *Registry) applyLimits(b backend.Backend, req *service.StartRequest) err
 
 // stamp gives req what the caller may leave out: an ID, the owning
 // session, the start time and the trace its process belongs to.
-func (r *Registry) stamp(ctx context.Context, req *service.StartRequest) error {
+func (k *keeper) stamp(ctx context.Context, req *service.StartRequest) error {
 	if req.ID == "" {
 		req.ID = backend.NewID()
 	} else if !job.IsID(req.ID) {
@@ -136,7 +136,7 @@ func (r *Registry) stamp(ctx context.Context, req *service.StartRequest) error {
 		req.StartedAt = time.Now()
 	}
 	if req.TraceID == "" {
-		ids := r.processSpanIDs(ctx)
+		ids := k.processSpanIDs(ctx)
 		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
 		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
 	}
@@ -180,7 +180,27 @@ func (r *Registry) startNow(ctx context.Context, req service.StartRequest) (*ser
 
 // startOn starts a checked, admitted request on backend b.
 func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.StartRequest) (*service.Info, error) {
-	spec := r.specOf(req, b.Name())
+	p, err := r.launch(ctx, b, req, r.list)
+	if p == nil {
+		return nil, err
+	}
+	return p.info(), err
+}
+
+// list makes p, running, one of this registry's processes.
+func (r *Registry) list(p *Process) {
+	r.mu.Lock()
+	r.procs[p.spec.ID] = p
+	r.mu.Unlock()
+}
+
+// launch starts a checked, admitted request on backend b and runs it to
+// its recorded end in the background. list, if set, is given the process
+// once it runs, before anything can observe its end. The process is nil
+// only when nothing was started nor recorded; a start the backend refused
+// is recorded failed_to_start and returned with the error.
+func (k *keeper) launch(ctx context.Context, b backend.Backend, req service.StartRequest, list func(*Process)) (*Process, error) {
+	spec := k.specOf(req, b.Name())
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()
 	tee := req.Tee
@@ -188,25 +208,25 @@ func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.S
 		// Its supervisor tees the output and ends the job with us.
 		spec.Tee, tee = tee, nil
 	}
-	if err := r.keepForRetry(ctx, req, b.Name()); err != nil {
+	if err := k.keepForRetry(ctx, req, b.Name()); err != nil {
 		return nil, fmt.Errorf("%w: retries: %v", service.ErrUnavailable, err)
 	}
 	h, err := b.Start(ctx, spec)
 	if err != nil {
 		p.errMsg = err.Error()
 		p.failed = true
-		r.finish(ctx, p, backend.Exit{Code: -1, FinishedAt: time.Now()}, nil)
-		return p.info(), fmt.Errorf("start %s: %w", req.ID, err)
+		k.finish(ctx, p, backend.Exit{Code: -1, FinishedAt: time.Now()}, nil)
+		return p, fmt.Errorf("start %s: %w", req.ID, err)
 	}
-	r.track(p, h, caps, tee)
-	return p.info(), nil
+	k.track(p, h, caps, tee, list)
+	return p, nil
 }
 
 // specOf is the spec of a checked, admitted request for backend name:
 // its job, stamped with where it runs, and its environment.
-func (r *Registry) specOf(req service.StartRequest, name string) backend.Spec {
+func (k *keeper) specOf(req service.StartRequest, name string) backend.Spec {
 	spec := backend.Spec{Job: req.Job, Env: req.Env, BaseEnv: req.BaseEnv}
-	spec.Backend, spec.Profile, spec.StartedAt = name, r.opts.Profile, req.StartedAt.UTC()
+	spec.Backend, spec.Profile, spec.StartedAt = name, k.opts.Profile, req.StartedAt.UTC()
 	return spec
 }
 
@@ -243,8 +263,9 @@ func (r *Registry) backend(name string) (backend.Backend, error) {
 	return b, nil
 }
 
-// track registers a live handle and supervises it until it ends.
-func (r *Registry) track(p *Process, h backend.Handle, caps backend.Capabilities, tee io.Writer) {
+// track supervises p, running on handle h, until it ends; list, if set,
+// is given p first.
+func (k *keeper) track(p *Process, h backend.Handle, caps backend.Capabilities, tee io.Writer, list func(*Process)) {
 	p.handle = h
 	p.pid, p.ref = h.PID(), h.Ref()
 	if caps.Supervised {
@@ -252,18 +273,18 @@ func (r *Registry) track(p *Process, h backend.Handle, caps backend.Capabilities
 	} else {
 		// The margin keeps whole any secret the bound would cut in two:
 		// redaction runs on the wider window, the cut comes after it.
-		p.buf = outbuf.New(r.opts.MaxOutputChars + backend.RedactMargin)
+		p.buf = outbuf.New(k.opts.MaxOutputChars + backend.RedactMargin)
 	}
-	r.mu.Lock()
-	r.procs[p.spec.ID] = p
-	r.mu.Unlock()
-	r.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID})
-	go r.supervise(p, tee, caps.Recover)
+	if list != nil {
+		list(p)
+	}
+	k.events.emit(Event{Kind: EventStarted, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID})
+	go k.supervise(p, tee, caps.Recover)
 }
 
-func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
+func (k *keeper) supervise(p *Process, tee io.Writer, recoverable bool) {
 	ctx := context.Background()
-	pumped, wakes, spill := r.pumpOutput(p, tee)
+	pumped, wakes, spill := k.pumpOutput(p, tee)
 	if spill != nil {
 		// Closed (held output written on) before the end is recorded,
 		// so that the log is complete until the receipt replaces it.
@@ -275,7 +296,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 			p.mu.Lock()
 			p.timedOut = true
 			p.mu.Unlock()
-			r.terminate(ctx, p, r.opts.KillGrace)
+			k.terminate(ctx, p, k.opts.KillGrace)
 		})
 		defer t.Stop()
 	}
@@ -290,7 +311,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 	select {
 	case <-pumped:
 	case <-time.After(grace):
-		r.log.Warn("output still open after the end; recording without the rest", "id", p.spec.ID)
+		k.log.Warn("output still open after the end; recording without the rest", "id", p.spec.ID)
 	}
 	if wakes != nil {
 		// Its wakes are stored before its end, so a taker never has the
@@ -298,7 +319,7 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 		wakes.flush()
 	}
 	select {
-	case <-r.closed:
+	case <-k.closed:
 		if recoverable {
 			// Closed, this registry has stopped watching (its store may be
 			// closed too); the job's own supervisor, or whoever adopts it,
@@ -307,14 +328,14 @@ func (r *Registry) supervise(p *Process, tee io.Writer, recoverable bool) {
 		}
 	default:
 	}
-	r.finish(ctx, p, exit, err)
+	k.finish(ctx, p, exit, err)
 }
 
 // pumpOutput copies p's output, if this registry buffers it, to the
 // buffer and to whatever else watches it: wakes, the spill log and tee.
 // pumped is closed once the output has ended; wakes and spill are nil
 // where there are none.
-func (r *Registry) pumpOutput(p *Process, tee io.Writer) (pumped <-chan struct{}, wakes *wakeWatcher, spill *lazySpill) {
+func (k *keeper) pumpOutput(p *Process, tee io.Writer) (pumped <-chan struct{}, wakes *wakeWatcher, spill *lazySpill) {
 	done := make(chan struct{})
 	out := p.handle.Output()
 	if out == nil || p.buf == nil {
@@ -324,11 +345,11 @@ func (r *Registry) pumpOutput(p *Process, tee io.Writer) (pumped <-chan struct{}
 	w := io.Writer(p.buf)
 	writers := []io.Writer{p.buf}
 	// After the buffer, which then holds the line a wake quotes.
-	if wakes = r.newWakeWatcher(p); wakes != nil {
+	if wakes = k.newWakeWatcher(p); wakes != nil {
 		writers = append(writers, wakes)
 	}
-	if r.opts.SpillDir != "" {
-		spill = &lazySpill{path: filepath.Join(r.opts.SpillDir, p.spec.ID+".log"), maxBytes: r.opts.SpillBytes, id: p.spec.ID, log: r.log}
+	if k.opts.SpillDir != "" {
+		spill = &lazySpill{path: filepath.Join(k.opts.SpillDir, p.spec.ID+".log"), maxBytes: k.opts.SpillBytes, id: p.spec.ID, log: k.log}
 		p.spill = spill
 		writers = append(writers, spill)
 	}
@@ -341,7 +362,7 @@ func (r *Registry) pumpOutput(p *Process, tee io.Writer) (pumped <-chan struct{}
 	go func() {
 		defer close(done)
 		if _, err := pump(w, out); err != nil {
-			r.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
+			k.log.Debug("output stream ended", "id", p.spec.ID, "err", err)
 		}
 	}()
 	return done, wakes, spill
@@ -349,10 +370,10 @@ func (r *Registry) pumpOutput(p *Process, tee io.Writer) (pumped <-chan struct{}
 
 // terminate ends p's whole process tree: SIGTERM, then SIGKILL after the
 // grace period (the backend's Kill, or its supervisor's).
-func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duration) error {
+func (k *keeper) terminate(ctx context.Context, p *Process, grace time.Duration) error {
 	err := p.handle.Kill(ctx, grace)
 	if err != nil {
-		r.log.Warn("kill", "id", p.spec.ID, "err", err)
+		k.log.Warn("kill", "id", p.spec.ID, "err", err)
 	}
 	return err
 }
@@ -361,7 +382,7 @@ func (r *Registry) terminate(ctx context.Context, p *Process, grace time.Duratio
 // the end first), its completion, and its in-memory final state. What the
 // backend observed is what is recorded: a store that fails is retried, and
 // never turns an exit into another status.
-func (r *Registry) finish(ctx context.Context, p *Process, exit backend.Exit, waitErr error) {
+func (k *keeper) finish(ctx context.Context, p *Process, exit backend.Exit, waitErr error) {
 	if exit.FinishedAt.IsZero() {
 		exit.FinishedAt = time.Now()
 	}
@@ -371,10 +392,10 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit backend.Exit, wa
 	// Sanitized now, not only in the store: the in-memory copy feeds
 	// listings and the completion an agent sends to its model.
 	e := &ending{rec: receipts.Sanitize(p.receiptFor(exit, waitErr)), waitErr: waitErr}
-	if r.endAttemptIfRetried(ctx, p, e) {
+	if k.endAttemptIfRetried(ctx, p, e) {
 		return
 	}
-	if p.supervised && waitErr == nil && !r.readBackEnd(ctx, p, e) {
+	if p.supervised && waitErr == nil && !k.readBackEnd(ctx, p, e) {
 		return
 	}
 	if p.supervised && e.waitErr != nil {
@@ -387,17 +408,17 @@ func (r *Registry) finish(ctx context.Context, p *Process, exit backend.Exit, wa
 	if !e.recorded {
 		// Let go of before the receipt is written: a recorder that dies
 		// in between leaves no request behind, only an end to find lost.
-		r.letGoRetries(ctx, e.rec)
-		if stored, err := r.record(ctx, e.rec); err == nil {
+		k.letGoRetries(ctx, e.rec)
+		if stored, err := k.record(ctx, e.rec); err == nil {
 			e.rec, e.recorded = stored, true
 		} else {
 			// The true end stays in memory (answers from here are right)
 			// and the write is retried until the store takes it.
-			r.log.Error("receipt not written; retrying", "id", p.spec.ID, "err", err)
-			go r.retryRecord(p, e.rec)
+			k.log.Error("receipt not written; retrying", "id", p.spec.ID, "err", err)
+			go k.retryRecord(p, e.rec)
 		}
 	}
-	r.publishEnd(ctx, p, e)
+	k.publishEnd(ctx, p, e)
 }
 
 // ending is what finish has learned of a process's end so far.
@@ -415,17 +436,17 @@ type ending struct {
 // endAttemptIfRetried ends p as one attempt of a job that runs again, if
 // the end it observed is one; done says there is nothing left to record.
 // A supervised end without a wait error is its supervisor's to schedule.
-func (r *Registry) endAttemptIfRetried(ctx context.Context, p *Process, e *ending) (done bool) {
+func (k *keeper) endAttemptIfRetried(ctx context.Context, p *Process, e *ending) (done bool) {
 	if p.supervised && e.waitErr == nil {
 		return false
 	}
-	switch r.scheduleRetry(ctx, e.rec) {
+	switch k.scheduleRetry(ctx, e.rec) {
 	case retryScheduled:
-		r.endAttempt(ctx, p, true)
+		k.endAttempt(ctx, p, true)
 		return true
 	case attemptRecorded:
 		// Whoever recorded it lets the next attempt start.
-		r.endAttempt(ctx, p, false)
+		k.endAttempt(ctx, p, false)
 		return true
 	}
 	return false
@@ -433,15 +454,15 @@ func (r *Registry) endAttemptIfRetried(ctx context.Context, p *Process, e *endin
 
 // readBackEnd takes the receipt the shim wrote before it exited; goOn is
 // false if there is nothing left for finish to do.
-func (r *Registry) readBackEnd(ctx context.Context, p *Process, e *ending) (goOn bool) {
-	stored, err := r.readBack(ctx, p)
+func (k *keeper) readBackEnd(ctx context.Context, p *Process, e *ending) (goOn bool) {
+	stored, err := k.readBack(ctx, p)
 	switch {
 	case err == nil:
 		e.rec, e.recorded = stored, true
-	case errors.Is(err, receipts.ErrNotFound) && r.retryPending(ctx, p):
+	case errors.Is(err, receipts.ErrNotFound) && k.retryPending(ctx, p):
 		// Its supervisor scheduled the next attempt instead, and
 		// lets it start once its files are gone.
-		r.endAttempt(ctx, p, false)
+		k.endAttempt(ctx, p, false)
 		return false
 	case errors.Is(err, receipts.ErrNotFound):
 		// A supervisor lets go of its job (the end this handle saw)
@@ -461,19 +482,19 @@ func (r *Registry) readBackEnd(ctx context.Context, p *Process, e *ending) (goOn
 
 // publishEnd makes p's recorded end its final state: its slot and handle
 // released, its end announced, p done.
-func (r *Registry) publishEnd(ctx context.Context, p *Process, e *ending) {
+func (k *keeper) publishEnd(ctx context.Context, p *Process, e *ending) {
 	// The slot is free before the end counts as recorded: a supervisor
 	// exits as soon as it is, and the slot must not outlive it.
-	r.release(ctx, p.spec.ID)
+	k.release(ctx, p.spec.ID)
 	if e.recorded {
 		if !p.supervised || e.waitErr != nil {
-			p.dropSpill(r.opts.SpillDir)
+			p.dropSpill(k.opts.SpillDir)
 		}
 		close(p.recorded)
 	}
 	if p.handle != nil {
 		if err := p.handle.Release(ctx); err != nil {
-			r.log.Warn("release", "id", p.spec.ID, "err", err)
+			k.log.Warn("release", "id", p.spec.ID, "err", err)
 		}
 	}
 	p.mu.Lock()
@@ -486,28 +507,28 @@ func (r *Registry) publishEnd(ctx context.Context, p *Process, e *ending) {
 		// Lookups go to the store, which no longer has it: forgotten
 		// before anyone hears of the end, so that no lookup between the
 		// two finds the stand-in "lost" record in memory.
-		r.forget(p)
+		k.unlist(p)
 	}
-	r.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil, Receipt: e.rec, Removed: e.removed})
+	k.events.emit(Event{Kind: EventEnded, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil, Receipt: e.rec, Removed: e.removed})
 	close(p.done)
-	if !e.removed && r.opts.ForgetAfter > 0 {
-		time.AfterFunc(r.opts.ForgetAfter, func() { r.forget(p) })
+	if !e.removed && k.opts.ForgetAfter > 0 {
+		time.AfterFunc(k.opts.ForgetAfter, func() { k.unlist(p) })
 	}
 }
 
 // record writes rec if no receipt of its process exists yet and returns
 // the receipt that is stored: rec, or the one another observer wrote.
-func (r *Registry) record(ctx context.Context, rec *receipts.Receipt) (*receipts.Receipt, error) {
-	err := r.opts.Store.Create(ctx, rec)
+func (k *keeper) record(ctx context.Context, rec *receipts.Receipt) (*receipts.Receipt, error) {
+	err := k.opts.Store.Create(ctx, rec)
 	if err == nil {
 		// Whoever records the receipt records the span: once.
-		r.recordSpan(ctx, rec)
+		k.recordSpan(ctx, rec)
 		return rec, nil
 	}
 	if !errors.Is(err, receipts.ErrExists) {
 		return nil, err
 	}
-	stored, gerr := r.opts.Store.Get(ctx, rec.ID, receipts.Scope{Owners: []string{rec.ParentSessionID}})
+	stored, gerr := k.opts.Store.Get(ctx, rec.ID, receipts.Scope{Owners: []string{rec.ParentSessionID}})
 	if gerr != nil {
 		return rec, nil //nolint:nilerr // it is stored; ours is as good a copy
 	}
@@ -523,15 +544,15 @@ const (
 // readBack reads the receipt a supervisor wrote. Only "not found" means
 // there is none: any other error is the store's, retried (with backoff, as
 // long as ctx lasts) rather than taken for an answer.
-func (r *Registry) readBack(ctx context.Context, p *Process) (*receipts.Receipt, error) {
+func (k *keeper) readBack(ctx context.Context, p *Process) (*receipts.Receipt, error) {
 	owner := receipts.Scope{Owners: []string{p.spec.ParentSessionID}}
 	delay := retryFirst
 	for {
-		stored, err := r.opts.Store.Get(ctx, p.spec.ID, owner)
+		stored, err := k.opts.Store.Get(ctx, p.spec.ID, owner)
 		if err == nil || errors.Is(err, receipts.ErrNotFound) {
 			return stored, err
 		}
-		r.log.Warn("receipt not readable; retrying", "id", p.spec.ID, "err", err)
+		k.log.Warn("receipt not readable; retrying", "id", p.spec.ID, "err", err)
 		p.setStoreErr(err)
 		select {
 		case <-ctx.Done():
@@ -544,22 +565,22 @@ func (r *Registry) readBack(ctx context.Context, p *Process) (*receipts.Receipt,
 
 // retryRecord writes rec until the store takes it (or the registry is
 // closed), then marks p recorded.
-func (r *Registry) retryRecord(p *Process, rec *receipts.Receipt) {
+func (k *keeper) retryRecord(p *Process, rec *receipts.Receipt) {
 	delay := retryFirst
 	for {
 		select {
-		case <-r.closed:
+		case <-k.closed:
 			return
 		case <-time.After(delay):
 		}
-		stored, err := r.record(context.Background(), rec)
+		stored, err := k.record(context.Background(), rec)
 		if err == nil {
 			p.mu.Lock()
 			p.receipt = stored
 			p.mu.Unlock()
-			p.dropSpill(r.opts.SpillDir)
+			p.dropSpill(k.opts.SpillDir)
 			close(p.recorded)
-			r.log.Info("receipt written after retries", "id", p.spec.ID)
+			k.log.Info("receipt written after retries", "id", p.spec.ID)
 			return
 		}
 		delay = min(2*delay, retryMax)

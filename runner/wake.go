@@ -28,7 +28,7 @@ const maxWakeScan = 4 << 10
 // matching lines. It only detects; the wake is stored off the output's
 // path, so a slow store never holds the job's output back.
 type wakeWatcher struct {
-	r        *Registry
+	k        *keeper
 	p        *Process
 	res      []*regexp.Regexp
 	interval time.Duration
@@ -44,14 +44,14 @@ type wakeWatcher struct {
 }
 
 // newWakeWatcher is the watcher of p, or nil when p asked for no wakes.
-func (r *Registry) newWakeWatcher(p *Process) *wakeWatcher {
+func (k *keeper) newWakeWatcher(p *Process) *wakeWatcher {
 	c := &p.spec.Control
 	res, err := c.CompileNotifyOn()
 	if err != nil || len(res) == 0 {
 		return nil // validated at the start: an error here is an old record
 	}
 	return &wakeWatcher{
-		r: r, p: p, res: res, interval: c.NotifyInterval(), lines: lineScanner{max: maxWakeScan},
+		k: k, p: p, res: res, interval: c.NotifyInterval(), lines: lineScanner{max: maxWakeScan},
 		first: len(c.Attempts)*receipts.MaxWakesPerJob + 1, last: make([]time.Time, len(res)),
 	}
 }
@@ -145,12 +145,11 @@ func (w *wakeWatcher) store(n int, pattern, line string, lineNo int64, at time.T
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wakeStoreTimeout)
 	defer cancel()
-	if err := w.r.opts.Store.AddWake(ctx, wake); err != nil {
-		w.r.log.Warn("wake not recorded", "id", spec.ID, "pattern", pattern, "err", err)
+	if err := w.k.opts.Store.AddWake(ctx, wake); err != nil {
+		w.k.log.Warn("wake not recorded", "id", spec.ID, "pattern", pattern, "err", err)
 		return
 	}
-	w.r.events.emit(Event{Kind: EventWake, ID: spec.ID, Backend: w.p.backend, Owner: m.ParentSessionID})
-	w.r.signalReady()
+	w.k.events.emit(Event{Kind: EventWake, ID: spec.ID, Backend: w.p.backend, Owner: m.ParentSessionID})
 }
 
 // wakeStoreTimeout bounds the recording of one wake.

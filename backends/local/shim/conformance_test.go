@@ -48,7 +48,7 @@ func runAsShim(home string) int {
 	defer stop()
 	err = shim.Run(ctx, os.Stdin, os.Stdout, shim.Config{
 		Paths: p.detached(""), Store: st, Subreaper: true,
-		Options: runner.Options{KillGrace: runner.DefaultKillGrace},
+		Keep: runner.KeepOptions{KillGrace: runner.DefaultKillGrace},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shim:", err)

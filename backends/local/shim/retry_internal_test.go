@@ -21,14 +21,14 @@ import (
 	"github.com/hermesrun/hermes/service"
 )
 
-// TestSuperviseJobAttemptRetriedBeforeReply: an attempt that ends, with
-// its next one scheduled, before its supervisor has replied to the
-// starter (its state file is synced first, which a busy disk makes slow)
-// is forgotten by the registry at once. superviseJob looked its end and
-// receipt up only after the reply, found nothing, and waited on nil
+// TestSuperviseJobAttemptRetriedBeforeReply: an attempt may end, with its
+// next one scheduled, before its supervisor has replied to the starter
+// (its state file is synced first, which a busy disk makes slow). When the
+// supervisor ran a registry, that forgot the attempt at once, and
+// superviseJob, which looked its end up after the reply, waited on nil
 // channels forever: the job read as running, with no next attempt
 // (TestRetriesFromTheCLI's "still running" flake). Here the reply waits
-// until the attempt is forgotten.
+// until the next attempt is scheduled.
 func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 	dir := t.TempDir()
 	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{})
@@ -55,12 +55,8 @@ func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	reg, err := Config{Paths: paths, Store: st, Options: runner.Options{Admission: &runner.Admission{Ledger: led}}}.
-		registry(local.New(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	env := jobEnv{backend: local.New(), keep: Config{Paths: paths, Store: st, Keep: runner.KeepOptions{Ledger: led}}.keepOptions(log),
+		paths: paths, log: log}
 	spec := backend.Spec{Job: job.Job{ID: info.ID, Command: "exit 1", Control: ctl}}
 	spec.StartedAt = time.Now().UTC()
 	reply := func(r local.ShimReply) {
@@ -68,9 +64,9 @@ func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 			t.Errorf("reply: %s", r.Error)
 			return
 		}
-		for deadline := time.Now().Add(10 * time.Second); reg.Done(info.ID) != nil; {
+		for deadline := time.Now().Add(10 * time.Second); !retryScheduled(ctx, led, info.ID); {
 			if time.Now().After(deadline) {
-				t.Error("the attempt was never forgotten")
+				t.Error("the next attempt was never scheduled")
 				return
 			}
 			time.Sleep(time.Millisecond)
@@ -78,7 +74,7 @@ func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 	}
 	returned := make(chan error, 1)
 	go func() {
-		returned <- superviseJob(ctx, jobEnv{reg: reg, paths: paths, log: log}, local.NewShimRequest(spec), nil, reply, make(chan struct{}))
+		returned <- superviseJob(ctx, env, local.NewShimRequest(spec), nil, reply, make(chan struct{}))
 	}()
 	select {
 	case err := <-returned:
@@ -88,13 +84,22 @@ func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("superviseJob still waits for an attempt that ended with its retry scheduled")
 	}
+	// Held for the next attempt, and let go (no longer Attempting): the
+	// attempt's files are gone.
 	e, err := led.HeldEntry(ctx, info.ID)
-	if err != nil || e == nil || !e.Attempting {
+	if err != nil || e == nil || !e.Held || e.Attempting {
 		t.Fatalf("held entry after the attempt = %+v, %v", e, err)
 	}
 	if _, err := os.Stat(paths.StatePath(info.ID)); !os.IsNotExist(err) {
 		t.Fatalf("the attempt's state file is still there: %v", err)
 	}
+}
+
+// retryScheduled reports whether led holds job id for its next attempt:
+// held with a due time, which only a failed attempt gives it.
+func retryScheduled(ctx context.Context, led admission.Ledger, id string) bool {
+	e, err := led.HeldEntry(ctx, id)
+	return err == nil && e != nil && e.Held && !e.NotBefore.IsZero()
 }
 
 // handedOn is the backend of a starter that hands its jobs to a

@@ -38,9 +38,11 @@ type Config struct {
 	Paths *local.Detached
 	// Store receives the receipt.
 	Store receipts.Store
-	// Registry options beyond store and backends (redaction, hooks).
-	Options runner.Options
-	Logger  *slog.Logger
+	// Keep is how each job is kept beyond its store, spill directory and
+	// logger, which come from the fields beside it (the ledger, the kill
+	// grace, tracing).
+	Keep   runner.KeepOptions
+	Logger *slog.Logger
 	// Subreaper makes this process the subreaper of the job's descendants
 	// and kills those left at the job's end. Only a process that
 	// supervises this one job may set it (hermes shim does): every other
@@ -87,7 +89,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		}
 	}()
 
-	if err := os.MkdirAll(cfg.Paths.RunDir, 0o700); err != nil {
+	if err := cfg.makeDirs(); err != nil {
 		reply(local.ShimReply{Error: err.Error()})
 		return err
 	}
@@ -101,12 +103,6 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 			job.ReapOrphans = true
 		}
 	}
-	reg, err := cfg.registry(job, log)
-	if err != nil {
-		reply(local.ShimReply{Error: err.Error()})
-		return err
-	}
-	defer reg.Close()
 	var tee io.Writer
 	if req.Foreground && !req.Discard {
 		// The launcher passed its output pipe as descriptor 3.
@@ -116,10 +112,7 @@ func Run(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		defer f.Close()
 		tee = f
 	}
-	err = superviseJob(ctx, jobEnv{reg: reg, paths: cfg.Paths, log: log}, req, tee, reply, stop)
-	// The job's files are gone: its next attempt, if any, may start.
-	reg.SettleRetry(context.WithoutCancel(ctx), req.Spec.ID)
-	return err
+	return superviseJob(ctx, jobEnv{backend: job, keep: cfg.keepOptions(log), paths: cfg.Paths, log: log}, req, tee, reply, stop)
 }
 
 func (cfg Config) logger() *slog.Logger {
@@ -129,20 +122,32 @@ func (cfg Config) logger() *slog.Logger {
 	return cfg.Logger
 }
 
-// registry builds the registry that runs this process's jobs on job.
-func (cfg Config) registry(job backend.Backend, log *slog.Logger) (*runner.Registry, error) {
-	opts := cfg.Options
+// makeDirs makes the directories of the jobs' live state and of their
+// spill logs.
+func (cfg Config) makeDirs() error {
+	for _, d := range []string{cfg.Paths.RunDir, cfg.Paths.LogDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepOptions are how this process keeps each of its jobs.
+func (cfg Config) keepOptions(log *slog.Logger) runner.KeepOptions {
+	opts := cfg.Keep
 	opts.Store = cfg.Store
-	opts.Backends = []backend.Backend{job}
 	opts.SpillDir = cfg.Paths.LogDir
 	opts.Logger = log
-	opts.SettlesRetries = true
-	return runner.New(opts)
+	return opts
 }
 
 // jobEnv is what superviseJob shares with the other jobs of its process.
 type jobEnv struct {
-	reg   *runner.Registry
+	// backend starts the jobs, as children of this process.
+	backend backend.Backend
+	// keep is how each job is kept (runner.Keep).
+	keep  runner.KeepOptions
 	paths *local.Detached
 	log   *slog.Logger
 	// start is this process's start time (osproc.StartTime), read once;
@@ -154,21 +159,37 @@ type jobEnv struct {
 }
 
 // superviseJob supervises one job inside this process, which may run
-// others beside it: it makes the job's control FIFO, starts the job on
-// env.reg, writes its live state, answers reply once (the pid, or why the
-// job did not start), applies control messages, and returns once the job's
-// receipt is written. Closing stop ends the job (it is still recorded). Both
-// the one-job shim (Run) and the many-job supervisor (Supervise) call it.
+// others beside it: it makes the job's control FIFO, starts the job with
+// runner.Keep, writes its live state, answers reply once (the pid, or why
+// the job did not start), applies control messages, and returns once the
+// job's receipt is written and its files are gone; a next attempt it
+// scheduled may start then. Closing stop ends the job (it is still
+// recorded). Both the one-job shim (Run) and the many-job supervisor
+// (Supervise) call it.
 func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io.Writer, reply func(local.ShimReply), stop <-chan struct{}) error {
-	spec, reg, paths, log := req.Spec, env.reg, env.paths, env.log
+	kept, err := superviseAttempt(ctx, env, req, tee, reply, stop)
+	if kept != nil {
+		defer kept.Close()
+		// The attempt's files are gone: its next attempt, if any, may
+		// start, under the same id.
+		kept.SettleRetry(context.WithoutCancel(ctx))
+	}
+	return err
+}
+
+// superviseAttempt is superviseJob but for letting the next attempt in:
+// it returns the job it kept (nil if none started) once the job's end is
+// recorded, and its files are gone once it has returned.
+func superviseAttempt(ctx context.Context, env jobEnv, req local.ShimRequest, tee io.Writer, reply func(local.ShimReply), stop <-chan struct{}) (*runner.Kept, error) {
+	spec, paths, log := req.Spec, env.paths, env.log
 	if !job.IsID(spec.ID) {
 		reply(local.ShimReply{Error: "bad process id " + spec.ID})
-		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
+		return nil, fmt.Errorf("%w: %q", receipts.ErrInvalidID, spec.ID)
 	}
 	ctlPath := paths.CtlPath(spec.ID)
 	if err := env.files.makeFIFO(ctlPath); err != nil {
 		reply(local.ShimReply{Error: "control fifo: " + err.Error()})
-		return fmt.Errorf("mkfifo: %w", err)
+		return nil, fmt.Errorf("mkfifo: %w", err)
 	}
 	defer env.files.retireFIFO(ctlPath)
 	// Open the FIFO before replying: a writer that comes right after the
@@ -178,7 +199,7 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	ctl, err := os.OpenFile(ctlPath, os.O_RDWR, 0)
 	if err != nil {
 		reply(local.ShimReply{Error: "control fifo: " + err.Error()})
-		return fmt.Errorf("control fifo: %w", err)
+		return nil, fmt.Errorf("control fifo: %w", err)
 	}
 	defer ctl.Close()
 
@@ -198,29 +219,23 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 	// A background job's stdin stays open to take later writes through
 	// the control FIFO, whether or not its starter asked for a pipe.
 	j.Stdin = spec.Stdin || !req.Foreground
-	info, err := reg.Start(ctx, service.StartRequest{
-		Job:      j,
-		Tee:      tee,
-		Env:      spec.Env,
-		BaseEnv:  req.Environ,
-		Admitted: true,
-	})
+	kept, err := runner.Keep(ctx, env.backend, service.StartRequest{
+		Job:     j,
+		Tee:     tee,
+		Env:     spec.Env,
+		BaseEnv: req.Environ,
+	}, env.keep)
 	if err != nil {
 		draft.Discard()
-		// The registry recorded a failed_to_start receipt already.
+		// Keep recorded a failed_to_start receipt already.
 		reply(local.ShimReply{Error: err.Error()})
-		return err
+		return nil, err
 	}
-	// Taken now, before the state is placed and the reply sent: an attempt
-	// that ends with its next one scheduled is forgotten at once, and a
-	// later lookup found nothing (nil channels: this process waited
-	// forever, and its job read as running).
-	done, recorded := endChannels(reg, spec.ID)
 	// The job is this process's child and not reaped before its end is
 	// recorded, so its start time is read from the process itself (0 if
 	// it already ended: then nothing will ever signal it by pid).
-	state.PID = info.PID
-	state.JobStart, _ = osproc.StartTime(info.PID)
+	state.PID = kept.PID()
+	state.JobStart, _ = osproc.StartTime(state.PID)
 	statePath := paths.StatePath(spec.ID)
 	b, _ = json.Marshal(state)
 	// A new job's state file is not there yet: Create makes one directory
@@ -235,37 +250,23 @@ func superviseJob(ctx context.Context, env jobEnv, req local.ShimRequest, tee io
 		// it must not run unseen. End it and say so.
 		log.Error("live state not written: ending the job", "id", spec.ID, "err", err)
 		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, _ = reg.Kill(kctx, spec.ID)
+		_ = kept.Kill(kctx, 0)
 		cancel()
 		reply(local.ShimReply{Error: "cannot record the job's state: " + err.Error()})
-		return fmt.Errorf("live state: %w", err)
+		return kept, fmt.Errorf("live state: %w", err)
 	}
 	defer env.files.retireState(statePath)
-	reply(local.ShimReply{PID: info.PID})
+	reply(local.ShimReply{PID: state.PID})
 
-	go serveControl(ctx, reg, spec.ID, ctl, log)
-	awaitRecorded(ctx, env, req, done, recorded, stop)
-	return nil
+	go serveControl(ctx, kept, spec.ID, ctl, log)
+	awaitRecorded(ctx, env, req, kept, stop)
+	return kept, nil
 }
 
-// endChannels returns the end and receipt channels of job id, just
-// started on reg. An id reg no longer knows has ended already, as an
-// attempt whose next one is scheduled (the registry forgets it once the
-// retry is recorded): both are closed channels then.
-func endChannels(reg *runner.Registry, id string) (done, recorded <-chan struct{}) {
-	done, recorded = reg.Done(id), reg.Recorded(id)
-	if done == nil || recorded == nil {
-		ended := make(chan struct{})
-		close(ended)
-		return ended, ended
-	}
-	return done, recorded
-}
-
-// awaitRecorded returns once the job of req has ended (done) and its
-// receipt is stored (recorded), or after maxRecordWait. Closing stop ends
-// the job, as the end of the launcher of a foreground job does.
-func awaitRecorded(ctx context.Context, env jobEnv, req local.ShimRequest, done, recorded, stop <-chan struct{}) {
+// awaitRecorded returns once the job of req has ended and its receipt is
+// stored, or after maxRecordWait. Closing stop ends the job, as the end of
+// the launcher of a foreground job does.
+func awaitRecorded(ctx context.Context, env jobEnv, req local.ShimRequest, kept *runner.Kept, stop <-chan struct{}) {
 	id := req.Spec.ID
 	var orphaned <-chan struct{}
 	if req.Foreground {
@@ -273,22 +274,22 @@ func awaitRecorded(ctx context.Context, env jobEnv, req local.ShimRequest, done,
 	}
 	for {
 		select {
-		case <-done:
+		case <-kept.Done():
 			// The receipt is the only record of the end: stay (and stay
 			// visible as live) until the store has taken it.
 			select {
-			case <-recorded:
+			case <-kept.Recorded():
 			case <-time.After(maxRecordWait):
 				env.log.Error("receipt still not written; giving up", "id", id)
 			}
 			return
 		case <-stop:
 			stop = nil
-			go func() { _, _ = env.reg.Kill(ctx, id) }()
+			go func() { _ = kept.Kill(ctx, 0) }()
 		case <-orphaned:
 			orphaned = nil
 			env.log.Info("launcher of a foreground job is gone: ending job", "id", id)
-			go func() { _, _ = env.reg.Kill(ctx, id) }()
+			go func() { _ = kept.Kill(ctx, 0) }()
 		}
 	}
 }
@@ -312,7 +313,7 @@ func watchParent(launcher int) <-chan struct{} {
 }
 
 // serveControl applies control messages until the FIFO fails or is closed.
-func serveControl(ctx context.Context, reg *runner.Registry, id string, f *os.File, log *slog.Logger) {
+func serveControl(ctx context.Context, kept *runner.Kept, id string, f *os.File, log *slog.Logger) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 8192), 8192)
 	for sc.Scan() {
@@ -331,28 +332,28 @@ func serveControl(ctx context.Context, reg *runner.Registry, id string, f *os.Fi
 			log.Warn("control message for another job", "id", id, "for", m.ID)
 			continue
 		}
-		if err := apply(ctx, reg, id, m); err != nil {
+		if err := apply(ctx, kept, m); err != nil {
 			log.Warn("control", "id", id, "op", m.Op, "err", err)
 		}
 	}
 }
 
-func apply(ctx context.Context, reg *runner.Registry, id string, m local.CtlMessage) error {
+func apply(ctx context.Context, kept *runner.Kept, m local.CtlMessage) error {
 	switch m.Op {
 	case "write":
 		data, err := base64.StdEncoding.DecodeString(m.Data)
 		if err != nil {
 			return err
 		}
-		return reg.Write(ctx, id, data)
+		return kept.Write(ctx, data)
 	case "close":
-		return reg.CloseStdin(ctx, id)
+		return kept.CloseStdin(ctx)
 	case "kill":
 		grace := time.Duration(m.GraceMS) * time.Millisecond
-		go func() { _, _ = reg.KillWithGrace(ctx, id, grace) }()
+		go func() { _ = kept.Kill(ctx, grace) }()
 		return nil
 	case "signal":
-		return reg.Signal(ctx, id, syscall.Signal(m.Signal))
+		return kept.Signal(ctx, syscall.Signal(m.Signal))
 	default:
 		return errors.New("unknown op " + m.Op)
 	}

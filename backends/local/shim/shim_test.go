@@ -62,7 +62,7 @@ func (f *fixture) run(t *testing.T, request []byte) *running {
 	r := &running{result: make(chan error, 1)}
 	go func() {
 		err := shim.Run(context.Background(), bytes.NewReader(request), pw, shim.Config{
-			Paths: f.paths, Store: f.store, Options: runner.Options{KillGrace: 300 * time.Millisecond},
+			Paths: f.paths, Store: f.store, Keep: runner.KeepOptions{KillGrace: 300 * time.Millisecond},
 		})
 		pw.Close()
 		r.result <- err

@@ -65,12 +65,6 @@ const DefaultIdleExit = 10 * time.Second
 // supervisor alive.
 const requestTimeout = 15 * time.Second
 
-// forgetAfter is how long a finished job stays in the supervisor's
-// registry (superviseJob holds its end and receipt channels from the start):
-// long enough for a late control message to be answered "finished", short
-// enough that hundreds of jobs a second do not pile up in memory.
-const forgetAfter = 5 * time.Second
-
 // Supervise runs the many-job supervisor (hermes supervise), the grouped
 // form of the shim (like containerd's grouped shims): one process, in a
 // session of its own, that supervises every job handed to it over a unix
@@ -100,8 +94,8 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	signal.Notify(chld, syscall.SIGCHLD)
 	defer signal.Stop(chld)
 
-	if err := os.MkdirAll(cfg.Paths.RunDir, 0o700); err != nil {
-		return fmt.Errorf("run dir: %w", err)
+	if err := cfg.makeDirs(); err != nil {
+		return fmt.Errorf("supervise: %w", err)
 	}
 	if !osproc.SubreaperSupported {
 		return errors.New("supervise: this system has no subreaper; jobs need a shim each")
@@ -114,12 +108,6 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	family := local.NewFamily()
 	job := local.New()
 	job.Family = family
-	cfg.Options.ForgetAfter = forgetAfter
-	reg, err := cfg.registry(job, log)
-	if err != nil {
-		return err
-	}
-	defer reg.Close()
 	ln, err := listen(cfg.Socket)
 	if err != nil {
 		return err
@@ -129,7 +117,7 @@ func Supervise(ctx context.Context, cfg SupervisorConfig) error {
 	defer files.close()
 	s := &supervisor{
 		cfg: cfg, log: log, ln: ln, stop: make(chan struct{}), changed: make(chan struct{}, 1),
-		env: jobEnv{reg: reg, paths: cfg.Paths, log: log, files: files}, lastBusy: time.Now(),
+		env: jobEnv{backend: job, keep: cfg.keepOptions(log), paths: cfg.Paths, log: log, files: files}, lastBusy: time.Now(),
 	}
 	s.env.start, _ = osproc.StartTime(os.Getpid())
 	if st, err := os.Stat(cfg.Socket); err == nil {
@@ -302,8 +290,6 @@ func (s *supervisor) serveJob(ctx context.Context, conn net.Conn, first []byte) 
 		s.log.Warn("job not started", "id", req.Spec.ID, "err", err)
 		return
 	}
-	// The job's files are gone: its next attempt, if any, may start.
-	s.env.reg.SettleRetry(context.WithoutCancel(ctx), req.Spec.ID)
 	if s.cfg.AfterJob != nil {
 		// What it starts runs here, as this supervisor's jobs.
 		s.cfg.AfterJob(local.WithInProcessSupervisor(ctx, s.cfg.Socket, s.dialer(ctx)), req.Spec.ID)

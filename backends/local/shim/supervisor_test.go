@@ -71,7 +71,7 @@ func runAsSupervisor(home string) int {
 	err = shim.Supervise(context.Background(), shim.SupervisorConfig{
 		CLI: cli,
 		Config: shim.Config{Paths: p.detached(""), Store: st,
-			Options: runner.Options{KillGrace: runner.DefaultKillGrace}},
+			Keep: runner.KeepOptions{KillGrace: runner.DefaultKillGrace}},
 		Socket:   p.socket(),
 		IdleExit: idle,
 		Ready: func() {
