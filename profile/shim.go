@@ -17,7 +17,7 @@ import (
 // keepOptions are how a shim or supervisor keeps its jobs: it records
 // their ends, which free their slots and schedule their next attempts.
 func (e *Profile) keepOptions() runner.KeepOptions {
-	return runner.KeepOptions{Ledger: e.Ledger, Profile: e.Home, Tracing: e.Tracing, OnRetry: e.retries.add}
+	return runner.KeepOptions{Ledger: e.Ledger, Tracing: e.Tracing, OnRetry: e.retries.add}
 }
 
 // RunShim supervises one detached job of this profile (`hermes shim`).

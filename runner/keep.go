@@ -10,7 +10,6 @@ import (
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
-	"github.com/hermesrun/hermes/service"
 	"github.com/hermesrun/hermes/tracing"
 )
 
@@ -26,8 +25,6 @@ type KeepOptions struct {
 	// due time): a process that records ends and then exits stays to
 	// start it when no runner will.
 	OnRetry func(id string, at time.Time)
-	// Profile names the $HERMES_HOME of the job (for labels).
-	Profile string
 	// SpillDir, when set, receives the job's full output as <id>.log,
 	// rotated at SpillBytes, until its receipt is stored.
 	SpillDir   string
@@ -50,38 +47,38 @@ type Kept struct {
 	p *Process
 }
 
-// Keep starts req on b and runs it to its recorded end: it captures the
-// output (bounded, with wakes, spill log and req.Tee), enforces the
+// Keep starts spec on b and runs it to its recorded end: it captures the
+// output (bounded, with wakes, spill log and spec.Tee), enforces the
 // timeout, and records the end (receipt, span, completion, the next
 // attempt of a job with retries, the slot). It is what the supervisor of
-// one job runs (a shim, a many-job supervisor for each of its jobs): the
-// job's one keeper, with nothing to look up, list or admit. req was
-// admitted by whoever handed it over; its retries, if any, are held in the
-// ledger already.
+// a job runs (a shim, a many-job supervisor for each of its jobs): the
+// job's one keeper, with nothing to look up, list or admit. spec is what
+// the job's starter handed over, admitted: its retries, if any, are held
+// in the ledger already.
 //
 // A start that b refused is recorded (status failed_to_start) and returned
 // as the error, with a nil Kept.
-func Keep(ctx context.Context, b backend.Backend, req service.StartRequest, opts KeepOptions) (*Kept, error) {
-	if err := checkCommand(req); err != nil {
+func Keep(ctx context.Context, b backend.Backend, spec backend.Spec, opts KeepOptions) (*Kept, error) {
+	if err := checkCommand(spec.Command, spec.Env); err != nil {
 		return nil, err
 	}
+	if opts.Store == nil {
+		return nil, fmt.Errorf("runner: keep %s: a receipt store is required", spec.ID)
+	}
 	o := Options{
-		Store: opts.Store, Profile: opts.Profile, SpillDir: opts.SpillDir, SpillBytes: opts.SpillBytes,
+		Store: opts.Store, SpillDir: opts.SpillDir, SpillBytes: opts.SpillBytes,
 		MaxOutputChars: opts.MaxOutputChars, KillGrace: opts.KillGrace, OnRetry: opts.OnRetry,
-		SettlesRetries: true, Tracing: opts.Tracing, Logger: opts.Logger,
+		Tracing: opts.Tracing, Logger: opts.Logger,
 	}
 	if opts.Ledger != nil {
 		o.Admission = &Admission{Ledger: opts.Ledger}
 	}
-	if o.Store == nil {
-		return nil, fmt.Errorf("runner: keep %s: a receipt store is required", req.ID)
-	}
 	k := newKeeper(o)
-	req.Admitted = true
-	if err := k.stamp(ctx, &req); err != nil {
+	k.settles = true
+	if err := k.stamp(ctx, &spec.Job, &spec.Env); err != nil {
 		return nil, err
 	}
-	p, err := k.launch(ctx, b, req, nil)
+	p, err := k.launch(ctx, b, spec, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +141,7 @@ func (j *Kept) CloseStdin(ctx context.Context) error {
 // SettleRetry lets the job's next attempt start, if one is scheduled: its
 // supervisor calls it once the files of this attempt (named by the job's
 // id) are gone, so that the next finds none of them.
-func (j *Kept) SettleRetry(ctx context.Context) { j.k.SettleRetry(ctx, j.p.spec.ID) }
+func (j *Kept) SettleRetry(ctx context.Context) { j.k.settleRetry(ctx, j.p.spec.ID) }
 
 // Close stops retrying a receipt the store refused so far. The job, if
 // still running, runs on.

@@ -26,6 +26,13 @@ type keeper struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
+	// settles says that whoever runs this keeper calls settleRetry after
+	// each ended attempt, once the attempt's own files are gone (a job's
+	// supervisor, whose state file and FIFO are named by the job's id):
+	// the next attempt must not find them. Otherwise the keeper lets the
+	// next attempt in itself.
+	settles bool
+
 	// drop lets go of a process that ended (its ForgetAfter passed, or
 	// an attempt followed by another); nil when nothing lists them.
 	drop func(*Process)

@@ -84,13 +84,8 @@ type Options struct {
 	ForgetAfter time.Duration
 	// OnRetry, if set, is told when this registry schedules the next
 	// attempt of a job (id) for at: a process that records ends and then
-	// exits (a shim) stays to start it when no runner will.
+	// exits (a container's watcher) stays to start it when no runner will.
 	OnRetry func(id string, at time.Time)
-	// SettlesRetries says that whoever runs this registry calls
-	// SettleRetry after each ended attempt, once the attempt's own files
-	// are gone (a job's supervisor, whose state file and FIFO are named
-	// by the job's id): the next attempt must not find them.
-	SettlesRetries bool
 	// Tracing records each process span; nil means no tracing. Process
 	// span ids are allocated either way so that receipts and children
 	// carry them.
@@ -98,8 +93,9 @@ type Options struct {
 	// Logger receives operational logs. Default slog.Default().
 	Logger *slog.Logger
 	// Admission applies the profile's limits to starts; nil admits
-	// everything. A registry that only records ends (a shim's) sets it
-	// without limits, to free the slots of what it records.
+	// everything. A registry that only records ends (a container's
+	// watcher) sets it without limits, to free the slots of what it
+	// records.
 	Admission *Admission
 }
 

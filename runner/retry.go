@@ -37,8 +37,8 @@ func retryable(status string) bool {
 
 // keepForRetry holds req's request for its next attempt while this one
 // runs, when it has retries left.
-func (k *keeper) keepForRetry(ctx context.Context, req service.StartRequest, backend string) error {
-	a := k.opts.Admission
+func (r *Registry) keepForRetry(ctx context.Context, req service.StartRequest, backend string) error {
+	a := r.opts.Admission
 	if req.Admitted || req.Retries <= len(req.Attempts) || a == nil || a.Ledger == nil {
 		return nil
 	}
@@ -110,7 +110,7 @@ func (k *keeper) holdForRetry(ctx context.Context, e *admission.Entry, q *queued
 	}
 	delay := q.RetryDelay(len(q.Attempts), rand.Float64())
 	// Still Attempting: no dispatcher starts the next attempt, under the
-	// same id, before this one's files are gone (SettleRetry).
+	// same id, before this one's files are gone (settleRetry).
 	e.Payload, e.NotBefore = payload, time.Now().Add(delay)
 	if err := k.opts.Admission.Ledger.Hold(ctx, *e, admission.Limits{}); err != nil {
 		k.log.Warn("retry not scheduled", "id", rec.ID, "err", err)
@@ -140,11 +140,11 @@ func (k *keeper) retryPending(ctx context.Context, p *Process) bool {
 	return err == nil && len(q.Attempts) > len(p.spec.Attempts)
 }
 
-// SettleRetry lets the next attempt of job id start, if one is scheduled:
+// settleRetry lets the next attempt of job id start, if one is scheduled:
 // what the supervisor of a job calls once the files of its ended attempt
-// are gone (Options.SettlesRetries), so that the next, under the same id,
-// finds none of them.
-func (k *keeper) SettleRetry(ctx context.Context, id string) {
+// are gone (keeper.settles), so that the next, under the same id, finds
+// none of them.
+func (k *keeper) settleRetry(ctx context.Context, id string) {
 	a := k.opts.Admission
 	if a == nil || a.Ledger == nil {
 		return
@@ -185,8 +185,8 @@ func (k *keeper) endAttempt(ctx context.Context, p *Process, settle bool) {
 	p.retrying = true
 	p.mu.Unlock()
 	k.unlist(p)
-	if settle && !k.opts.SettlesRetries {
-		k.SettleRetry(ctx, p.spec.ID)
+	if settle && !k.settles {
+		k.settleRetry(ctx, p.spec.ID)
 	}
 	k.events.emit(Event{Kind: EventRetrying, ID: p.spec.ID, Backend: p.backend, Owner: p.spec.ParentSessionID, Started: p.handle != nil})
 	close(p.recorded)

@@ -24,7 +24,7 @@ import (
 // the backend could not start is recorded with status failed_to_start and
 // returned together with the error.
 func (r *Registry) Start(ctx context.Context, req service.StartRequest) (*service.Info, error) {
-	if err := checkCommand(req); err != nil {
+	if err := checkCommand(req.Command, req.Env); err != nil {
 		return nil, err
 	}
 	b, err := r.backend(req.Backend)
@@ -37,7 +37,7 @@ func (r *Registry) Start(ctx context.Context, req service.StartRequest) (*servic
 	if err := r.applyLimits(b, &req); err != nil {
 		return nil, err
 	}
-	if err := r.stamp(ctx, &req); err != nil {
+	if err := r.stamp(ctx, &req.Job, &req.Env); err != nil {
 		return nil, err
 	}
 	if req.Waits() && !req.Admitted {
@@ -51,13 +51,13 @@ func (r *Registry) Start(ctx context.Context, req service.StartRequest) (*servic
 	return r.startOn(ctx, b, req)
 }
 
-// checkCommand says what is wrong with req's command line and
+// checkCommand says what is wrong with a job's command line and
 // environment, if anything.
-func checkCommand(req service.StartRequest) error {
-	if strings.TrimSpace(req.Command) == "" {
+func checkCommand(command string, env []string) error {
+	if strings.TrimSpace(command) == "" {
 		return fmt.Errorf("%w: empty command", service.ErrInvalid)
 	}
-	for _, kv := range req.Env {
+	for _, kv := range env {
 		if err := service.CheckEnv(kv); err != nil {
 			return fmt.Errorf("%w: %v", service.ErrInvalid, err)
 		}
@@ -121,24 +121,25 @@ func (r *Registry) applyLimits(b backend.Backend, req *service.StartRequest) err
 	return nil
 }
 
-// stamp gives req what the caller may leave out: an ID, the owning
-// session, the start time and the trace its process belongs to.
-func (k *keeper) stamp(ctx context.Context, req *service.StartRequest) error {
-	if req.ID == "" {
-		req.ID = backend.NewID()
-	} else if !job.IsID(req.ID) {
-		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, req.ID)
+// stamp gives job j, with environment env, what its starter may leave
+// out: an ID, the owning session, the start time and the trace its
+// process belongs to.
+func (k *keeper) stamp(ctx context.Context, j *job.Job, env *[]string) error {
+	if j.ID == "" {
+		j.ID = backend.NewID()
+	} else if !job.IsID(j.ID) {
+		return fmt.Errorf("%w: %q", receipts.ErrInvalidID, j.ID)
 	}
-	if req.ParentSessionID == "" {
-		req.ParentSessionID = sessions.Current(ctx)
+	if j.ParentSessionID == "" {
+		j.ParentSessionID = sessions.Current(ctx)
 	}
-	if req.StartedAt.IsZero() {
-		req.StartedAt = time.Now()
+	if j.StartedAt.IsZero() {
+		j.StartedAt = time.Now()
 	}
-	if req.TraceID == "" {
+	if j.TraceID == "" {
 		ids := k.processSpanIDs(ctx)
-		req.TraceID, req.SpanID, req.ParentSpanID, req.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
-		req.Env = append(slices.Clip(req.Env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
+		j.TraceID, j.SpanID, j.ParentSpanID, j.TraceSampled = ids.TraceID, ids.SpanID, ids.ParentSpanID, ids.Sampled
+		*env = append(slices.Clip(*env), tracing.Env(ids, trace.SpanContextFromContext(ctx).TraceState().String())...)
 	}
 	return nil
 }
@@ -180,10 +181,12 @@ func (r *Registry) startNow(ctx context.Context, req service.StartRequest) (*ser
 
 // startOn starts a checked, admitted request on backend b.
 func (r *Registry) startOn(ctx context.Context, b backend.Backend, req service.StartRequest) (*service.Info, error) {
-	p, err := r.launch(ctx, b, req, r.list)
-	if p == nil {
-		return nil, err
+	if err := r.keepForRetry(ctx, req, b.Name()); err != nil {
+		return nil, fmt.Errorf("%w: retries: %v", service.ErrUnavailable, err)
 	}
+	spec := r.specOf(req, b.Name())
+	spec.Tee = req.Tee
+	p, err := r.launch(ctx, b, spec, r.list)
 	return p.info(), err
 }
 
@@ -194,40 +197,37 @@ func (r *Registry) list(p *Process) {
 	r.mu.Unlock()
 }
 
-// launch starts a checked, admitted request on backend b and runs it to
-// its recorded end in the background. list, if set, is given the process
-// once it runs, before anything can observe its end. The process is nil
-// only when nothing was started nor recorded; a start the backend refused
-// is recorded failed_to_start and returned with the error.
-func (k *keeper) launch(ctx context.Context, b backend.Backend, req service.StartRequest, list func(*Process)) (*Process, error) {
-	spec := k.specOf(req, b.Name())
+// specOf is the spec of a checked, admitted request for backend name:
+// its job, stamped with where it runs, and its environment.
+func (r *Registry) specOf(req service.StartRequest, name string) backend.Spec {
+	spec := backend.Spec{Job: req.Job, Env: req.Env, BaseEnv: req.BaseEnv}
+	spec.Backend, spec.Profile, spec.StartedAt = name, r.opts.Profile, req.StartedAt.UTC()
+	return spec
+}
+
+// launch starts spec on backend b and runs it to its recorded end in the
+// background; spec.Tee, if set, receives its output as it comes. list, if
+// set, is given the process once it runs, before anything can observe its
+// end. A start the backend refused is recorded failed_to_start and
+// returned with the error.
+func (k *keeper) launch(ctx context.Context, b backend.Backend, spec backend.Spec, list func(*Process)) (*Process, error) {
+	tee := spec.Tee
+	spec.Tee = nil
 	p := newProcess(spec, b.Name())
 	caps := b.Capabilities()
-	tee := req.Tee
 	if caps.Foreground {
 		// Its supervisor tees the output and ends the job with us.
 		spec.Tee, tee = tee, nil
-	}
-	if err := k.keepForRetry(ctx, req, b.Name()); err != nil {
-		return nil, fmt.Errorf("%w: retries: %v", service.ErrUnavailable, err)
 	}
 	h, err := b.Start(ctx, spec)
 	if err != nil {
 		p.errMsg = err.Error()
 		p.failed = true
 		k.finish(ctx, p, backend.Exit{Code: -1, FinishedAt: time.Now()}, nil)
-		return p, fmt.Errorf("start %s: %w", req.ID, err)
+		return p, fmt.Errorf("start %s: %w", spec.ID, err)
 	}
 	k.track(p, h, caps, tee, list)
 	return p, nil
-}
-
-// specOf is the spec of a checked, admitted request for backend name:
-// its job, stamped with where it runs, and its environment.
-func (k *keeper) specOf(req service.StartRequest, name string) backend.Spec {
-	spec := backend.Spec{Job: req.Job, Env: req.Env, BaseEnv: req.BaseEnv}
-	spec.Backend, spec.Profile, spec.StartedAt = name, k.opts.Profile, req.StartedAt.UTC()
-	return spec
 }
 
 // ResolveBackend names the backend a request naming name (empty: the

@@ -13,8 +13,9 @@ import (
 	"github.com/hermesrun/hermes/service"
 )
 
-// Wake on output (--notify-on): the registry that captures a job's output
-// (the shim's for a local job, the supervising one for a container or pod)
+// Wake on output (--notify-on): the keeper that captures a job's output
+// (its supervisor's for a local job, the watching registry's for a
+// container or pod)
 // reads it line by line as it is pumped, and the first line matching one of
 // the job's patterns leaves a receipts.Wake for the owner, taken with the
 // completions. A pattern wakes again only after the job's notify interval,

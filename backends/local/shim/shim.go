@@ -29,7 +29,6 @@ import (
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/runner/sessions"
-	"github.com/hermesrun/hermes/service"
 )
 
 // Config is what a shim needs besides its request.
@@ -215,16 +214,11 @@ func superviseAttempt(ctx context.Context, env jobEnv, req local.ShimRequest, te
 	b, _ := json.Marshal(state)
 	draft := env.files.draftState(b)
 	ctx = sessions.WithCurrent(ctx, spec.ParentSessionID)
-	j := spec.Job
 	// A background job's stdin stays open to take later writes through
 	// the control FIFO, whether or not its starter asked for a pipe.
-	j.Stdin = spec.Stdin || !req.Foreground
-	kept, err := runner.Keep(ctx, env.backend, service.StartRequest{
-		Job:     j,
-		Tee:     tee,
-		Env:     spec.Env,
-		BaseEnv: req.Environ,
-	}, env.keep)
+	spec.Stdin = spec.Stdin || !req.Foreground
+	spec.BaseEnv, spec.Tee = req.Environ, tee
+	kept, err := runner.Keep(ctx, env.backend, spec, env.keep)
 	if err != nil {
 		draft.Discard()
 		// Keep recorded a failed_to_start receipt already.
