@@ -1,8 +1,10 @@
 // Package runner is the process registry: it starts commands on a Backend,
 // captures their output in bounded buffers, records a receipt in a
 // receipts.Store when each ends (with a completion for owners that asked to
-// be notified, which any process of the profile may take), and answers list, poll, log, wait, kill and write requests
-// under the scoping rules of the calling session.
+// be notified, which any process of the profile may take), and answers
+// list, poll, log, wait, kill and write requests under the scoping rules of
+// the calling session. Keep runs one job the same way for the supervisor
+// of that job, without a registry.
 //
 // Live status stays in memory (this registry's own processes, and those
 // that Recover backends find running elsewhere); retained receipts are read
@@ -101,7 +103,7 @@ type Options struct {
 
 // Registry tracks processes. It is safe for concurrent use. Its concerns
 // each have a file: supervision (supervise.go: start, observe, record the
-// end), resolution (resolve.go: ids and prefixes, scope, adoption and
+// end, the part each job's keeper does, keeper.go), resolution (resolve.go: ids and prefixes, scope, adoption and
 // recovery of processes running elsewhere), queries (query.go), and
 // completions (completions.go: taken from the store, woken by the process
 // events of events.go).
