@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// retryTimes are the due times of the next attempts that this process's
-// registries scheduled (runner.Options.OnRetry), by job. Without a runner
+// retryTimes are the due times of the next attempts that this process
+// scheduled (runner.Options.OnRetry of a watcher's registry,
+// runner.KeepOptions.OnRetry of a supervisor's jobs), by job. Without a runner
 // nobody else would start them: the process that recorded a failed
 // attempt stays until the next is due and dispatches it.
 type retryTimes struct {

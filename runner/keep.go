@@ -26,7 +26,8 @@ type KeepOptions struct {
 	// start it when no runner will.
 	OnRetry func(id string, at time.Time)
 	// SpillDir, when set, receives the job's full output as <id>.log,
-	// rotated at SpillBytes, until its receipt is stored.
+	// rotated at SpillBytes, until its receipt is stored. It must exist:
+	// a supervisor makes it once, not once per job.
 	SpillDir   string
 	SpillBytes int64
 	// MaxOutputChars bounds the output held in memory and in the
@@ -57,7 +58,10 @@ type Kept struct {
 // in the ledger already.
 //
 // A start that b refused is recorded (status failed_to_start) and returned
-// as the error, with a nil Kept.
+// as the error, with a nil Kept; should the store refuse that receipt, it
+// is retried in the background until taken, as any receipt is. A spec
+// that is not a job (no command, a bad id or environment) is an error and
+// no receipt.
 func Keep(ctx context.Context, b backend.Backend, spec backend.Spec, opts KeepOptions) (*Kept, error) {
 	if err := checkCommand(spec.Command, spec.Env); err != nil {
 		return nil, err
@@ -78,6 +82,7 @@ func Keep(ctx context.Context, b backend.Backend, spec backend.Spec, opts KeepOp
 	if err := k.stamp(ctx, &spec.Job, &spec.Env); err != nil {
 		return nil, err
 	}
+	spec.StartedAt = spec.StartedAt.UTC()
 	p, err := k.launch(ctx, b, spec, nil)
 	if err != nil {
 		return nil, err
@@ -88,8 +93,9 @@ func Keep(ctx context.Context, b backend.Backend, spec backend.Spec, opts KeepOp
 // PID is the job's process id.
 func (j *Kept) PID() int { return j.p.pid }
 
-// Done is closed once the job has ended and its end is recorded (or
-// handed on to its next attempt).
+// Done is closed once the job has ended and its end is known: recorded,
+// handed on to its next attempt, or, when the store refused the receipt,
+// retried in the background until Recorded.
 func (j *Kept) Done() <-chan struct{} { return j.p.done }
 
 // Recorded is closed once the job's receipt is in the store, or its next
@@ -99,7 +105,7 @@ func (j *Kept) Recorded() <-chan struct{} { return j.p.recorded }
 
 // Kill ends the job's whole process tree: SIGTERM, then SIGKILL after
 // grace (KeepOptions.KillGrace when 0). It waits, up to ctx and the kill's
-// budget, for the end to be recorded.
+// budget, for the end (Done).
 func (j *Kept) Kill(ctx context.Context, grace time.Duration) error {
 	if grace <= 0 {
 		grace = j.k.opts.KillGrace
@@ -138,10 +144,17 @@ func (j *Kept) CloseStdin(ctx context.Context) error {
 	return j.p.handle.CloseStdin(ctx)
 }
 
-// SettleRetry lets the job's next attempt start, if one is scheduled: its
-// supervisor calls it once the files of this attempt (named by the job's
-// id) are gone, so that the next finds none of them.
-func (j *Kept) SettleRetry(ctx context.Context) { j.k.settleRetry(ctx, j.p.spec.ID) }
+// SettleRetry lets the job's next attempt start, if this attempt ended
+// with one scheduled: its supervisor calls it once the files of this
+// attempt (named by the job's id) are gone, so that the next finds none of
+// them. Before that end it does nothing: no next attempt may start beside
+// this one.
+func (j *Kept) SettleRetry(ctx context.Context) {
+	if !j.p.isDone() || !j.p.isRetrying() {
+		return
+	}
+	j.k.settleRetry(ctx, j.p.spec.ID)
+}
 
 // Close stops retrying a receipt the store refused so far. The job, if
 // still running, runs on.

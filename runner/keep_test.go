@@ -11,6 +11,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/backends/local"
+	"github.com/hermesrun/hermes/internal/testenv"
 	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -76,7 +77,7 @@ func TestKeepRunsOneJobToItsReceipt(t *testing.T) {
 	}{
 		{"exit 0", "echo hello", 0, receipts.StatusExited, 0, "hello\n"},
 		{"exit 3", "echo no; exit 3", 0, receipts.StatusExited, 3, "no\n"},
-		{"timeout", "echo started; sleep 30", 300 * time.Millisecond, receipts.StatusTimeout, 128 + 15, "started\n"},
+		{"timeout", "echo started; sleep 30 & wait", time.Second, receipts.StatusTimeout, 128 + 15, "started\n"},
 		{"secret redacted", "echo token=ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 0, receipts.StatusExited, 0, ""},
 	}
 	for _, tc := range cases {
@@ -99,6 +100,7 @@ func TestKeepRunsOneJobToItsReceipt(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(spill, spec.ID+".log")); !os.IsNotExist(err) {
 				t.Errorf("spill log left once the receipt is stored: %v", err)
 			}
+			noneLeft(t, k.PID())
 		})
 	}
 }
@@ -127,14 +129,18 @@ func TestKeepControlsItsJob(t *testing.T) {
 	})
 	t.Run("kill", func(t *testing.T) {
 		h := newHome(t)
-		k, spec, spill := keep(t, h, "echo up; sleep 30", nil)
+		k, spec, spill := keep(t, h, "echo up; sleep 30 & wait", nil)
 		waitFile(t, filepath.Join(spill, spec.ID+".log"), "up")
+		if len(testenv.ProcessGroup(k.PID())) == 0 {
+			t.Fatal("the job's process group is not found while it runs")
+		}
 		if err := k.Kill(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
 		if rec := recorded(t, h, k, spec.ID); rec.Status != receipts.StatusKilled {
 			t.Errorf("status %s after a kill", rec.Status)
 		}
+		noneLeft(t, k.PID())
 	})
 	t.Run("signal", func(t *testing.T) {
 		h := newHome(t)
@@ -147,6 +153,15 @@ func TestKeepControlsItsJob(t *testing.T) {
 			t.Errorf("status %s, signal %q after SIGTERM", rec.Status, rec.Signal)
 		}
 	})
+}
+
+// noneLeft fails t if a process of the job's group (led by pid) is left
+// once its end is recorded.
+func noneLeft(t *testing.T, pid int) {
+	t.Helper()
+	if left := testenv.ProcessGroup(pid); len(left) > 0 {
+		t.Errorf("processes of the job left after its end: %v", left)
+	}
 }
 
 // waitFile waits until the file at path holds want.

@@ -11,8 +11,8 @@ import (
 	"github.com/hermesrun/hermes/service"
 )
 
-// Process is one process known to a Registry: started by it, or adopted
-// from a backend that found it running elsewhere.
+// Process is one process a keeper runs to its end: started by a Registry
+// or by Keep, or adopted from a backend that found it running elsewhere.
 type Process struct {
 	spec    backend.Spec
 	backend string
@@ -20,7 +20,8 @@ type Process struct {
 	// supervised is set when another process (a shim) supervises this
 	// one: its backend declares Capabilities.Supervised.
 	supervised bool
-	// buf holds the output when this registry captures it.
+	// buf holds the output when its keeper captures it (not that of a
+	// supervised process, whose supervisor does).
 	buf  *outbuf.Buffer
 	pid  int
 	ref  string

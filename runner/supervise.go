@@ -321,7 +321,7 @@ func (k *keeper) supervise(p *Process, tee io.Writer, recoverable bool) {
 	select {
 	case <-k.closed:
 		if recoverable {
-			// Closed, this registry has stopped watching (its store may be
+			// Closed, this keeper has stopped watching (its store may be
 			// closed too); the job's own supervisor, or whoever adopts it,
 			// records the end.
 			return
@@ -331,7 +331,7 @@ func (k *keeper) supervise(p *Process, tee io.Writer, recoverable bool) {
 	k.finish(ctx, p, exit, err)
 }
 
-// pumpOutput copies p's output, if this registry buffers it, to the
+// pumpOutput copies p's output, if this keeper buffers it, to the
 // buffer and to whatever else watches it: wakes, the spill log and tee.
 // pumped is closed once the output has ended; wakes and spill are nil
 // where there are none.
@@ -563,7 +563,7 @@ func (k *keeper) readBack(ctx context.Context, p *Process) (*receipts.Receipt, e
 	}
 }
 
-// retryRecord writes rec until the store takes it (or the registry is
+// retryRecord writes rec until the store takes it (or the keeper is
 // closed), then marks p recorded.
 func (k *keeper) retryRecord(p *Process, rec *receipts.Receipt) {
 	delay := retryFirst
@@ -588,8 +588,8 @@ func (k *keeper) retryRecord(p *Process, rec *receipts.Receipt) {
 }
 
 // Recorded returns a channel closed once the receipt of process id (of
-// this registry) is in the store, or nil for an unknown id. A supervisor
-// must not exit before: its receipt is the only record of the end.
+// this registry) is in the store, or its next attempt is scheduled
+// instead; nil for an unknown id.
 func (r *Registry) Recorded(id string) <-chan struct{} {
 	if p := r.known(id); p != nil {
 		return p.recorded

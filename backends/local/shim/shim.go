@@ -221,7 +221,8 @@ func superviseAttempt(ctx context.Context, env jobEnv, req local.ShimRequest, te
 	kept, err := runner.Keep(ctx, env.backend, spec, env.keep)
 	if err != nil {
 		draft.Discard()
-		// Keep recorded a failed_to_start receipt already.
+		// A start the backend refused is recorded failed_to_start
+		// already; a request that is not a job has no receipt.
 		reply(local.ShimReply{Error: err.Error()})
 		return nil, err
 	}
