@@ -154,17 +154,32 @@ func testLimits(t *testing.T, a, b *testServer, tokA, tokB string) {
 	}
 	// The metrics say so, per tenant. Which replica dispatched the queued
 	// job (and so observed its wait) is a race between a's end-of-job
-	// dispatch and b's periodic one: either replica may report it.
-	m := string(a.do(t, call{method: "GET", path: "/metrics"}).body) +
-		string(b.do(t, call{method: "GET", path: "/metrics"}).body)
+	// dispatch and b's periodic one: either replica may report it. The
+	// dispatcher observes the waits of a pass once the pass is over, which
+	// under load may be after the job it started has ended and been waited
+	// for: the metrics are read until they have it, up to a bound.
 	tenant := "alpha"
 	if tokA == "" {
 		tenant = ""
 	}
-	for _, want := range []string{`hermes_tenant_starts_refused_total{reason="queue",tenant="` + tenant + `"}`, `hermes_tenant_queue_wait_seconds_count{tenant="` + tenant + `"}`, `hermes_tenant_jobs_queued{tenant="` + tenant + `"}`} {
-		if !strings.Contains(m, want) {
-			t.Errorf("metrics of both replicas lack %s in:\n%s", want, m)
+	wants := []string{`hermes_tenant_starts_refused_total{reason="queue",tenant="` + tenant + `"}`, `hermes_tenant_queue_wait_seconds_count{tenant="` + tenant + `"}`, `hermes_tenant_jobs_queued{tenant="` + tenant + `"}`}
+	var m string
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m = string(a.do(t, call{method: "GET", path: "/metrics"}).body) +
+			string(b.do(t, call{method: "GET", path: "/metrics"}).body)
+		missing = missing[:0]
+		for _, want := range wants {
+			if !strings.Contains(m, want) {
+				missing = append(missing, want)
+			}
 		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range missing {
+		t.Errorf("metrics of both replicas lack %s in:\n%s", want, m)
 	}
 }
 

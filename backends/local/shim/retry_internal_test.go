@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ import (
 // superviseJob, which looked its end up after the reply, waited on nil
 // channels forever: the job read as running, with no next attempt
 // (TestRetriesFromTheCLI's "still running" flake). Here the reply waits
-// until the next attempt is scheduled.
+// until the next attempt is scheduled; and the next attempt is let go only
+// once this one's state file and control FIFO are gone (settleWatch).
 func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 	dir := t.TempDir()
 	st, err := receipts.NewFileStore(filepath.Join(dir, "receipts"), receipts.Options{})
@@ -55,7 +57,8 @@ func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	env := jobEnv{backend: local.New(), keep: Config{Paths: paths, Store: st, Keep: runner.KeepOptions{Ledger: led}}.keepOptions(log),
+	settle := &settleWatch{Ledger: led, paths: paths, id: info.ID}
+	env := jobEnv{backend: local.New(), keep: Config{Paths: paths, Store: st, Keep: runner.KeepOptions{Ledger: settle}}.keepOptions(log),
 		paths: paths, log: log}
 	spec := backend.Spec{Job: job.Job{ID: info.ID, Command: "exit 1", Control: ctl}}
 	spec.StartedAt = time.Now().UTC()
@@ -93,6 +96,39 @@ func TestSuperviseJobAttemptRetriedBeforeReply(t *testing.T) {
 	if _, err := os.Stat(paths.StatePath(info.ID)); !os.IsNotExist(err) {
 		t.Fatalf("the attempt's state file is still there: %v", err)
 	}
+	settle.mu.Lock()
+	defer settle.mu.Unlock()
+	if !settle.settled || len(settle.left) > 0 {
+		t.Fatalf("next attempt let go: %v, with the attempt's files still there: %v", settle.settled, settle.left)
+	}
+}
+
+// settleWatch is a ledger that notes, when the next attempt of job id is
+// let go (held again, no longer Attempting), which of the attempt's files
+// are still there: none may be, or the next attempt, under the same id,
+// would find them.
+type settleWatch struct {
+	admission.Ledger
+	paths *local.Detached
+	id    string
+
+	mu      sync.Mutex
+	settled bool
+	left    []string
+}
+
+func (l *settleWatch) Hold(ctx context.Context, e admission.Entry, lim admission.Limits) error {
+	if e.ID == l.id && !e.Attempting {
+		l.mu.Lock()
+		l.settled = true
+		for _, p := range []string{l.paths.StatePath(l.id), l.paths.CtlPath(l.id)} {
+			if _, err := os.Lstat(p); err == nil {
+				l.left = append(l.left, p)
+			}
+		}
+		l.mu.Unlock()
+	}
+	return l.Ledger.Hold(ctx, e, lim)
 }
 
 // retryScheduled reports whether led holds job id for its next attempt:
