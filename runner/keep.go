@@ -119,16 +119,16 @@ func (j *Kept) Kill(ctx context.Context, grace time.Duration) error {
 // Signal sends sig to the job's process group; a job that then dies of
 // SIGTERM, SIGKILL or SIGINT is recorded as killed.
 func (j *Kept) Signal(ctx context.Context, sig syscall.Signal) error {
-	if j.p.isDone() {
-		return fmt.Errorf("%s: %w", j.p.spec.ID, backend.ErrFinished)
+	if err := j.running(); err != nil {
+		return err
 	}
 	return j.p.signal(ctx, sig)
 }
 
 // Write sends data to the job's stdin.
 func (j *Kept) Write(ctx context.Context, data []byte) error {
-	if j.p.isDone() {
-		return fmt.Errorf("%s: %w", j.p.spec.ID, backend.ErrFinished)
+	if err := j.running(); err != nil {
+		return err
 	}
 	if len(data) == 0 {
 		return nil
@@ -138,10 +138,19 @@ func (j *Kept) Write(ctx context.Context, data []byte) error {
 
 // CloseStdin closes the job's stdin.
 func (j *Kept) CloseStdin(ctx context.Context) error {
+	if err := j.running(); err != nil {
+		return err
+	}
+	return j.p.handle.CloseStdin(ctx)
+}
+
+// running is backend.ErrFinished once the job has ended: control goes to
+// a running job only.
+func (j *Kept) running() error {
 	if j.p.isDone() {
 		return fmt.Errorf("%s: %w", j.p.spec.ID, backend.ErrFinished)
 	}
-	return j.p.handle.CloseStdin(ctx)
+	return nil
 }
 
 // SettleRetry lets the job's next attempt start, if this attempt ended
