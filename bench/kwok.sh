@@ -8,7 +8,14 @@
 # (scripts/ci/start-k8s.sh) and Redis (scripts/ci/start-redis.sh). KILL=1
 # SIGKILLs the second runner once the last round's jobs have started: the
 # first must record every end, each once. CREATE_ONLY=1 lets the bare
-# loop's workers create without waiting for their pods to run.
+# loop's workers create without waiting for their pods to run. PROTOBUF=1
+# has the bare loop speak protobuf to the API server, as hermes does (its
+# default is client-go's, JSON).
+# HERMES_SIM_PHASES=1 splits each side's starts into phases (create,
+# schedule, run, answer) seen by one watch, with the CPU each process of
+# the machine spent in the round (bench/kube/simclock.go); with
+# HERMES_SIM_PROFILE=DIR also 20 s CPU profiles of the API server and the
+# runners from each round's start.
 set -euo pipefail
 export CGO_ENABLED=0
 cd "$(dirname "$0")/.."
@@ -56,5 +63,6 @@ YAML
 serve a 17081
 serve b 17082
 "$tmp/kube" -sim "$n" -concurrency "${CONCURRENCY:-64}" -rounds "${ROUNDS:-3}" -sim-duration "${DURATION:-30s}" \
-	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" -redis "$redis" \
-	${KILL:+-kill-replica} ${CREATE_ONLY:+-create-only}
+	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" \
+	-runner-debug http://127.0.0.1:18081,http://127.0.0.1:18082 -redis "$redis" \
+	${KILL:+-kill-replica} ${CREATE_ONLY:+-create-only} ${PROTOBUF:+-protobuf}

@@ -46,6 +46,14 @@ func newPodClient(cfg *rest.Config, namespace string, quiet func(context.Context
 	c.APIPath = "/api"
 	c.GroupVersion = &corev1.SchemeGroupVersion
 	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	// Protobuf, as the control plane's own components speak: every pod
+	// event of the profile reaches each replica's shared watch, and in
+	// JSON encoding them (the API server) and decoding them (here) were
+	// most of both processes' CPU at 2,000 simulated jobs (bench/kwok.sh
+	// with HERMES_SIM_PHASES). JSON stays accepted, for servers and
+	// proxies that answer in it.
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

@@ -52,8 +52,10 @@ func main() {
 		simDur     = flag.Duration("sim-duration", 30*time.Second, "with -sim: how long each simulated pod runs")
 		simRounds  = flag.Int("rounds", 3, "with -sim: paired rounds")
 		runnerPIDs = flag.String("runner-pids", "", "with -sim: comma-separated pids of the runners, for their RSS")
+		runnerDbg  = flag.String("runner-debug", "", "with -sim and HERMES_SIM_PROFILE: comma-separated URLs of the runners' debug listeners")
 		redisURL   = flag.String("redis", "", "with -sim: the runners' Redis, for its memory per receipt")
 		createOnly = flag.Bool("create-only", false, "with -sim: the bare loop's workers create and go on, without waiting for their pods to run (a start's answer waits for that)")
+		bareProto  = flag.Bool("protobuf", false, "with -sim: this process's client (the bare loop, its watches) speaks protobuf, as hermes's does")
 		killLast   = flag.Bool("kill-replica", false, "with -sim: SIGKILL the last of -runner-pids once the last round's jobs have started; the others must record every end")
 	)
 	flag.Parse()
@@ -65,6 +67,10 @@ func main() {
 		// The bare loop gets the runner's bound on requests
 		// (terminal.kubernetes.api_qps), not client-go's 5 a second.
 		cfg.QPS, cfg.Burst = 100, 200
+		if *bareProto {
+			cfg.ContentType = "application/vnd.kubernetes.protobuf"
+			cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		}
 	}
 	cs, err := k8s.NewForConfig(cfg)
 	if err != nil {
@@ -79,7 +85,8 @@ func main() {
 			}
 		}
 		b.simulate(simOpts{n: *sim, concurrency: *simConc, rounds: *simRounds, duration: *simDur,
-			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL, killLast: *killLast, createOnly: *createOnly})
+			runners: strings.Split(*runners, ","), runnerPIDs: pids, redisURL: *redisURL, killLast: *killLast, createOnly: *createOnly,
+			runnerDebug: strings.FieldsFunc(*runnerDbg, func(r rune) bool { return r == ',' })})
 		return
 	}
 	if *rate > 0 {

@@ -49,6 +49,7 @@ type simOpts struct {
 	duration               time.Duration
 	runners                []string
 	runnerPIDs             []int
+	runnerDebug            []string // the runners' debug listeners, for profiles
 	redisURL               string
 	killLast               bool // SIGKILL the last runner in the last round
 	createOnly             bool // the bare loop's workers do not wait for their pods to run
@@ -140,12 +141,16 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 		return simResult{}, err
 	}
 	defer func() { w.Stop() }()
+	clock, err := b.startClock(ctx, "bench-sim="+label, "bare", nil)
+	if err != nil {
+		return simResult{}, err
+	}
 	tally := newSimTally()
 	start := time.Now()
 	errs := make(chan error, 1)
 	go func() {
 		errs <- measure.Parallel(o.n, o.concurrency, func(i int) error {
-			return b.bareStart(ctx, o, tally, fmt.Sprintf("bench-sim-%s-%d", label, i), label)
+			return b.bareStart(ctx, o, tally, clock, fmt.Sprintf("bench-sim-%s-%d", label, i), label)
 		})
 	}()
 	for len(tally.ended) < o.n {
@@ -154,6 +159,7 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 			if err != nil {
 				return simResult{}, err
 			}
+			clock.startsDone()
 			errs = nil
 		case ev, ok := <-w.ResultChan():
 			if !ok || ev.Type == watch.Error {
@@ -175,6 +181,7 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 			return simResult{}, ctx.Err()
 		}
 	}
+	clock.report("bare", o.n)
 	after, err := b.apiRequests(ctx)
 	if err != nil {
 		return simResult{}, err
@@ -189,8 +196,9 @@ func (b *bench) simBare(o simOpts, round int) (simResult, error) {
 // bareStart is one start of the bare loop: it creates the pod name and,
 // as a hermes start does, is done once the pod runs (the round's one watch
 // sees it), unless o.createOnly.
-func (b *bench) bareStart(ctx context.Context, o simOpts, tally *simTally, name, label string) error {
+func (b *bench) bareStart(ctx context.Context, o simOpts, tally *simTally, clock *simClock, name, label string) error {
 	running := tally.create(name)
+	clock.note(name, time.Now(), time.Time{})
 	if _, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, b.simPod(name, label, o.duration), metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -293,11 +301,16 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	go func() {
 		takerDone <- takeAll(ctx, o.runners[0], session, o.n, &mu, taken, &dups)
 	}()
+	clock, err := b.startClock(ctx, "hermes.session="+session, "hermes", o.runnerDebug)
+	if err != nil {
+		return simResult{}, err
+	}
 	start := time.Now()
-	if err := postAll(ctx, o, session, &mu, posted); err != nil {
+	if err := postAll(ctx, o, session, &mu, posted, clock); err != nil {
 		return simResult{}, err
 	}
 	started := time.Since(start)
+	clock.startsDone()
 	rssLive := rss(o.runnerPIDs)
 	if o.killLast && round == o.rounds-1 && len(o.runnerPIDs) > 1 {
 		// A replica dies with its jobs running: the other must still
@@ -309,19 +322,10 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	if err := <-takerDone; err != nil {
 		return simResult{}, err
 	}
-	ended := map[string]time.Duration{}
-	for id, at := range taken {
-		if t, ok := posted[id]; ok {
-			ended[id] = at.Sub(t)
-		}
-	}
-	if len(ended) < o.n || dups > 0 {
-		return simResult{}, fmt.Errorf("%d of %d completions, %d taken twice", len(ended), o.n, dups)
-	}
-	if o.redisURL != "" {
-		if err := oneReceiptEach(ctx, o.redisURL, session, posted); err != nil {
-			return simResult{}, err
-		}
+	clock.report("hermes", o.n)
+	ended, err := everyEndOnce(ctx, o, session, posted, taken, dups)
+	if err != nil {
+		return simResult{}, err
 	}
 	after, err := b.apiRequests(ctx)
 	if err != nil {
@@ -334,10 +338,31 @@ func (b *bench) simHermes(o simOpts, round int) (simResult, error) {
 	return res, nil
 }
 
+// everyEndOnce checks that each of the round's posted jobs had its
+// completion taken once and (with Redis) has one receipt, and returns each
+// one's time from its POST to its completion.
+func everyEndOnce(ctx context.Context, o simOpts, session string, posted, taken map[string]time.Time, dups int) (map[string]time.Duration, error) {
+	ended := map[string]time.Duration{}
+	for id, at := range taken {
+		if t, ok := posted[id]; ok {
+			ended[id] = at.Sub(t)
+		}
+	}
+	if len(ended) < o.n || dups > 0 {
+		return nil, fmt.Errorf("%d of %d completions, %d taken twice", len(ended), o.n, dups)
+	}
+	if o.redisURL != "" {
+		if err := oneReceiptEach(ctx, o.redisURL, session, posted); err != nil {
+			return nil, err
+		}
+	}
+	return ended, nil
+}
+
 // postAll starts the round's o.n jobs through the runners, round robin,
 // o.concurrency at a time, noting in posted (under mu) when each start was
 // sent.
-func postAll(ctx context.Context, o simOpts, session string, mu *sync.Mutex, posted map[string]time.Time) error {
+func postAll(ctx context.Context, o simOpts, session string, mu *sync.Mutex, posted map[string]time.Time, clock *simClock) error {
 	body := fmt.Sprintf(`{"command":"simulated","notify":true,"env":["HERMES_SIM_DURATION=%s"]}`, o.duration)
 	return measure.Parallel(o.n, o.concurrency, func(i int) error {
 		t := time.Now()
@@ -347,6 +372,7 @@ func postAll(ctx context.Context, o simOpts, session string, mu *sync.Mutex, pos
 		if err := call(ctx, "POST", o.runners[i%len(o.runners)]+"/v1/processes", session, body, http.StatusCreated, &rec); err != nil {
 			return err
 		}
+		clock.note("hermes-"+strings.ReplaceAll(rec.ID, "_", "-"), t, time.Now())
 		mu.Lock()
 		posted[rec.ID] = t
 		mu.Unlock()

@@ -71,7 +71,16 @@ func main() {
 	keep := flag.String("fill-only", "", "only write the tenants' receipts under this runner home, and keep them")
 	bare := flag.String("bare", "", "internal: read one session's receipts bare (index or directory, then bodies) and exit")
 	home := flag.String("home", "", "internal: the profile of -bare")
+	peak := flag.Bool("peak-rss", false, "internal: run the command after the flags, print its peak RSS in KiB and exit")
 	flag.Parse()
+	if *peak {
+		kib, err := peakRSS(flag.Args())
+		if err != nil {
+			fail(err)
+		}
+		fmt.Println(kib)
+		return
+	}
 	if *bare != "" {
 		n, err := bareRead(c, *home, *bare)
 		if err != nil {
@@ -523,11 +532,20 @@ func (b *bench) prunes(ctx context.Context) error {
 		if err := b.fill(ctx, home, n, func(int) string { return "" }, 720*time.Hour); err != nil {
 			return err
 		}
-		cmd := exec.Command(b.exe, "prune")
+		// The peak comes from a small launcher process (this binary again),
+		// not from this one's wait4: Go starts a child with CLONE_VM, and
+		// the kernel folds the peak of the memory the child shares until
+		// its exec into the child's own maxrss, so a direct child's figure
+		// is at least this bench's peak (tens of MiB after filling the
+		// store), whatever the child itself uses.
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cmd := exec.Command(self, "-peak-rss", "--", b.exe, "prune")
 		cmd.Env = b.env(home, "")
-		cmd.Stdout = io.Discard
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		t := time.Now()
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("hermes prune: %w: %s", err, stderr.String())
@@ -537,10 +555,48 @@ func (b *bench) prunes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		fmt.Printf("prune of %d receipts: %.1f s, peak RSS %.1f MiB, %d left\n", n, took.Seconds(), float64(ru.Maxrss)/1024, left)
+		fmt.Printf("prune of %d receipts: %.1f s, peak RSS %.1f MiB (this bench's own peak %.1f MiB), %d left\n",
+			n, took.Seconds(), float64(parseKiB(stdout.String()))/1024, float64(selfPeakKiB())/1024, left)
 	}
 	return nil
+}
+
+// peakRSS runs argv with this process's environment, its output discarded
+// but for errors, and returns its peak resident set in KiB as wait4 gives it.
+// Run from a fresh small process, the figure is the child's own (see prunes).
+func peakRSS(argv []string) (int64, error) {
+	if len(argv) == 0 {
+		return 0, errors.New("-peak-rss: no command")
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout = io.Discard
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("%s: %w", argv[0], err)
+	}
+	return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss, nil
+}
+
+// parseKiB reads the number peakRSS printed; 0 when there is none.
+func parseKiB(s string) int64 {
+	var n int64
+	_, _ = fmt.Sscan(strings.TrimSpace(s), &n)
+	return n
+}
+
+// selfPeakKiB is this process's VmHWM, what a direct child's maxrss would
+// have started from.
+func selfPeakKiB() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			return parseKiB(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+		}
+	}
+	return 0
 }
 
 // count is how many receipts the profile at home holds.

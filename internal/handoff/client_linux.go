@@ -173,7 +173,9 @@ func readReply(fd int) []byte {
 	_ = syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 	var b [32]byte
 	reply := b[:0]
-	for len(reply) < cap(reply) {
+	// A whole reply is the end: waiting on for the supervisor to close
+	// the connection would add its next turn on a CPU to every command.
+	for len(reply) < cap(reply) && !whole(reply) {
 		m, err := syscall.Read(fd, b[len(reply):cap(reply)])
 		if err == syscall.EINTR {
 			continue
@@ -184,6 +186,18 @@ func readReply(fd int) []byte {
 		reply = b[:len(reply)+m]
 	}
 	return reply
+}
+
+// whole reports whether reply is a complete last reply: BrokenPipe and its
+// descriptor, or an Exit line.
+func whole(reply []byte) bool {
+	switch {
+	case len(reply) >= 2 && reply[0] == BrokenPipe:
+		return true
+	case len(reply) >= 3 && reply[0] == Exit:
+		return reply[len(reply)-1] == '\n'
+	}
+	return false
 }
 
 // result turns the supervisor's last reply into this process's exit.
