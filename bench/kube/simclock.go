@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hermesrun/hermes/bench/measure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -169,7 +170,7 @@ func (c *simClock) report(who string, n int) {
 			return ""
 		}
 		slices.Sort(ds)
-		return fmt.Sprintf(" %s %.0f/%.0f ms (%d)", name, ms(ds[len(ds)/2]), ms(ds[len(ds)*9/10]), len(ds))
+		return fmt.Sprintf(" %s %.0f/%.0f ms (%d)", name, measure.MS(ds[len(ds)/2]), measure.MS(ds[len(ds)*9/10]), len(ds))
 	}
 	// The wall clock of the start phase, for a profiler's time filter
 	// (perf report --time).
@@ -229,8 +230,6 @@ func (b *bench) profile(ctx context.Context, dir, who string, debug []string) {
 		})
 	}
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // cpuByProcess is the CPU time (user and system, seconds) of every process
 // on the machine, summed by command name. Processes that exit between two

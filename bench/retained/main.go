@@ -45,6 +45,7 @@ import (
 
 	"github.com/hermesrun/hermes/backend"
 	"github.com/hermesrun/hermes/bench/measure"
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -551,12 +552,14 @@ func (b *bench) prunes(ctx context.Context) error {
 			return fmt.Errorf("hermes prune: %w: %s", err, stderr.String())
 		}
 		took := time.Since(t)
+		// What a direct child's maxrss would have started from.
+		selfPeak, _ := osproc.StatusField(0, "VmHWM")
 		left, err := b.count(ctx, home)
 		if err != nil {
 			return err
 		}
 		fmt.Printf("prune of %d receipts: %.1f s, peak RSS %.1f MiB (this bench's own peak %.1f MiB), %d left\n",
-			n, took.Seconds(), float64(parseKiB(stdout.String()))/1024, float64(selfPeakKiB())/1024, left)
+			n, took.Seconds(), float64(parseKiB(stdout.String()))/1024, float64(selfPeak)/1024, left)
 	}
 	return nil
 }
@@ -582,21 +585,6 @@ func parseKiB(s string) int64 {
 	var n int64
 	_, _ = fmt.Sscan(strings.TrimSpace(s), &n)
 	return n
-}
-
-// selfPeakKiB is this process's VmHWM, what a direct child's maxrss would
-// have started from.
-func selfPeakKiB() int64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			return parseKiB(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-		}
-	}
-	return 0
 }
 
 // count is how many receipts the profile at home holds.
