@@ -24,6 +24,7 @@ import (
 	"github.com/hermesrun/hermes/config"
 	"github.com/hermesrun/hermes/internal/callerkey"
 	"github.com/hermesrun/hermes/internal/osproc"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
@@ -59,6 +60,11 @@ type Options struct {
 	// running handed-off commands). A LongLived profile has one of its
 	// own when none is given.
 	ListCache *receipts.ListCache
+	// RedisClients, when set, are the Redis connections of the stores,
+	// shared with the other profiles the process opens (the same caller
+	// supervisor); the process closes them. Otherwise the profile has its
+	// own, closed with it.
+	RedisClients *redisdb.Clients
 }
 
 // Profile is an opened profile: its directory and configuration
@@ -84,6 +90,7 @@ type Profile struct {
 	supervisor bool
 	longLived  bool
 	listCache  *receipts.ListCache
+	clients    *redisdb.Clients
 	closers    []io.Closer
 	docker     *docker.Backend
 	kubernetes *kubernetes.Backend
@@ -120,7 +127,8 @@ func Open(ctx context.Context, opts Options) (*Profile, error) {
 		opts.Environ = os.Environ()
 	}
 	e := &Profile{Profile: prof, getenv: opts.Getenv, environ: opts.Environ, exe: opts.Exe, Logger: opts.Logger, supervisor: opts.Supervisor,
-		longLived: opts.LongLived, Limits: prof.Config.Limits.Admission(), listCache: opts.ListCache}
+		longLived: opts.LongLived, Limits: prof.Config.Limits.Admission(), listCache: opts.ListCache,
+		clients: opts.RedisClients}
 	if e.listCache == nil && opts.LongLived {
 		e.listCache = receipts.NewListCache()
 	}
@@ -165,7 +173,7 @@ func (e *Profile) fileLogger() *slog.Logger {
 
 func (e *Profile) openStores(ctx context.Context) error {
 	if url := e.Config.Store.RedisURL; url != "" {
-		st, ss, led, err := openRedis(ctx, url, e.Profile, e.Logger, e.supervisor)
+		st, ss, led, err := openRedis(ctx, url, e.Profile, e.Logger, e.supervisor, e.clients)
 		if err != nil {
 			return err
 		}

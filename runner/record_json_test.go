@@ -16,7 +16,9 @@ import (
 // TestRecordJSONUnchanged pins the JSON of every view of a process record
 // byte for byte (testdata/record-views.json, written by the layout before
 // the one-record redesign): the contract's surface must not move when the
-// Go types do.
+// Go types do. One change since was made on purpose: a receipt's output
+// is its last field (receipts.Receipt.Output), the same fields in another
+// order.
 func TestRecordJSONUnchanged(t *testing.T) {
 	start := time.Date(2026, 12, 3, 7, 0, 0, 123456789, time.UTC)
 	rec := &receipts.Receipt{ID: "proc_0123456789ab", Command: "echo hi", Backend: "docker", Status: receipts.StatusKilled}

@@ -57,6 +57,8 @@ type config struct {
 	store, redisURL             string
 	receipts, sessions, tenants int
 	rounds, prune               int
+	// output is the bytes of output each receipt keeps (0: two lines).
+	output int
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&c.tenants, "tenants", 10, "tenants")
 	flag.IntVar(&c.rounds, "rounds", 100, "paired reads of each kind")
 	flag.IntVar(&c.prune, "prune", 50000, "receipts of the prune part (0: skip)")
+	flag.IntVar(&c.output, "output", 0, "bytes of output in each receipt (0: two lines of go test)")
 	keep := flag.String("fill-only", "", "only write the tenants' receipts under this runner home, and keep them")
 	bare := flag.String("bare", "", "internal: read one session's receipts bare (index or directory, then bodies) and exit")
 	home := flag.String("home", "", "internal: the profile of -bare")
@@ -257,8 +260,18 @@ func (b *bench) fill(ctx context.Context, home string, n int, owner func(int) st
 	now := time.Now()
 	return measure.Parallel(n, 32, func(i int) error {
 		at := now.Add(-time.Duration(int64(span) / int64(n) * int64(i))).UTC()
-		return st.Put(ctx, receiptAt(backend.NewID(), owner(i), at))
+		r := receiptAt(backend.NewID(), owner(i), at)
+		if b.output > 0 {
+			r.Output = outputOf(b.output)
+		}
+		return st.Put(ctx, r)
 	})
+}
+
+// outputOf is n bytes of test-runner output.
+func outputOf(n int) string {
+	const line = "=== RUN   TestSomething/case\n--- PASS: TestSomething/case (0.00s)\n"
+	return strings.Repeat(line, n/len(line)+1)[:n]
 }
 
 func receiptAt(id, owner string, at time.Time) *receipts.Receipt {

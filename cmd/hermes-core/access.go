@@ -24,7 +24,7 @@ import (
 // ("hermes <name>"), which joins the caller's trace (TRACEPARENT) and ends
 // when the engine closes.
 func open(ctx context.Context, g *Globals, name string, mode profile.Mode) (context.Context, *profile.Profile, *runner.Registry, error) {
-	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Environ: g.Environ, ListCache: g.listCache})
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Environ: g.Environ, ListCache: g.listCache, RedisClients: g.redisClients})
 	if err != nil {
 		return ctx, nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hermesrun/hermes/backends/local/shim"
 	"github.com/hermesrun/hermes/internal/handoff"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
 
@@ -16,16 +17,18 @@ import (
 // the environment (HERMES_RUNNER_*) from this process's own: callers of
 // one key differ only in call-only variables, none of which is a flag's.
 //
-// The commands share cache, which makes their listings of retained
-// receipts cheaper than a process of their own could.
-func handedOff(cache *receipts.ListCache) *shim.CLIHandler {
+// The commands share cache and clients, which makes their listings of
+// retained receipts cheaper than a process of their own could, and spares
+// each a connection to Redis of its own.
+func handedOff(cache *receipts.ListCache, clients *redisdb.Clients) *shim.CLIHandler {
 	return &shim.CLIHandler{
 		Grammar: handoff.CLIGrammar,
 		Run: func(ctx context.Context, call handoff.Call, _ io.Reader, stdout, stderr io.Writer) int {
 			return command(ctx, call.Args, &Globals{
 				Stdout: stdout, Stderr: stderr, Getenv: handoff.Lookup(call.Env), Environ: call.Env,
-				Getwd:     func() (string, error) { return call.Dir, nil },
-				listCache: cache,
+				Getwd:        func() (string, error) { return call.Dir, nil },
+				listCache:    cache,
+				redisClients: clients,
 			})
 		},
 	}

@@ -26,6 +26,7 @@ import (
 	// most of the others (package hugeheap; what it buys: bench/RESULTS.md,
 	// "The front binary").
 	_ "github.com/hermesrun/hermes/internal/hugeheap"
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/runner/admission"
 	"github.com/hermesrun/hermes/runner/receipts"
 	"github.com/hermesrun/hermes/service"
@@ -126,9 +127,11 @@ type Globals struct {
 	// interrupts routes Ctrl-C; nil (a test's Globals) leaves it to the
 	// command's context.
 	interrupts *interrupts
-	// listCache outlives the command: the supervisor running handed-off
-	// commands keeps one for all of them (receipts.ListCache).
-	listCache *receipts.ListCache
+	// listCache and redisClients outlive the command: the supervisor
+	// running handed-off commands keeps them for all of them
+	// (receipts.ListCache, redisdb.Clients).
+	listCache    *receipts.ListCache
+	redisClients *redisdb.Clients
 	// unserved is the caller supervisor's socket when this command could
 	// have been handed off but nobody listened there (handoff.Unserved).
 	unserved string

@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hermesrun/hermes/internal/handoff"
+	"github.com/hermesrun/hermes/internal/redisdb"
+	"github.com/hermesrun/hermes/internal/testenv"
+	"github.com/hermesrun/hermes/job"
 	"github.com/hermesrun/hermes/runner/receipts"
+	"github.com/hermesrun/hermes/runner/receipts/redisstore"
 )
 
 // BenchmarkHandedOffReads is what a caller supervisor does for the reads
@@ -40,7 +45,9 @@ func BenchmarkHandedOffReads(b *testing.B) {
 		b.Fatal(err)
 	}
 	env := []string{"HERMES_HOME=" + home, "HOME=" + home, "PATH=/usr/bin:/bin"}
-	run := handedOff(receipts.NewListCache())
+	clients := redisdb.NewClients()
+	b.Cleanup(func() { clients.Close() })
+	run := handedOff(receipts.NewListCache(), clients)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -50,6 +57,55 @@ func BenchmarkHandedOffReads(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			call := handoff.Call{Args: tc.args, Env: env, Dir: home}
+			var n countingWriter
+			b.ReportAllocs()
+			for b.Loop() {
+				if code := run.Run(ctx, call, nil, &n, io.Discard); code != 0 {
+					b.Fatalf("exit %d", code)
+				}
+			}
+			b.ReportMetric(float64(n)/float64(b.N), "B-out/op")
+		})
+	}
+}
+
+// BenchmarkHandedOffRedisPs is `ps --retained --json` of one session's
+// 100 receipts in a Redis store, as a caller supervisor runs it for a CLI
+// process: receipts with two lines of output, and with 32 KB each (a
+// listing reads their heads, receipts.SummaryHead). bench/retained times
+// the same through the front binary, process start included.
+func BenchmarkHandedOffRedisPs(b *testing.B) {
+	url := testenv.Redis(b)
+	ctx := context.Background()
+	for _, size := range []int{0, 32_000} {
+		b.Run(fmt.Sprintf("output-%d", size), func(b *testing.B) {
+			home := b.TempDir()
+			if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("store:\n  redis_url: "+url+"\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			prefix := redisdb.ProfilePrefix(home)
+			b.Cleanup(func() { testenv.DeleteRedisKeys(b, prefix) })
+			st, err := redisstore.New(ctx, url, receipts.Options{}, prefix)
+			if err != nil {
+				b.Fatal(err)
+			}
+			started := time.Now().Add(-time.Hour).UTC()
+			out := strings.Repeat("--- PASS: TestX (0.00s)\n", size/24+1)[:size]
+			for i := range 100 {
+				at := started.Add(time.Duration(i) * time.Second)
+				r := &receipts.Receipt{ID: fmt.Sprintf("proc_%012x", i+1), Command: "go test ./...", Backend: "local",
+					Status: receipts.StatusExited, StartedAt: at, FinishedAt: at.Add(time.Second), Output: out,
+					Owner: job.Owner{ParentSessionID: "sess-1"}}
+				if err := st.Put(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st.Close()
+			clients := redisdb.NewClients()
+			b.Cleanup(func() { clients.Close() })
+			run := handedOff(receipts.NewListCache(), clients)
+			call := handoff.Call{Args: []string{"--json", "ps", "--retained"}, Dir: home,
+				Env: []string{"HERMES_HOME=" + home, "HOME=" + home, "PATH=/usr/bin:/bin", "HERMES_SESSION_ID=sess-1"}}
 			var n countingWriter
 			b.ReportAllocs()
 			for b.Loop() {

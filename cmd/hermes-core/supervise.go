@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/hermesrun/hermes/internal/redisdb"
 	"github.com/hermesrun/hermes/profile"
 	"github.com/hermesrun/hermes/runner/receipts"
 )
@@ -17,10 +18,14 @@ type SuperviseCmd struct {
 // SIGTERM/SIGINT itself: it ends its jobs, records them, and exits.
 func (c *SuperviseCmd) Run(g *Globals) error {
 	ctx := context.Background()
-	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Supervisor: true})
+	// One pool of Redis connections for the supervisor's own stores and
+	// the commands handed to it; closed after the profile, the last user.
+	clients := redisdb.NewClients()
+	defer clients.Close()
+	e, err := profile.Open(ctx, profile.Options{Getenv: g.Getenv, Supervisor: true, RedisClients: clients})
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	return e.RunSupervisor(ctx, c.Socket, handedOff(receipts.NewListCache()))
+	return e.RunSupervisor(ctx, c.Socket, handedOff(receipts.NewListCache(), clients))
 }

@@ -37,37 +37,84 @@ func ReadRegular(path string, maxBytes int64) ([]byte, error) {
 // with the poller (an epoll_ctl that fails for regular files), its
 // finalizer and its read to see the end were a fifth of the cost.
 func ReadRegularInfo(path string, maxBytes int64) ([]byte, fs.FileInfo, error) {
-	st, err := os.Lstat(path)
+	fd, st, size, err := openChecked(path, maxBytes)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer syscall.Close(fd)
+	b, err := readFD(fd, path, size, maxBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, st, nil
+}
+
+// ReadRegularHead is ReadRegularInfo for a reader of the file's first
+// head bytes only: it reads no more of a longer file, and whole says
+// whether what it read is all the file held (by fstat's size). maxBytes
+// still bounds the file it agrees to read from.
+func ReadRegularHead(path string, head, maxBytes int64) (b []byte, whole bool, st fs.FileInfo, err error) {
+	fd, st, size, err := openChecked(path, maxBytes)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	defer syscall.Close(fd)
+	if size <= head {
+		b, err = readFD(fd, path, size, maxBytes)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		return b, true, st, nil
+	}
+	b = make([]byte, head)
+	n := 0
+	for n < len(b) {
+		var k int
+		err := ignoringEINTR(func() (err error) {
+			k, err = syscall.Read(fd, b[n:])
+			return err
+		})
+		if err != nil {
+			return nil, false, nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if k == 0 {
+			return b[:n:n], true, st, nil // it shrank: what is there is all
+		}
+		n += k
+	}
+	return b, false, st, nil
+}
+
+// openChecked opens the regular file at path, at most maxBytes long,
+// without following a symlink or blocking on a FIFO, and checks that
+// what it opened is what lstat saw: the descriptor, lstat's answer and
+// fstat's size. The caller closes fd.
+func openChecked(path string, maxBytes int64) (fd int, st fs.FileInfo, size int64, err error) {
+	st, err = os.Lstat(path)
+	if err != nil {
+		return -1, nil, 0, err
+	}
 	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+		return -1, nil, 0, fmt.Errorf("%s: %w", path, ErrNotRegular)
 	}
 	if st.Size() > maxBytes {
-		return nil, nil, fmt.Errorf("%s: %w", path, ErrTooLarge)
+		return -1, nil, 0, fmt.Errorf("%s: %w", path, ErrTooLarge)
 	}
-	var fd int
 	err = ignoringEINTR(func() (err error) {
 		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 		return err
 	})
 	if err != nil {
 		if errors.Is(err, syscall.ELOOP) {
-			return nil, nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+			return -1, nil, 0, fmt.Errorf("%s: %w", path, ErrNotRegular)
 		}
-		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return -1, nil, 0, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer syscall.Close(fd)
-	size, err := sameRegular(fd, path, st)
-	if err != nil {
-		return nil, nil, err
+	if size, err = sameRegular(fd, path, st); err != nil {
+		syscall.Close(fd)
+		return -1, nil, 0, err
 	}
-	b, err := readFD(fd, path, size, maxBytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, st, nil
+	return fd, st, size, nil
 }
 
 // sameRegular checks that fd, opened at path, is the regular file lstat

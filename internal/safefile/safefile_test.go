@@ -58,5 +58,22 @@ func TestReadRegular(t *testing.T) {
 				t.Fatalf("read %d bytes (size %d), want %d", len(b), st.Size(), len(tc.want))
 			}
 		})
+		// The same file read for its head: the same checks, and no more
+		// than the head of it read.
+		for _, head := range []int64{0, 4, 10, 4096, 1 << 20} {
+			t.Run(tc.name+"/head", func(t *testing.T) {
+				b, whole, st, err := ReadRegularHead(tc.path, head, tc.max)
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("head %d: err = %v, want %v", head, err, tc.err)
+				}
+				if tc.err != nil {
+					return
+				}
+				want := tc.want[:min(int64(len(tc.want)), head)]
+				if !bytes.Equal(b, want) || whole != (int64(len(tc.want)) <= head) || st.Size() != int64(len(tc.want)) {
+					t.Fatalf("head %d: read %d bytes, whole %v; want %d of %d", head, len(b), whole, len(want), len(tc.want))
+				}
+			})
+		}
 	}
 }

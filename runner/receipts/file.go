@@ -278,7 +278,7 @@ func (s *FileStore) listScope(scope Scope, summary bool, c *ListCache) ([]*Recei
 	}
 	switch {
 	case !scope.All:
-		return s.listOwners(scope, d)
+		return s.listOwners(scope, d, summary)
 	case d != nil:
 		return s.listCached(d)
 	}
@@ -286,7 +286,7 @@ func (s *FileStore) listScope(scope Scope, summary bool, c *ListCache) ([]*Recei
 	if err != nil {
 		return nil, err
 	}
-	all := s.loadAll(ids)
+	all := s.loadAll(ids, summary)
 	for _, r := range all {
 		if r != nil {
 			s.linkOwner(r.ID, r.ParentSessionID) // heals, as listCached does
@@ -312,14 +312,14 @@ func (s *FileStore) listCache(f Filter) *ListCache {
 	return s.pageCache
 }
 
-// loadAll loads the receipts of ids (nil where one is gone or unreadable)
-// on as many goroutines as there are CPUs: a listing of a thousand
-// receipts spent most of its time in the syscalls of opening and reading
-// each, one after the other.
-func (s *FileStore) loadAll(ids []string) []*Receipt {
+// loadAll loads the receipts of ids (nil where one is gone or unreadable),
+// as summaries when summary says (loadSummary), on as many goroutines as
+// there are CPUs: a listing of a thousand receipts spent most of its time
+// in the syscalls of opening and reading each, one after the other.
+func (s *FileStore) loadAll(ids []string, summary bool) []*Receipt {
 	out := make([]*Receipt, len(ids))
 	s.each(len(ids), func(i int) {
-		if r, err := s.load(ids[i]); err == nil {
+		if r, err := s.listed(ids[i], nil, summary); err == nil {
 			out[i] = r
 		}
 	})
@@ -378,19 +378,8 @@ func (s *FileStore) loadInfo(id string) (*Receipt, fs.FileInfo, error) {
 	// is judged from the fstat after the read, which costs a read of an
 	// expired file, rare, instead of a stat of every one.
 	b, st, err := safefile.ReadRegularInfo(p, maxReceiptFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil, ErrNotFound
-	case errors.Is(err, safefile.ErrNotRegular):
-		s.log.Warn("receipt that is not a regular file ignored", "path", p)
-		return nil, nil, ErrNotFound
-	case err != nil:
-		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
-		return nil, nil, ErrNotFound
-	}
-	if s.expired(st.ModTime()) {
-		s.remove(p)
-		return nil, nil, ErrNotFound
+	if err = s.readable(p, st, err); err != nil {
+		return nil, nil, err
 	}
 	r, err := DecodeFile(id, b)
 	if err != nil {
@@ -400,21 +389,77 @@ func (s *FileStore) loadInfo(id string) (*Receipt, fs.FileInfo, error) {
 	return r, st, nil
 }
 
+// loadSummary is loadInfo for a listing: the receipt without its output,
+// read from the file's first SummaryHead bytes when they hold the rest
+// (DecodeSummary), else from the whole file.
+func (s *FileStore) loadSummary(id string) (*Receipt, fs.FileInfo, error) {
+	p := s.Path(id)
+	b, whole, st, err := safefile.ReadRegularHead(p, SummaryHead, maxReceiptFile)
+	if err = s.readable(p, st, err); err != nil {
+		return nil, nil, err
+	}
+	var r *Receipt
+	if whole {
+		if r, err = DecodeFile(id, b); err != nil {
+			s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
+			return nil, nil, ErrNotFound
+		}
+	} else if head, ok := DecodeSummary(id, b); ok {
+		r = head
+	} else if r, st, err = s.loadInfo(id); err != nil {
+		return nil, nil, err
+	}
+	r.Output = ""
+	return r, st, nil
+}
+
+// readable turns what reading the receipt file p said (st, err) into
+// ErrNotFound, logged, for anything but a live receipt file: the file
+// gone, not a regular file, unreadable, or expired (then removed).
+func (s *FileStore) readable(p string, st fs.FileInfo, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return ErrNotFound
+	case errors.Is(err, safefile.ErrNotRegular):
+		s.log.Warn("receipt that is not a regular file ignored", "path", p)
+		return ErrNotFound
+	case err != nil:
+		s.log.Warn("unreadable receipt ignored", "path", p, "err", err)
+		return ErrNotFound
+	}
+	if s.expired(st.ModTime()) {
+		s.remove(p)
+		return ErrNotFound
+	}
+	return nil
+}
+
 // DecodeFile parses the receipt file of id: a JSON object whose
 // session_id is id.
 func DecodeFile(id string, b []byte) (*Receipt, error) {
-	r := new(Receipt)
-	if !decodeFast(b, r) {
-		r = nil
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, err
-		}
-		if r == nil {
-			return nil, errors.New("not a receipt (null)")
-		}
+	r, err := Decode(b)
+	if err != nil {
+		return nil, err
 	}
 	if r.ID != id {
 		return nil, fmt.Errorf("receipt of %s names %.64q", id, r.ID)
+	}
+	return r, nil
+}
+
+// Decode parses a receipt as the stores write it (AppendJSON), or any JSON
+// object encoding/json reads into one.
+func Decode(b []byte) (*Receipt, error) {
+	r := new(Receipt)
+	if decodeFast(b, r) {
+		return r, nil
+	}
+	r = nil
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, errors.New("not a receipt (null)")
 	}
 	return r, nil
 }
@@ -449,10 +494,7 @@ func (s *FileStore) Walk(ctx context.Context, scope Scope, f func(batch []*Recei
 				ids = append(ids, id)
 			}
 		}
-		batch := slices.DeleteFunc(s.loadAll(ids), func(r *Receipt) bool { return r == nil || !scope.Allows(r.ParentSessionID) })
-		for _, r := range batch {
-			r.Output = ""
-		}
+		batch := slices.DeleteFunc(s.loadAll(ids, true), func(r *Receipt) bool { return r == nil || !scope.Allows(r.ParentSessionID) })
 		if len(batch) > 0 {
 			if err := f(batch); err != nil {
 				return err

@@ -27,5 +27,10 @@ func TestFileStoreContract(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		Rewrite: func(t *testing.T, s receipts.Store, id string, body []byte) {
+			if err := os.WriteFile(s.(*receipts.FileStore).Path(id), body, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 }

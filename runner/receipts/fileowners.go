@@ -118,7 +118,7 @@ func (s *FileStore) indexOwners() error {
 	if err != nil {
 		return err
 	}
-	for i, r := range s.loadAll(ids) {
+	for i, r := range s.loadAll(ids, true) {
 		if r != nil {
 			s.linkOwner(ids[i], r.ParentSessionID)
 		}
@@ -134,9 +134,9 @@ func (s *FileStore) indexOwners() error {
 }
 
 // listOwners lists the receipts of the owners of scope (not All) through
-// their indices, dropping the links that no longer hold; with d, as
-// summaries through that list cache.
-func (s *FileStore) listOwners(scope Scope, d *dirCache) ([]*Receipt, error) {
+// their indices, dropping the links that no longer hold: as summaries
+// (with d, through that list cache), or whole.
+func (s *FileStore) listOwners(scope Scope, d *dirCache, summary bool) ([]*Receipt, error) {
 	var all []*Receipt
 	seen := map[string]bool{}
 	for _, owner := range scope.Owners {
@@ -144,7 +144,7 @@ func (s *FileStore) listOwners(scope Scope, d *dirCache) ([]*Receipt, error) {
 			continue
 		}
 		seen[owner] = true
-		recs, err := s.listOwner(owner, d)
+		recs, err := s.listOwner(owner, d, summary)
 		if err != nil {
 			return nil, err
 		}
@@ -155,8 +155,8 @@ func (s *FileStore) listOwners(scope Scope, d *dirCache) ([]*Receipt, error) {
 
 // listOwner lists owner's receipts: from d alone while neither the
 // owner's links nor the store's directory has changed since d recorded
-// them, else through the links.
-func (s *FileStore) listOwner(owner string, d *dirCache) ([]*Receipt, error) {
+// them, else through the links. d, when given, implies summary.
+func (s *FileStore) listOwner(owner string, d *dirCache, summary bool) ([]*Receipt, error) {
 	var links, dir fileKey
 	trusted := false
 	if d != nil {
@@ -173,7 +173,7 @@ func (s *FileStore) listOwner(owner string, d *dirCache) ([]*Receipt, error) {
 	}
 	recs := make([]*Receipt, len(ids))
 	s.each(len(ids), func(i int) {
-		recs[i], _ = s.summary(ids[i], d)
+		recs[i], _ = s.listed(ids[i], d, summary)
 	})
 	var out []*Receipt
 	var listed []string

@@ -146,7 +146,7 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 	var failed atomic.Bool
 	s.each(len(misses), func(k int) {
 		i := misses[k]
-		r, st, err := s.loadInfo(ids[i])
+		r, st, err := s.loadSummary(ids[i])
 		if err != nil {
 			if !errors.Is(err, ErrNotFound) || s.exists(ids[i]) {
 				failed.Store(true) // not a receipt (yet): look again next time
@@ -157,7 +157,6 @@ func (s *FileStore) listCached(d *dirCache) ([]*Receipt, error) {
 		// Heals the owner index of a receipt written without it (by an
 		// older hermes): a link that is there already costs one call.
 		s.linkOwner(r.ID, r.ParentSessionID)
-		r.Output = ""
 		out[i] = r
 	})
 	d.end(n)
@@ -255,11 +254,15 @@ func (s *FileStore) cachedPage(d *dirCache, keep func(*Receipt) bool, limit int)
 	return out, true
 }
 
-// summary returns the receipt id without its output: from d when its file
-// is the one cached (d may be nil), else read (and cached). A receipt
-// that is gone is ErrNotFound.
-func (s *FileStore) summary(id string, d *dirCache) (*Receipt, error) {
+// listed reads the receipt id for a listing: as a summary, without its
+// output, from d when its file is the one cached (and read into d when
+// not), or, without d, whole unless summary.
+func (s *FileStore) listed(id string, d *dirCache, summary bool) (*Receipt, error) {
 	if d == nil {
+		if summary {
+			r, _, err := s.loadSummary(id)
+			return r, err
+		}
 		return s.load(id)
 	}
 	n := d.listing.Load()
@@ -268,12 +271,11 @@ func (s *FileStore) summary(id string, d *dirCache) (*Receipt, error) {
 			return r, err
 		}
 	}
-	r, st, err := s.loadInfo(id)
+	r, st, err := s.loadSummary(id)
 	if err != nil {
 		return nil, err
 	}
 	d.put(r, st, n)
-	r.Output = ""
 	return r, nil
 }
 

@@ -115,7 +115,6 @@ type Receipt struct {
 	Signal          string    `json:"signal,omitempty"`
 	StartedAt       time.Time `json:"started_at"`
 	FinishedAt      time.Time `json:"finished_at"`
-	Output          string    `json:"output"`
 	OutputTruncated bool      `json:"output_truncated"`
 	// OutputFirstLine numbers, from 0 over everything the process printed,
 	// the line Output begins with: 0 unless the output was cut. Line
@@ -129,6 +128,12 @@ type Receipt struct {
 	Image       string `json:"image,omitempty"`
 	Error       string `json:"error,omitempty"`
 	job.Control
+	// Output is the last field written, and output_truncated comes
+	// before it: a listing reads only the head of a receipt (up to
+	// SummaryHead bytes), and that order tells it the head holds every
+	// other field (DecodeSummary). Receipts written before kept output
+	// in the middle, and are read whole.
+	Output string `json:"output"`
 }
 
 // Begin is the record of job j before its end, in status (running,

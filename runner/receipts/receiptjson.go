@@ -40,8 +40,6 @@ func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
 	if b, err = jsonappend.Time(b, r.FinishedAt); err != nil {
 		return b, fmt.Errorf("finished_at: %w", err)
 	}
-	b = append(b, `,"output":`...)
-	b = jsonappend.String(b, r.Output, true)
 	b = append(b, `,"output_truncated":`...)
 	b = strconv.AppendBool(b, r.OutputTruncated)
 	if r.OutputFirstLine != 0 {
@@ -79,5 +77,8 @@ func (r *Receipt) AppendJSON(b []byte) ([]byte, error) {
 		b = jsonappend.String(b, r.Error, true)
 	}
 	b = r.Control.AppendFields(b, true)
+	// Last, after output_truncated: see Receipt.Output.
+	b = append(b, `,"output":`...)
+	b = jsonappend.String(b, r.Output, true)
 	return append(b, '}'), nil
 }

@@ -48,6 +48,11 @@ func TestContract(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
+				Rewrite: func(t *testing.T, s receipts.Store, id string, body []byte) {
+					if err := s.(*redisstore.Store).RewriteForTest(context.Background(), id, body); err != nil {
+						t.Fatal(err)
+					}
+				},
 			})
 		})
 	}

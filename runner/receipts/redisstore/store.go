@@ -43,7 +43,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -533,7 +532,7 @@ func (l *lister) read(ctx context.Context, index string) ([]*receipts.Receipt, e
 	var out []*receipts.Receipt
 	full, bound := false, 0.0
 	for {
-		zs, bodies, err := l.batch(ctx, index, rng)
+		zs, got, err := l.batch(ctx, index, rng)
 		if err != nil {
 			return nil, err
 		}
@@ -541,7 +540,7 @@ func (l *lister) read(ctx context.Context, index string) ([]*receipts.Receipt, e
 			if full && z.Score < bound {
 				return out, nil
 			}
-			if r := l.receipt(z.Member.(string), bodies[i]); r != nil {
+			if r := l.receipt(z.Member.(string), got[i]); r != nil {
 				out = append(out, r)
 				if !full && l.f.Limit > 0 && len(out) >= l.f.Limit {
 					full, bound = true, z.Score
@@ -556,8 +555,8 @@ func (l *lister) read(ctx context.Context, index string) ([]*receipts.Receipt, e
 }
 
 // batch reads the ids of index in rng, newest start first, with their
-// scores and receipt bodies.
-func (l *lister) batch(ctx context.Context, index string, rng *redis.ZRangeBy) ([]redis.Z, []any, error) {
+// scores and receipts.
+func (l *lister) batch(ctx context.Context, index string, rng *redis.ZRangeBy) ([]redis.Z, []read, error) {
 	zs, err := l.s.rdb.ZRevRangeByScoreWithScores(ctx, index, rng).Result()
 	if err != nil {
 		return nil, nil, err
@@ -567,8 +566,80 @@ func (l *lister) batch(ctx context.Context, index string, rng *redis.ZRangeBy) (
 		ids[i], _ = z.Member.(string)
 		zs[i].Member = ids[i]
 	}
+	if l.f.Summary {
+		got, err := l.s.summaries(ctx, ids)
+		return zs, got, err
+	}
 	bodies, err := l.s.mget(ctx, ids)
-	return zs, bodies, err
+	if err != nil {
+		return nil, nil, err
+	}
+	got := make([]read, len(ids))
+	for i, body := range bodies {
+		if b, ok := body.(string); ok {
+			got[i] = read{r: l.s.decode(ids[i], b), found: true}
+		}
+	}
+	return zs, got, nil
+}
+
+// read is what a listing read of one id found: the receipt (nil when it
+// does not decode), or, when not found, that it is gone.
+type read struct {
+	r     *receipts.Receipt
+	found bool
+}
+
+// summaries reads the receipts of ids without their output: the head of
+// each (receipts.SummaryHead bytes, one pipelined GETRANGE each), and whole
+// only those whose head does not hold the rest (receipts.DecodeSummary).
+// A listing of receipts that kept long output moves their heads, not
+// megabytes of output it does not show.
+func (s *Store) summaries(ctx context.Context, ids []string) ([]read, error) {
+	got := make([]read, len(ids))
+	if len(ids) == 0 {
+		return got, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.GetRange(ctx, s.keys.Receipt(id), 0, receipts.SummaryHead-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var whole []int
+	for i, c := range cmds {
+		head := c.Val()
+		switch {
+		case head == "": // GETRANGE's answer for a key that is gone
+		case len(head) < receipts.SummaryHead:
+			got[i] = s.summaryOf(ids[i], head)
+		default:
+			if r, ok := receipts.DecodeSummary(ids[i], []byte(head)); ok {
+				got[i] = read{r: r, found: true}
+			} else {
+				whole = append(whole, i)
+			}
+		}
+	}
+	if len(whole) == 0 {
+		return got, nil
+	}
+	wholeIDs := make([]string, len(whole))
+	for j, i := range whole {
+		wholeIDs[j] = ids[i]
+	}
+	bodies, err := s.mget(ctx, wholeIDs)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range whole {
+		if b, ok := bodies[j].(string); ok {
+			got[i] = s.summaryOf(ids[i], b)
+		}
+	}
+	return got, nil
 }
 
 // next moves rng on past zs, a batch it read: from the last score read,
@@ -589,19 +660,28 @@ func next(rng *redis.ZRangeBy, zs []redis.Z) {
 	}
 }
 
-// receipt is the receipt of listed id with body (nil when it expired,
-// when the spool holds a newer one, or when it is not on the page).
-func (l *lister) receipt(id string, body any) *receipts.Receipt {
+// summaryOf is the listing's read of id's whole receipt body: the
+// receipt without its output.
+func (s *Store) summaryOf(id, body string) read {
+	r := s.decode(id, body)
+	if r != nil {
+		r.Output = ""
+	}
+	return read{r: r, found: true}
+}
+
+// receipt is the receipt of listed id as read (nil when it expired, when
+// the spool holds a newer one, or when it is not on the page).
+func (l *lister) receipt(id string, got read) *receipts.Receipt {
 	if _, newer := l.spooled[id]; newer {
 		return nil
 	}
-	b, ok := body.(string)
-	if !ok {
+	if !got.found {
 		l.gone = append(l.gone, id)
 		return nil
 	}
-	if r := l.s.decode(id, b); r != nil && l.passes(r) {
-		return r
+	if got.r != nil && l.passes(got.r) {
+		return got.r
 	}
 	return nil
 }
@@ -736,12 +816,12 @@ func (s *Store) spooledMatching(prefix string) (map[string]*spoolEntry, error) {
 }
 
 func (s *Store) decode(id, body string) *receipts.Receipt {
-	var r receipts.Receipt
-	if err := json.Unmarshal([]byte(body), &r); err != nil {
+	r, err := receipts.Decode([]byte(body))
+	if err != nil {
 		s.log.Warn("unreadable receipt ignored", "id", id, "err", err)
 		return nil
 	}
-	return &r
+	return r
 }
 
 // afterRedisOK notes that Redis answered: if receipts wait in the spool,

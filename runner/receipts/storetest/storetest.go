@@ -32,6 +32,10 @@ type Harness struct {
 	// key's TTL running out. Index entries, if any, are left for the store
 	// to clean up, as they would be in real life.
 	Expire func(t *testing.T, s receipts.Store, id string)
+	// Rewrite, when set, replaces the stored encoding of the receipt id,
+	// written through s, with body as it is: a receipt as an older hermes
+	// wrote it.
+	Rewrite func(t *testing.T, s receipts.Store, id string, body []byte)
 }
 
 // Run runs the contract suite.
@@ -77,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scope", testScope},
 		{"Prefix", testPrefix},
 		{"List", testList},
+		{"Summaries", testSummaries},
 		{"Pages", testPages},
 		{"Expire", testExpire},
 		{"Retention", testRetention},
