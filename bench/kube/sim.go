@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hermesrun/hermes/bench/measure"
+	"github.com/hermesrun/hermes/internal/osproc"
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -562,15 +563,8 @@ func percentiles(m map[string]time.Duration) (p50, p99 time.Duration) {
 func rss(pids []int) int64 {
 	var total int64
 	for _, pid := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-				total += kb << 10
-			}
+		if kb, ok := osproc.StatusField(pid, "VmRSS"); ok {
+			total += kb << 10
 		}
 	}
 	return total
