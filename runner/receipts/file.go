@@ -472,8 +472,8 @@ func (s *FileStore) expired(written time.Time) bool {
 const walkBatch = 256
 
 // Walk implements Walker: the directory is read walkBatch names at a
-// time, each batch's receipts loaded, and their output dropped before f
-// sees them.
+// time, and each batch's receipts loaded without their output
+// (loadSummary) before f sees them.
 func (s *FileStore) Walk(ctx context.Context, scope Scope, f func(batch []*Receipt) error) error {
 	d, err := os.Open(s.dir)
 	if err != nil {
