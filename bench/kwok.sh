@@ -10,7 +10,10 @@
 # first must record every end, each once. CREATE_ONLY=1 lets the bare
 # loop's workers create without waiting for their pods to run. PROTOBUF=1
 # has the bare loop speak protobuf to the API server, as hermes does (its
-# default is client-go's, JSON).
+# default is client-go's, JSON). DURATION (default 120s) is how long each
+# job runs: long enough that all 2,000 run at once here (their starts take
+# about 40 s), so that no job's end (its log read, delete and receipt,
+# which the bare loop does not do) shares the window with the starts.
 # HERMES_SIM_PHASES=1 splits each side's starts into phases (create,
 # schedule, run, answer) seen by one watch, with the CPU each process of
 # the machine spent in the round (bench/kube/simclock.go); with
@@ -62,7 +65,7 @@ YAML
 }
 serve a 17081
 serve b 17082
-"$tmp/kube" -sim "$n" -concurrency "${CONCURRENCY:-64}" -rounds "${ROUNDS:-3}" -sim-duration "${DURATION:-30s}" \
+"$tmp/kube" -sim "$n" -concurrency "${CONCURRENCY:-64}" -rounds "${ROUNDS:-3}" -sim-duration "${DURATION:-120s}" \
 	-runners http://127.0.0.1:17081,http://127.0.0.1:17082 -runner-pids "${pids[0]},${pids[1]}" \
 	-runner-debug http://127.0.0.1:18081,http://127.0.0.1:18082 -redis "$redis" \
 	${KILL:+-kill-replica} ${CREATE_ONLY:+-create-only} ${PROTOBUF:+-protobuf}
