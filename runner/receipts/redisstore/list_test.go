@@ -153,3 +153,42 @@ func TestListUpgradesLayout(t *testing.T) {
 		t.Errorf("layout mark = %q; want 2", v)
 	}
 }
+
+// TestListSkipsWhatIsNotAReceipt: a listing that meets a receipt key
+// holding something else (a hash) lists the rest, as one reading whole
+// receipts did, instead of failing.
+func TestListSkipsWhatIsNotAReceipt(t *testing.T) {
+	url := testenv.Redis(t)
+	ctx := context.Background()
+	prefix := redisdb.ProfilePrefix("wrongtype-" + nonce(t))
+	s, err := redisstore.New(ctx, url, receipts.Options{}, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	rs := listing(3)
+	for _, r := range rs {
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt, _ := redis.ParseURL(url)
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { rdb.Close() })
+	key := redisdb.NewKeys(prefix).Receipt(rs[1].ID)
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, key, "not", "a receipt").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, summary := range []bool{true, false} {
+		got, err := s.List(ctx, receipts.Scope{Owners: []string{"sess"}}, receipts.Filter{Summary: summary})
+		if err != nil {
+			t.Fatalf("summary %v: %v", summary, err)
+		}
+		if want := []string{rs[0].ID, rs[2].ID}; !slices.Equal(ids(got), want) {
+			t.Errorf("summary %v: listed %v; want %v", summary, ids(got), want)
+		}
+	}
+}

@@ -605,13 +605,18 @@ func (s *Store) summaries(ctx context.Context, ids []string) ([]read, error) {
 	for i, id := range ids {
 		cmds[i] = pipe.GetRange(ctx, s.keys.Receipt(id), 0, receipts.SummaryHead-1)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	// A reply error is one key's (WRONGTYPE: not a receipt), and that key
+	// is then read as MGET reads it, as nothing; anything else is Redis's.
+	var replyErr redis.Error
+	if _, err := pipe.Exec(ctx); err != nil && !errors.As(err, &replyErr) {
 		return nil, err
 	}
 	var whole []int
 	for i, c := range cmds {
-		head := c.Val()
+		head, err := c.Result()
 		switch {
+		case err != nil:
+			whole = append(whole, i)
 		case head == "": // GETRANGE's answer for a key that is gone
 		case len(head) < receipts.SummaryHead:
 			got[i] = s.summaryOf(ids[i], head)
