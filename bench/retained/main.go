@@ -258,11 +258,15 @@ func (b *bench) fill(ctx context.Context, home string, n int, owner func(int) st
 	defer st.Close()
 	span := 6 * 24 * time.Hour
 	now := time.Now()
+	out := ""
+	if b.output > 0 {
+		out = outputOf(b.output)
+	}
 	return measure.Parallel(n, 32, func(i int) error {
 		at := now.Add(-time.Duration(int64(span) / int64(n) * int64(i))).UTC()
 		r := receiptAt(backend.NewID(), owner(i), at)
-		if b.output > 0 {
-			r.Output = outputOf(b.output)
+		if out != "" {
+			r.Output = out
 		}
 		return st.Put(ctx, r)
 	})

@@ -128,8 +128,8 @@ type Globals struct {
 	// command's context.
 	interrupts *interrupts
 	// listCache and redisClients outlive the command: the supervisor
-	// running handed-off commands keeps them for all of them
-	// (receipts.ListCache, redisdb.Clients).
+	// running handed-off commands keeps one of each, shared by all the
+	// commands (receipts.ListCache, redisdb.Clients).
 	listCache    *receipts.ListCache
 	redisClients *redisdb.Clients
 	// unserved is the caller supervisor's socket when this command could
