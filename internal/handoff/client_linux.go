@@ -203,7 +203,8 @@ func whole(reply []byte) bool {
 // result turns the supervisor's last reply into this process's exit.
 func result(reply []byte) int {
 	switch {
-	case len(reply) >= 2 && reply[0] == BrokenPipe:
+	case !whole(reply):
+	case reply[0] == BrokenPipe:
 		// The command wrote to a closed pipe: die of SIGPIPE as it would
 		// have (the Go runtime ignores a SIGPIPE it did not cause, so
 		// the default action is restored first).
@@ -212,7 +213,7 @@ func result(reply []byte) int {
 			uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0)
 		_ = syscall.Kill(syscall.Getpid(), syscall.SIGPIPE)
 		return 141 // the shell's status for it, should the signal not end us
-	case len(reply) >= 3 && reply[0] == Exit && reply[len(reply)-1] == '\n':
+	default: // an Exit line
 		if code, ok := atoi(reply[1 : len(reply)-1]); ok {
 			return code
 		}
