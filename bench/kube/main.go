@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -68,8 +69,8 @@ func main() {
 		// (terminal.kubernetes.api_qps), not client-go's 5 a second.
 		cfg.QPS, cfg.Burst = 100, 200
 		if *bareProto {
-			cfg.ContentType = "application/vnd.kubernetes.protobuf"
-			cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+			cfg.ContentType = runtime.ContentTypeProtobuf
+			cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 		}
 	}
 	cs, err := k8s.NewForConfig(cfg)

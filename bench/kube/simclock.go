@@ -226,6 +226,9 @@ func (b *bench) profile(ctx context.Context, dir, who string, debug []string) {
 				return nil, err
 			}
 			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return nil, fmt.Errorf("%s: %s", req.URL, resp.Status)
+			}
 			return io.ReadAll(resp.Body)
 		})
 	}
